@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"lavender/runlog"
+)
+
+// runStartEntry opens every run, as in the predecessor's log.
+const runStartEntry = "RUN start"
+
+// RunlogCmd groups the run-log subcommands.
+type RunlogCmd struct {
+	New    RunlogNewCmd    `cmd:"" help:"Start a new run and print its file's path."`
+	Append RunlogAppendCmd `cmd:"" help:"Append an entry to the current run (starting one if there is none)."`
+	Show   RunlogShowCmd   `cmd:"" help:"Print the current run's log."`
+	Path   RunlogPathCmd   `cmd:"" help:"Print the current run's path."`
+}
+
+type RunlogNewCmd struct {
+	runlogFlags
+	Header string `help:"Second header line, e.g. \"device=cuda lavender_2=v0.2.3\"."`
+}
+
+func (c *RunlogNewCmd) Run(g *Globals) error {
+	l, err := runlog.Start(c.options(), c.Header, runStartEntry)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(g.Stdout, l.Path())
+	return err
+}
+
+type RunlogAppendCmd struct {
+	runlogFlags
+	Message []string `arg:"" help:"Words of the entry; joined with spaces."`
+}
+
+func (c *RunlogAppendCmd) Run(g *Globals) error {
+	l, _, err := runlog.CurrentOrStart(c.options(), "", runStartEntry)
+	if err != nil {
+		return err
+	}
+	return l.Append(strings.Join(c.Message, " "))
+}
+
+type RunlogShowCmd struct {
+	runlogFlags
+}
+
+func (c *RunlogShowCmd) Run(g *Globals) error {
+	l, err := runlog.Current(c.options())
+	if err != nil {
+		return err
+	}
+	data, err := l.Read()
+	if err != nil {
+		return err
+	}
+	_, err = g.Stdout.Write(data)
+	return err
+}
+
+type RunlogPathCmd struct {
+	runlogFlags
+}
+
+func (c *RunlogPathCmd) Run(g *Globals) error {
+	path, err := runlog.CurrentPath(c.Dir)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(g.Stdout, path)
+	return err
+}

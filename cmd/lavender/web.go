@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// webFlags are exporter-toolkit's flags, bound through kong.
+type webFlags struct {
+	ListenAddresses []string `name:"web.listen-address" default:":9877" sep:"none" help:"Address to listen on; repeat for several. Default port 9877."`
+	SystemdSocket   bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of port listeners (Linux only)."`
+	ConfigFile      string   `name:"web.config.file" default:"" help:"Path to an exporter-toolkit web config file that enables TLS and basic auth."`
+}
+
+func (f *webFlags) toolkit() *web.FlagConfig {
+	return &web.FlagConfig{
+		WebListenAddresses: &f.ListenAddresses,
+		WebSystemdSocket:   &f.SystemdSocket,
+		WebConfigFile:      &f.ConfigFile,
+	}
+}
+
+// Timeouts bound every connection so a slow or hostile client cannot hold
+// the server; WriteTimeout leaves room for a webhook that waits on Bark.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownGrace     = 10 * time.Second
+)
+
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// serveHTTP serves h on the configured listeners until ctx ends, then shuts
+// down, letting in-flight requests finish within grace. onListen, if set,
+// learns the bound addresses (tests listen on 127.0.0.1:0).
+func serveHTTP(ctx context.Context, h http.Handler, f *webFlags, grace time.Duration, logger *slog.Logger, onListen func([]net.Addr)) error {
+	if f.ConfigFile != "" {
+		if err := web.Validate(f.ConfigFile); err != nil {
+			return fmt.Errorf("web config %s: %w", f.ConfigFile, err)
+		}
+	}
+	srv := newHTTPServer(h, logger)
+	var listeners []net.Listener
+	if !f.SystemdSocket {
+		for _, addr := range f.ListenAddresses {
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				for _, open := range listeners {
+					open.Close()
+				}
+				return fmt.Errorf("listen on %s: %w", addr, err)
+			}
+			listeners = append(listeners, l)
+		}
+		if len(listeners) == 0 {
+			return errors.New("no --web.listen-address given")
+		}
+		if onListen != nil {
+			addrs := make([]net.Addr, len(listeners))
+			for i, l := range listeners {
+				addrs[i] = l.Addr()
+			}
+			onListen(addrs)
+		}
+	}
+
+	errc := make(chan error, 1)
+	go func() {
+		if f.SystemdSocket {
+			errc <- web.ListenAndServe(srv, f.toolkit(), logger)
+			return
+		}
+		errc <- web.ServeMultiple(listeners, srv, f.toolkit(), logger)
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// readiness backs /-/ready: a command marks itself ready once its start-up
+// work (e.g. the watchdog's first poll) is done.
+type readiness struct{ ready atomic.Bool }
+
+func (r *readiness) set() { r.ready.Store(true) }
+
+// addLifecycle registers the Prometheus-style health endpoints.
+func addLifecycle(mux *http.ServeMux, r *readiness) {
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "lavender is Healthy.")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !r.ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "lavender is not ready.")
+			return
+		}
+		fmt.Fprintln(w, "lavender is Ready.")
+	})
+}
+
+// addLanding registers exporter-toolkit's landing page at "/", linking the
+// given paths.
+func addLanding(mux *http.ServeMux, description string, links ...string) error {
+	cfg := web.LandingConfig{
+		Name:        "lavender",
+		Description: description,
+		Version:     version.Info(),
+	}
+	for _, l := range links {
+		cfg.Links = append(cfg.Links, web.LandingLinks{Address: l, Text: strings.TrimPrefix(l, "/")})
+	}
+	page, err := web.NewLandingPage(cfg)
+	if err != nil {
+		return err
+	}
+	mux.Handle("/", page)
+	return nil
+}

@@ -1,0 +1,412 @@
+// Package runlog keeps one small, always-readable file per training run.
+//
+// A run log never grows past its cap: before an append would overflow, the
+// middle of the file is compacted into a single marker line. Appends are one
+// write(2) on an O_APPEND file and compaction is an atomic rename, both under
+// a cross-process lock on the log directory, so several processes may write
+// the same run and a reader never sees a torn line or an oversized file.
+package runlog
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// DefaultDir is where run logs go unless configured otherwise.
+	DefaultDir = "logs"
+	// DefaultMaxBytes is the predecessor's hard cap.
+	DefaultMaxBytes = 1024
+	// MinMaxBytes is the smallest cap that still holds a full header, a
+	// marker and one maximal entry.
+	MinMaxBytes = 256
+)
+
+// ErrNoRun is returned by Current when the directory holds no run log.
+var ErrNoRun = errors.New("no run log yet")
+
+var nameRE = regexp.MustCompile(`^run-(\d{8}-\d{6})(?:-(\d+))?\.log$`)
+
+// Options locate and bound run logs.
+type Options struct {
+	Dir      string // default DefaultDir
+	MaxBytes int    // default DefaultMaxBytes; at least MinMaxBytes
+	// Now is the clock; tests set it. Default time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		o.Dir = DefaultDir
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxBytes < MinMaxBytes {
+		return o, fmt.Errorf("runlog: max bytes %d is below the minimum of %d", o.MaxBytes, MinMaxBytes)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
+
+// Log is a handle on one run's file. It is safe for concurrent use, and
+// other processes may hold handles on the same file.
+type Log struct {
+	path     string
+	dir      string
+	maxBytes int
+	now      func() time.Time
+
+	mu sync.Mutex // serialises this process's goroutines; flock serialises processes
+}
+
+// New starts a run: it creates <dir>/run-YYYYMMDD-HHMMSS.log (with -2, -3, …
+// on a name collision) holding the title line and, if header is not empty,
+// "# header". It creates dir if needed.
+func New(opts Options, header string) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("runlog: create dir %s: %w", opts.Dir, err)
+	}
+	now := opts.Now()
+	f := &File{Header: []string{titleLine(now)}}
+	if header != "" {
+		f.Header = append(f.Header, headerLine(header))
+	}
+	content := f.Bytes()
+	base := "run-" + now.Format("20060102-150405")
+	for seq := 1; ; seq++ {
+		name := base + ".log"
+		if seq > 1 {
+			name = base + "-" + strconv.Itoa(seq) + ".log"
+		}
+		path := filepath.Join(opts.Dir, name)
+		fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+		}
+		_, werr := fh.Write(content)
+		cerr := fh.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			return nil, fmt.Errorf("runlog: write %s: %w", path, err)
+		}
+		return newLog(opts, path), nil
+	}
+}
+
+// Current opens the newest run log in the directory, or returns ErrNoRun.
+func Current(opts Options) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	path, err := CurrentPath(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return newLog(opts, path), nil
+}
+
+// Start starts a run with New and writes first as its first entry, e.g.
+// "RUN start  device=cuda".
+func Start(opts Options, header, first string) (*Log, error) {
+	l, err := New(opts, header)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Append(first); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// CurrentOrStart opens the newest run log, or starts one as Start does if
+// the directory has none.
+func CurrentOrStart(opts Options, header, first string) (l *Log, started bool, err error) {
+	l, err = Current(opts)
+	if errors.Is(err, ErrNoRun) {
+		l, err = Start(opts, header, first)
+		return l, err == nil, err
+	}
+	return l, false, err
+}
+
+// CurrentPath returns the path of the newest run log in dir. Runs are ordered
+// by the time in their name, then by their collision suffix.
+func CurrentPath(dir string) (string, error) {
+	if dir == "" {
+		dir = DefaultDir
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("runlog: %s: %w", dir, ErrNoRun)
+	}
+	if err != nil {
+		return "", fmt.Errorf("runlog: read dir %s: %w", dir, err)
+	}
+	type run struct {
+		name  string
+		stamp string
+		seq   int
+	}
+	var runs []run
+	for _, e := range entries {
+		m := nameRE.FindStringSubmatch(e.Name())
+		if m == nil || !e.Type().IsRegular() {
+			continue
+		}
+		seq := 1
+		if m[2] != "" {
+			seq, _ = strconv.Atoi(m[2])
+		}
+		runs = append(runs, run{e.Name(), m[1], seq})
+	}
+	if len(runs) == 0 {
+		return "", fmt.Errorf("runlog: %s: %w", dir, ErrNoRun)
+	}
+	sort.Slice(runs, func(i, j int) bool {
+		if runs[i].stamp != runs[j].stamp {
+			return runs[i].stamp < runs[j].stamp
+		}
+		return runs[i].seq < runs[j].seq
+	})
+	return filepath.Join(dir, runs[len(runs)-1].name), nil
+}
+
+// Open returns a handle on an existing run log at path.
+func Open(opts Options, path string) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("runlog: open %s: %w", path, err)
+	}
+	return newLog(opts, path), nil
+}
+
+func newLog(opts Options, path string) *Log {
+	return &Log{path: path, dir: filepath.Dir(path), maxBytes: opts.MaxBytes, now: opts.Now}
+}
+
+// Path is the file's path.
+func (l *Log) Path() string { return l.path }
+
+// MaxBytes is the file's cap.
+func (l *Log) MaxBytes() int { return l.maxBytes }
+
+// Read returns the file's current content.
+func (l *Log) Read() ([]byte, error) {
+	data, err := os.ReadFile(l.path)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: read %s: %w", l.path, err)
+	}
+	return data, nil
+}
+
+// Append writes one entry, "HH:MM:SS msg", compacting the file first if the
+// entry would not fit under the cap. The message is kept to one line and
+// clipped to MaxLineBytes. Callers should log an error and carry on: a run
+// log is a record, never a reason to stop training.
+func (l *Log) Append(msg string) error {
+	line := entryLine(l.now(), msg) + "\n"
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	unlock, err := lockDir(l.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	fh, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("runlog: append %s: %w", l.path, err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return fmt.Errorf("runlog: append %s: %w", l.path, err)
+	}
+	if st.Size()+int64(len(line)) <= int64(l.maxBytes) && st.Size() > 0 && l.hasTitle() {
+		if _, err := fh.Write([]byte(line)); err != nil {
+			return fmt.Errorf("runlog: append %s: %w", l.path, err)
+		}
+		return nil
+	}
+	return l.rewrite(line[:len(line)-1], st.ModTime())
+}
+
+// hasTitle checks the first line, so a hand-edited or foreign file is
+// repaired on its next append rather than appended to as is.
+func (l *Log) hasTitle() bool {
+	fh, err := os.Open(l.path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	buf := make([]byte, len(titlePrefix)+len(titleLayout)+1)
+	n, _ := fh.Read(buf)
+	return n == len(buf) && titleRE.Match(buf[:n-1]) && buf[n-1] == '\n'
+}
+
+// rewrite compacts the file with entry appended and atomically replaces it.
+// The caller holds the locks.
+func (l *Log) rewrite(entry string, modTime time.Time) error {
+	data, err := os.ReadFile(l.path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("runlog: compact %s: %w", l.path, err)
+	}
+	started := startedAt(filepath.Base(l.path), modTime)
+	f := salvage(data, started)
+	compact(f, entry, l.maxBytes)
+	if err := writeAtomic(l.path, f.Bytes()); err != nil {
+		return fmt.Errorf("runlog: compact %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// compact adds entry to f, dropping middle entries if the result would
+// exceed maxBytes. The kept tail is as many of the newest entries as fit in
+// half the cap; the first entry goes only if the cap is too small for it.
+func compact(f *File, entry string, maxBytes int) {
+	if f.First == "" && f.Marker == nil {
+		f.First = entry // salvage leaves First empty only for a run with no entries
+	} else {
+		f.Entries = append(f.Entries, entry)
+	}
+	if len(f.Bytes()) <= maxBytes {
+		return // a repaired header, nothing to drop
+	}
+
+	older := f.Entries[:len(f.Entries)-1]
+	marker := Marker{Rounds: 1}
+	if f.Marker != nil {
+		marker = Marker{Dropped: f.Marker.Dropped, Rounds: f.Marker.Rounds + 1}
+	}
+	// Size the marker as if every older entry were dropped, so its counter
+	// can only come out shorter than reserved.
+	widest := Marker{Dropped: marker.Dropped + uint64(len(older)) + 1, Rounds: marker.Rounds}
+	fixed := lineBytes(f.Header) + lineBytes([]string{f.First, entry}) + len(widest.String()) + 1
+	budget := min(maxBytes/2, maxBytes-fixed)
+	keep, used := 0, len(entry)+1
+	for i := len(older) - 1; i >= 0 && used+len(older[i])+1 <= budget; i-- {
+		used += len(older[i]) + 1
+		keep++
+	}
+	dropped := len(older) - keep
+	marker.Dropped += uint64(dropped)
+	f.Entries = append(older[dropped:len(older):len(older)], entry)
+	f.Marker = &marker
+
+	// Only a cap near the minimum, or a marker with absurd counters from a
+	// hand-edited file, gets past here: give up the first entry, then the
+	// header text, but never the title or the newest entry.
+	if len(f.Bytes()) > maxBytes && f.First != "" {
+		f.First = ""
+		marker.Dropped++
+	}
+	for len(f.Bytes()) > maxBytes && len(f.Entries) > 1 {
+		f.Entries = f.Entries[1:]
+		marker.Dropped++
+	}
+	if len(f.Bytes()) > maxBytes && len(f.Header) > 1 {
+		f.Header = f.Header[:1]
+	}
+}
+
+func lineBytes(lines []string) int {
+	n := 0
+	for _, l := range lines {
+		n += len(l) + 1
+	}
+	return n
+}
+
+// startedAt recovers a run's start from its file name, for restoring a lost
+// title; a foreign name falls back to the file's modification time.
+func startedAt(name string, modTime time.Time) time.Time {
+	if m := nameRE.FindStringSubmatch(name); m != nil {
+		if t, err := time.ParseInLocation("20060102-150405", m[1], time.Local); err == nil {
+			return t
+		}
+	}
+	if modTime.IsZero() {
+		return time.Now()
+	}
+	return modTime
+}
+
+// writeAtomic replaces path with data: temp file in the same dir, fsync,
+// rename, then fsync the dir so the rename itself survives a crash.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// lockDir takes an exclusive flock on the directory itself, so no lock file
+// is needed and a read-only directory can still be locked.
+func lockDir(dir string) (unlock func(), err error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("runlog: lock %s: %w", dir, err)
+	}
+	for {
+		err = syscall.Flock(int(d.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("runlog: lock %s: %w", dir, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(d.Fd()), syscall.LOCK_UN)
+		d.Close()
+	}, nil
+}
