@@ -148,6 +148,17 @@ func CurrentOrStart(opts Options, header, first string) (l *Log, started bool, e
 	return l, false, err
 }
 
+// AppendCurrent appends msg to the newest run in opts.Dir, starting a run
+// (with "RUN start") if there is none. Writers that outlive a run, such as
+// the bridge, use it so they follow a new run started by another process.
+func AppendCurrent(opts Options, msg string) error {
+	l, _, err := CurrentOrStart(opts, "", "RUN start")
+	if err != nil {
+		return err
+	}
+	return l.Append(msg)
+}
+
 // CurrentPath returns the path of the newest run log in dir. Runs are ordered
 // by the time in their name, then by their collision suffix.
 func CurrentPath(dir string) (string, error) {
