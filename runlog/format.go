@@ -126,8 +126,9 @@ func Parse(data []byte) (*File, error) {
 
 // salvage reads whatever is on disk into a File, keeping every line it can.
 // Unlike Parse it never fails: a hand-edited or foreign file becomes entries
-// under a restored header, so nothing a person wrote is silently lost.
-func salvage(data []byte, started time.Time) *File {
+// under a restored header, so nothing a person wrote is silently lost. A
+// line without a time is stamped with the time of the repair.
+func salvage(data []byte, started, repaired time.Time) *File {
 	f := &File{}
 	text := strings.ToValidUTF8(string(data), "\uFFFD")
 	lines := strings.Split(text, "\n")
@@ -145,10 +146,11 @@ func salvage(data []byte, started time.Time) *File {
 			if m, ok := parseMarker(line); ok && (f.Marker == nil || m.Rounds > f.Marker.Rounds) {
 				f.Marker = &m
 			}
+		case strings.TrimSpace(line) == "":
+		case isEntry(line):
+			rest = append(rest, clipLine(sanitize(line)))
 		default:
-			if s := clipLine(sanitize(line)); strings.TrimSpace(s) != "" {
-				rest = append(rest, s)
-			}
+			rest = append(rest, entryLine(repaired, line))
 		}
 	}
 	if len(f.Header) == 0 {

@@ -29,6 +29,8 @@ const (
 	// MinMaxBytes is the smallest cap that still holds a full header, a
 	// marker and one maximal entry.
 	MinMaxBytes = 256
+	// RunStart is the entry that opens a run, as in the predecessor's log.
+	RunStart = "RUN start"
 )
 
 // ErrNoRun is returned by Current when the directory holds no run log.
@@ -152,7 +154,7 @@ func CurrentOrStart(opts Options, header, first string) (l *Log, started bool, e
 // (with "RUN start") if there is none. Writers that outlive a run, such as
 // the bridge, use it so they follow a new run started by another process.
 func AppendCurrent(opts Options, msg string) error {
-	l, _, err := CurrentOrStart(opts, "", "RUN start")
+	l, _, err := CurrentOrStart(opts, "", RunStart)
 	if err != nil {
 		return err
 	}
@@ -237,7 +239,8 @@ func (l *Log) Read() ([]byte, error) {
 // clipped to MaxLineBytes. Callers should log an error and carry on: a run
 // log is a record, never a reason to stop training.
 func (l *Log) Append(msg string) error {
-	line := entryLine(l.now(), msg) + "\n"
+	now := l.now()
+	line := entryLine(now, msg) + "\n"
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -247,7 +250,7 @@ func (l *Log) Append(msg string) error {
 	}
 	defer unlock()
 
-	fh, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	fh, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("runlog: append %s: %w", l.path, err)
 	}
@@ -256,37 +259,39 @@ func (l *Log) Append(msg string) error {
 	if err != nil {
 		return fmt.Errorf("runlog: append %s: %w", l.path, err)
 	}
-	if st.Size()+int64(len(line)) <= int64(l.maxBytes) && st.Size() > 0 && l.hasTitle() {
+	if st.Size()+int64(len(line)) <= int64(l.maxBytes) && wellFormed(fh, st.Size()) {
 		if _, err := fh.Write([]byte(line)); err != nil {
 			return fmt.Errorf("runlog: append %s: %w", l.path, err)
 		}
 		return nil
 	}
-	return l.rewrite(line[:len(line)-1], st.ModTime())
+	return l.rewrite(line[:len(line)-1], now, st.ModTime())
 }
 
-// hasTitle checks the first line, so a hand-edited or foreign file is
-// repaired on its next append rather than appended to as is.
-func (l *Log) hasTitle() bool {
-	fh, err := os.Open(l.path)
-	if err != nil {
+// wellFormed checks the title and the final newline, so a hand-edited or
+// foreign file is repaired on its next append rather than appended to.
+func wellFormed(fh *os.File, size int64) bool {
+	title := make([]byte, len(titlePrefix)+len(titleLayout)+1)
+	if size < int64(len(title)) {
 		return false
 	}
-	defer fh.Close()
-	buf := make([]byte, len(titlePrefix)+len(titleLayout)+1)
-	n, _ := fh.Read(buf)
-	return n == len(buf) && titleRE.Match(buf[:n-1]) && buf[n-1] == '\n'
+	if _, err := fh.ReadAt(title, 0); err != nil || !titleRE.Match(title[:len(title)-1]) || title[len(title)-1] != '\n' {
+		return false
+	}
+	last := make([]byte, 1)
+	_, err := fh.ReadAt(last, size-1)
+	return err == nil && last[0] == '\n'
 }
 
 // rewrite compacts the file with entry appended and atomically replaces it.
 // The caller holds the locks.
-func (l *Log) rewrite(entry string, modTime time.Time) error {
+func (l *Log) rewrite(entry string, now, modTime time.Time) error {
 	data, err := os.ReadFile(l.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("runlog: compact %s: %w", l.path, err)
 	}
 	started := startedAt(filepath.Base(l.path), modTime)
-	f := salvage(data, started)
+	f := salvage(data, started, now)
 	compact(f, entry, l.maxBytes)
 	if err := writeAtomic(l.path, f.Bytes()); err != nil {
 		return fmt.Errorf("runlog: compact %s: %w", l.path, err)

@@ -7,9 +7,6 @@ import (
 	"lavender/runlog"
 )
 
-// runStartEntry opens every run, as in the predecessor's log.
-const runStartEntry = "RUN start"
-
 // RunlogCmd groups the run-log subcommands.
 type RunlogCmd struct {
 	New    RunlogNewCmd    `cmd:"" help:"Start a new run and print its file's path."`
@@ -24,7 +21,7 @@ type RunlogNewCmd struct {
 }
 
 func (c *RunlogNewCmd) Run(g *Globals) error {
-	l, err := runlog.Start(c.options(), c.Header, runStartEntry)
+	l, err := runlog.Start(c.options(), c.Header, runlog.RunStart)
 	if err != nil {
 		return err
 	}
@@ -38,7 +35,7 @@ type RunlogAppendCmd struct {
 }
 
 func (c *RunlogAppendCmd) Run(g *Globals) error {
-	l, _, err := runlog.CurrentOrStart(c.options(), "", runStartEntry)
+	l, _, err := runlog.CurrentOrStart(c.options(), "", runlog.RunStart)
 	if err != nil {
 		return err
 	}
