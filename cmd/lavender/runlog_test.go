@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"lavender/runlog"
+)
+
+// runCLI runs the CLI in-process and returns its stdout, stderr and error.
+func runCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	exitCode := -1
+	err := run(args, &stdout, &stderr, func(code int) { exitCode = code })
+	if exitCode > 0 && err == nil {
+		err = fmt.Errorf("exit %d", exitCode)
+	}
+	return stdout.String(), stderr.String(), err
+}
+
+func TestRunlogCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	out, _, err := runCLI(t, "runlog", "new", "--runlog.dir", dir, "--header", "device=cuda lavender_2=v0.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := strings.TrimSpace(out)
+	if filepath.Dir(path) != dir || !strings.HasPrefix(filepath.Base(path), "run-") {
+		t.Fatalf("runlog new printed %q, want a run file in %s", out, dir)
+	}
+	for i := range 200 {
+		if _, _, err := runCLI(t, "runlog", "append", "--runlog.dir", dir, "START", fmt.Sprintf("Pretrain %d/200", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shown, _, err := runCLI(t, "runlog", "show", "--runlog.dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shown) > runlog.DefaultMaxBytes {
+		t.Errorf("200 appends left %d bytes, over the cap", len(shown))
+	}
+	f, err := runlog.Parse([]byte(shown))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, shown)
+	}
+	if f.Header[1] != "# device=cuda lavender_2=v0.2.3" || !strings.HasSuffix(f.First, " RUN start") || f.Marker == nil {
+		t.Errorf("unexpected shape:\n%s", shown)
+	}
+	if all := f.AllEntries(); !strings.HasSuffix(all[len(all)-1], " START Pretrain 200/200") {
+		t.Errorf("newest entry %q", all[len(all)-1])
+	}
+	p, _, err := runCLI(t, "runlog", "path", "--runlog.dir", dir)
+	if err != nil || strings.TrimSpace(p) != path {
+		t.Errorf("runlog path printed %q (%v), want %q", p, err, path)
+	}
+}
+
+func TestRunlogAppendStartsARun(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("LAVENDER_RUNLOG_DIR", dir) // every flag has an environment variable
+	if _, _, err := runCLI(t, "runlog", "append", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	path, err := runlog.CurrentPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	f, err := runlog.Parse(data)
+	if err != nil || !strings.HasSuffix(f.First, " RUN start") || !strings.HasSuffix(f.Entries[0], " hello") {
+		t.Errorf("got %v\n%s", err, data)
+	}
+}
+
+func TestRunlogErrors(t *testing.T) {
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"show without a run", []string{"runlog", "show", "--runlog.dir", empty}, "no run log yet"},
+		{"path without a run", []string{"runlog", "path", "--runlog.dir", empty}, empty},
+		{"cap below the minimum", []string{"runlog", "new", "--runlog.dir", empty, "--runlog.max-bytes", "100"}, "minimum of 256"},
+		{"append needs a message", []string{"runlog", "append", "--runlog.dir", empty}, "expected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, err := runCLI(t, tc.args...)
+			if err == nil {
+				t.Fatalf("no error; stderr %q", stderr)
+			}
+			if msg := err.Error() + stderr; !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q, want it to mention %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := runCLI(t, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"lavender, version " + defaultVersion, "go version:", "revision"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version output lacks %q:\n%s", want, out)
+		}
+	}
+}
