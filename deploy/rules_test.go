@@ -1,0 +1,318 @@
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	yaml "go.yaml.in/yaml/v2"
+)
+
+// ruleFile is a Prometheus rule file, and the spec of a PrometheusRule.
+type ruleFile struct {
+	Groups []ruleGroup `yaml:"groups"`
+}
+
+type ruleGroup struct {
+	Name     string `yaml:"name"`
+	Interval string `yaml:"interval,omitempty"`
+	Limit    int    `yaml:"limit,omitempty"`
+	Rules    []rule `yaml:"rules"`
+}
+
+type rule struct {
+	Alert       string            `yaml:"alert,omitempty"`
+	Record      string            `yaml:"record,omitempty"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty"`
+}
+
+type prometheusRule struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name      string            `yaml:"name"`
+		Namespace string            `yaml:"namespace"`
+		Labels    map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec ruleFile `yaml:"spec"`
+}
+
+func loadAlerts(t *testing.T) ruleFile {
+	t.Helper()
+	var f ruleFile
+	decodeYAML(t, readFile(t, "alerts.yml"), &f, "alerts.yml")
+	return f
+}
+
+func alertsByName(t *testing.T, f ruleFile) map[string]rule {
+	t.Helper()
+	m := map[string]rule{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			if _, dup := m[r.Alert]; dup {
+				t.Errorf("alert %s defined twice", r.Alert)
+			}
+			m[r.Alert] = r
+		}
+	}
+	return m
+}
+
+const prometheusRuleHeader = `# GENERATED from alerts.yml by
+#   go test ./deploy -run TestPrometheusRule -update
+# DO NOT EDIT: change alerts.yml and regenerate; go test ./deploy fails while
+# the two differ.
+#
+# The lavender alerting rules for the Prometheus Operator.
+# Use: kubectl apply -k deploy/kubernetes (see kustomization.yaml). Your
+# Prometheus must select this object (ruleSelector; kube-prometheus-stack,
+# for one, wants a "release: <its release name>" label here).
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: lavender
+  namespace: lavender
+  labels:
+    app.kubernetes.io/name: lavender
+spec:
+`
+
+// renderPrometheusRule wraps the groups of a rule file in a PrometheusRule.
+// It works on the text, indenting everything from "groups:" on, so the
+// comments that explain each rule survive into the Kubernetes manifest.
+func renderPrometheusRule(alerts []byte) ([]byte, error) {
+	lines := strings.SplitAfter(string(alerts), "\n")
+	start := -1
+	for i, l := range lines {
+		if strings.TrimRight(l, "\r\n") == "groups:" {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("alerts.yml: no top-level \"groups:\" line")
+	}
+	var b bytes.Buffer
+	b.WriteString(prometheusRuleHeader)
+	for _, l := range lines[start:] {
+		if strings.TrimSpace(l) != "" {
+			b.WriteString("  ")
+		}
+		b.WriteString(l)
+	}
+	return b.Bytes(), nil
+}
+
+func TestPrometheusRuleInSync(t *testing.T) {
+	alerts := readFile(t, "alerts.yml")
+	want, err := renderPrometheusRule(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := repoPath("deploy", "kubernetes", "prometheusrule.yaml")
+	if *update {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (generate it: go test ./deploy -run TestPrometheusRule -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("deploy/kubernetes/prometheusrule.yaml is not what alerts.yml generates; run: go test ./deploy -run TestPrometheusRule -update")
+	}
+
+	// Beyond the bytes: both must parse, and to the same rules, so that an
+	// indentation slip in the generator cannot pass unnoticed.
+	var pr prometheusRule
+	decodeYAML(t, got, &pr, "prometheusrule.yaml")
+	if pr.APIVersion != "monitoring.coreos.com/v1" || pr.Kind != "PrometheusRule" {
+		t.Errorf("prometheusrule.yaml is %s %s, want monitoring.coreos.com/v1 PrometheusRule", pr.APIVersion, pr.Kind)
+	}
+	if pr.Metadata.Name == "" || pr.Metadata.Namespace != "lavender" {
+		t.Errorf("prometheusrule.yaml metadata = %+v, want a name in namespace lavender", pr.Metadata)
+	}
+	file := loadAlerts(t)
+	if !reflect.DeepEqual(pr.Spec, file) {
+		t.Errorf("PrometheusRule spec differs from alerts.yml:\n got %+v\nwant %+v", pr.Spec, file)
+	}
+}
+
+// TestRenderPrometheusRuleKeepsRules guards the generator itself on a rule
+// file with block scalars and comments, and on one without groups.
+func TestRenderPrometheusRuleKeepsRules(t *testing.T) {
+	in := "# head\ngroups:\n  - name: g\n    rules:\n      # why\n      - alert: A\n        expr: >-\n          up\n          == 0\n\n        annotations:\n          summary: '{{ $labels.instance }}'\n"
+	out, err := renderPrometheusRule([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr prometheusRule
+	decodeYAML(t, out, &pr, "rendered")
+	want := ruleFile{Groups: []ruleGroup{{Name: "g", Rules: []rule{{
+		Alert: "A", Expr: "up == 0", Annotations: map[string]string{"summary": "{{ $labels.instance }}"},
+	}}}}}
+	if !reflect.DeepEqual(pr.Spec, want) {
+		t.Errorf("rendered spec = %+v, want %+v", pr.Spec, want)
+	}
+	if !strings.Contains(string(out), "      # why\n") {
+		t.Errorf("comment lost or misindented:\n%s", out)
+	}
+	if _, err := renderPrometheusRule([]byte("rules: []\n")); err == nil {
+		t.Error("a file without groups rendered without error")
+	}
+}
+
+// TestAlertsShape checks what issue 6 asks of each alert and what barkbridge
+// relies on; promtool's unit tests (alerts_test.yml) check the behaviour.
+func TestAlertsShape(t *testing.T) {
+	f := loadAlerts(t)
+	if len(f.Groups) != 1 || f.Groups[0].Name != "lavender" {
+		t.Fatalf("alerts.yml groups = %d, want one group named lavender", len(f.Groups))
+	}
+	alerts := alertsByName(t, f)
+
+	tests := []struct {
+		alert       string
+		exprHas     []string
+		forAtLeast  time.Duration
+		forAtMost   time.Duration
+		annotations []string
+	}{
+		{
+			alert:       "SwapUsageHigh",
+			exprHas:     []string{"lavender_swap_used_ratio >= 0.5", "and lavender_swap_total_bytes > 0"},
+			forAtLeast:  time.Second,
+			forAtMost:   2 * time.Minute,
+			annotations: []string{"summary", "description", "swap_used_ratio", "swap_used_bytes", "swap_total_bytes"},
+		},
+		{
+			alert:       "PhaseStalled",
+			exprHas:     []string{"time() - lavender_phase_last_heartbeat_timestamp_seconds > 600", "and on(instance, job, phase) lavender_phase_active == 1"},
+			annotations: []string{"summary", "description"},
+		},
+		{
+			alert:       "LavenderDown",
+			exprHas:     []string{`up{job="lavender"} == 0`},
+			forAtLeast:  5 * time.Minute,
+			forAtMost:   5 * time.Minute,
+			annotations: []string{"summary", "description"},
+		},
+		{
+			alert:       "SwapThrashing",
+			exprHas:     []string{"rate(lavender_swap_in_bytes_total["},
+			forAtLeast:  5 * time.Minute,
+			annotations: []string{"summary", "description"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.alert, func(t *testing.T) {
+			r, ok := alerts[tc.alert]
+			if !ok {
+				t.Fatalf("alert %s missing from alerts.yml", tc.alert)
+			}
+			for _, s := range tc.exprHas {
+				if !strings.Contains(r.Expr, s) {
+					t.Errorf("expr %q lacks %q", r.Expr, s)
+				}
+			}
+			if tc.forAtLeast > 0 || tc.forAtMost > 0 {
+				d, err := time.ParseDuration(r.For)
+				if err != nil {
+					t.Fatalf("for %q: %v", r.For, err)
+				}
+				if d < tc.forAtLeast || (tc.forAtMost > 0 && d > tc.forAtMost) {
+					t.Errorf("for = %s, want between %s and %s", d, tc.forAtLeast, tc.forAtMost)
+				}
+			}
+			if r.Labels["severity"] != "warning" {
+				t.Errorf("severity = %q, want warning", r.Labels["severity"])
+			}
+			for _, a := range tc.annotations {
+				if strings.TrimSpace(r.Annotations[a]) == "" {
+					t.Errorf("annotation %s missing", a)
+				}
+			}
+		})
+	}
+
+	// The numbers barkbridge parses must stay machine-readable: no
+	// humanize* (which prints "16.3Gi"), and byte figures through %.0f,
+	// since a bare float64 prints as 1.8554258719e+10.
+	swap := alerts["SwapUsageHigh"]
+	for _, a := range []string{"swap_used_ratio", "swap_used_bytes", "swap_total_bytes"} {
+		if strings.Contains(swap.Annotations[a], "humanize") {
+			t.Errorf("annotation %s uses humanize: %q", a, swap.Annotations[a])
+		}
+	}
+	for a, metric := range map[string]string{"swap_used_bytes": "lavender_swap_used_bytes", "swap_total_bytes": "lavender_swap_total_bytes"} {
+		v := swap.Annotations[a]
+		for _, s := range []string{metric + "{instance=%q,job=%q}", "$labels.instance $labels.job | query", `printf "%.0f"`} {
+			if !strings.Contains(v, s) {
+				t.Errorf("annotation %s = %q lacks %q", a, v, s)
+			}
+		}
+	}
+
+	for name, r := range alerts {
+		if bad := unknownMetrics(r.Expr); len(bad) > 0 {
+			t.Errorf("alert %s uses metrics lavender does not export: %v", name, bad)
+		}
+		for a, v := range r.Annotations {
+			if bad := unknownMetrics(v); len(bad) > 0 {
+				t.Errorf("alert %s annotation %s uses metrics lavender does not export: %v", name, a, bad)
+			}
+		}
+	}
+}
+
+// TestRuleUnitTestsCoverEveryAlert makes sure no alert in alerts.yml goes
+// without a promtool unit test.
+func TestRuleUnitTestsCoverEveryAlert(t *testing.T) {
+	var tf struct {
+		RuleFiles []string `yaml:"rule_files"`
+		Tests     []struct {
+			Name          string `yaml:"name"`
+			AlertRuleTest []struct {
+				AlertName string `yaml:"alertname"`
+				ExpAlerts []any  `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	// Decode leniently into the subset above; promtool checks the rest.
+	if err := yaml.Unmarshal(readFile(t, "alerts_test.yml"), &tf); err != nil {
+		t.Fatal(err)
+	}
+	if len(tf.RuleFiles) != 1 || tf.RuleFiles[0] != "alerts.yml" {
+		t.Errorf("alerts_test.yml rule_files = %v, want [alerts.yml]", tf.RuleFiles)
+	}
+	firing := map[string]bool{}
+	silent := map[string]bool{}
+	for _, c := range tf.Tests {
+		for _, a := range c.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				firing[a.AlertName] = true
+			} else {
+				silent[a.AlertName] = true
+			}
+		}
+	}
+	for name := range alertsByName(t, loadAlerts(t)) {
+		if !firing[name] {
+			t.Errorf("no promtool test expects %s to fire", name)
+		}
+		if !silent[name] {
+			t.Errorf("no promtool test expects %s to stay silent", name)
+		}
+	}
+}
