@@ -1,0 +1,268 @@
+package exporter
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func (env *testEnv) server() *httptest.Server {
+	mux := http.NewServeMux()
+	env.e.Register(mux)
+	mux.Handle("/metrics", promhttp.HandlerFor(env.reg, promhttp.HandlerOpts{}))
+	srv := httptest.NewServer(mux)
+	env.t.Cleanup(srv.Close)
+	return srv
+}
+
+func request(t *testing.T, method, url, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, data
+}
+
+func TestAPI(t *testing.T) {
+	env := newTestEnv(t)
+	srv := env.server()
+
+	code, _, body := request(t, http.MethodGet, srv.URL+PhasesPath, "")
+	if code != http.StatusOK || string(body) != `{"run":null,"phases":[]}`+"\n" {
+		t.Fatalf("phases before any run: %d %s", code, body)
+	}
+
+	code, hdr, body := request(t, http.MethodPost, srv.URL+RunsPath, `{"header":"device=cuda lavender_2=v0.2.3"}`)
+	if code != http.StatusCreated || hdr.Get("Content-Type") != "application/json" {
+		t.Fatalf("POST runs: %d %s", code, body)
+	}
+	var run RunResponse
+	if err := json.Unmarshal(body, &run); err != nil || run.Run.File != "run-20261129-120000.log" || !run.Run.Started.Equal(t0) {
+		t.Fatalf("POST runs answered %s (%v)", body, err)
+	}
+	if strings.Contains(string(body), env.dir) {
+		t.Errorf("answer leaks the server's path: %s", body)
+	}
+
+	code, _, body = request(t, http.MethodPost, srv.URL+HeartbeatPath, `{"phase":"Pretrain 1/3","event":"start"}`)
+	if code != http.StatusOK {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	env.clock.Advance(90 * time.Second)
+	code, _, body = request(t, http.MethodPost, srv.URL+HeartbeatPath, `{"phase":"Pretrain 1/3","event":"end","status":"failed"}`)
+	want := `{"name":"Pretrain 1/3","status":"failed","started":"2026-11-29T12:00:00Z","last_heartbeat":"2026-11-29T12:01:30Z","ended":"2026-11-29T12:01:30Z","heartbeats":2,"duration_seconds":90}` + "\n"
+	if code != http.StatusOK || string(body) != want {
+		t.Fatalf("end: %d %s\nwant %s", code, body, want)
+	}
+	code, _, body = request(t, http.MethodGet, srv.URL+PhasesPath, "")
+	var phases PhasesResponse
+	if err := json.Unmarshal(body, &phases); err != nil || code != 200 || phases.Run == nil || len(phases.Phases) != 1 || phases.Phases[0].Status != StatusFailed {
+		t.Fatalf("phases: %d %s", code, body)
+	}
+	want2 := []string{"RUN start", "START Pretrain 1/3", "END   Pretrain 1/3 90s failed"}
+	if got := env.entries(); !equalStrings(got, want2) {
+		t.Errorf("entries %q, want %q", got, want2)
+	}
+
+	// An empty body starts a run without a header.
+	env.clock.Advance(time.Second)
+	if code, _, body := request(t, http.MethodPost, srv.URL+RunsPath, ""); code != http.StatusCreated {
+		t.Errorf("POST runs without a body: %d %s", code, body)
+	}
+}
+
+func TestAPIBadRequests(t *testing.T) {
+	env := newTestEnv(t)
+	srv := env.server()
+	env.beat("Pretrain", EventStart, "")
+	env.beat("Done", EventStart, "")
+	env.beat("Done", EventEnd, "")
+	huge := `{"phase":"Pretrain","event":"ping","pad":"` + strings.Repeat("x", MaxRequestBytes) + `"}`
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		code                     int
+		allow                    string
+	}{
+		{"malformed JSON", "POST", HeartbeatPath, `{"phase":"Pretrain",`, 400, ""},
+		{"not an object", "POST", HeartbeatPath, `["Pretrain","ping"]`, 400, ""},
+		{"wrong type", "POST", HeartbeatPath, `{"phase":7,"event":"ping"}`, 400, ""},
+		{"trailing data", "POST", HeartbeatPath, `{"phase":"Pretrain","event":"ping"} {"phase":"x","event":"start"}`, 400, ""},
+		{"empty body", "POST", HeartbeatPath, ``, 400, ""},
+		{"invalid UTF-8", "POST", HeartbeatPath, "{\"phase\":\"Pre\xfftrain\",\"event\":\"start\"}", 400, ""},
+		{"unknown event", "POST", HeartbeatPath, `{"phase":"Pretrain","event":"finish"}`, 400, ""},
+		{"empty name", "POST", HeartbeatPath, `{"phase":"  ","event":"start"}`, 400, ""},
+		{"long name", "POST", HeartbeatPath, `{"phase":"` + strings.Repeat("p", 65) + `","event":"start"}`, 400, ""},
+		{"control character", "POST", HeartbeatPath, `{"phase":"Pre\u0000train","event":"start"}`, 400, ""},
+		{"bad status", "POST", HeartbeatPath, `{"phase":"Pretrain","event":"end","status":"oom"}`, 400, ""},
+		{"status without end", "POST", HeartbeatPath, `{"phase":"Pretrain","event":"ping","status":"ok"}`, 400, ""},
+		{"end never started", "POST", HeartbeatPath, `{"phase":"Eval","event":"end"}`, 404, ""},
+		{"end twice", "POST", HeartbeatPath, `{"phase":"Done","event":"end"}`, 409, ""},
+		{"body over 64 KiB", "POST", HeartbeatPath, huge, 413, ""},
+		{"runs body over 64 KiB", "POST", RunsPath, huge, 413, ""},
+		{"runs malformed", "POST", RunsPath, `{"header":`, 400, ""},
+		{"GET heartbeat", "GET", HeartbeatPath, "", 405, "POST"},
+		{"PUT runs", "PUT", RunsPath, `{}`, 405, "POST"},
+		{"POST phases", "POST", PhasesPath, `{}`, 405, "GET, HEAD"},
+		{"DELETE phases", "DELETE", PhasesPath, "", 405, "GET, HEAD"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := snapshotState(t, env)
+			code, hdr, body := request(t, tc.method, srv.URL+tc.path, tc.body)
+			if code != tc.code {
+				t.Errorf("status %d, want %d (%s)", code, tc.code, body)
+			}
+			var e map[string]string
+			if err := json.Unmarshal(body, &e); err != nil || len(e) != 1 || e["error"] == "" {
+				t.Errorf("body %s is not {\"error\":\"...\"}", body)
+			}
+			if hdr.Get("Content-Type") != "application/json" {
+				t.Errorf("Content-Type %q", hdr.Get("Content-Type"))
+			}
+			if got := hdr.Get("Allow"); got != tc.allow {
+				t.Errorf("Allow %q, want %q", got, tc.allow)
+			}
+			if after := snapshotState(t, env); after != before {
+				t.Errorf("state changed:\n%s\nwant\n%s", after, before)
+			}
+		})
+	}
+}
+
+// The 65th active phase is refused over HTTP with 409 and a clear message.
+func TestAPIPhaseCap(t *testing.T) {
+	env := newTestEnv(t)
+	srv := env.server()
+	for i := range MaxPhases {
+		env.beat(strings.Repeat("a", i+1), EventStart, "")
+	}
+	code, _, body := request(t, http.MethodPost, srv.URL+HeartbeatPath, `{"phase":"one more","event":"start"}`)
+	if code != http.StatusConflict || !strings.Contains(string(body), "all 64 phases") {
+		t.Errorf("65th phase: %d %s", code, body)
+	}
+}
+
+// busyEnv is an exporter with phases in every state: active, ended ok and
+// ended failed (n phases in all, n >= 3).
+func busyEnv(t testing.TB, n int) (*testEnv, *prometheus.Registry) {
+	env := newTestEnv(t)
+	if _, err := env.e.StartRun("device=cuda", ""); err != nil {
+		t.Fatal(err)
+	}
+	env.beat("Warmup", EventStart, "")
+	env.beat("Eval", EventStart, "")
+	env.clock.Advance(time.Minute)
+	env.beat("Warmup", EventEnd, StatusFailed)
+	env.beat("Eval", EventEnd, StatusOK)
+	for i := 3; i <= n; i++ {
+		env.beat(fmt.Sprintf("Pretrain %d/%d", i-2, n-2), EventStart, "")
+	}
+	return env, env.reg
+}
+
+func TestGatherAndLint(t *testing.T) {
+	_, reg := busyEnv(t, 3)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	// Every metric of the contract is there.
+	n, err := testutil.GatherAndCount(reg)
+	if err != nil || n < 20 {
+		t.Errorf("%d samples (%v)", n, err)
+	}
+}
+
+// promtool check metrics on a real scrape over HTTP, with the collectors
+// `lavender exporter` adds.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("LAVENDER_E2E") == "1" {
+			t.Fatal("LAVENDER_E2E=1 but promtool is not installed")
+		}
+		t.Skip("promtool not installed")
+	}
+	env, reg := busyEnv(t, 3)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv := env.server()
+	code, _, scrape := request(t, http.MethodGet, srv.URL+"/metrics", "")
+	if code != 200 {
+		t.Fatalf("scrape: %d", code)
+	}
+	for _, name := range []string{"lavender_swap_used_ratio", "lavender_phase_active", "lavender_run_start_timestamp_seconds"} {
+		if !bytes.Contains(scrape, []byte(name)) {
+			t.Errorf("scrape lacks %s", name)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(scrape)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func BenchmarkScrape(b *testing.B) {
+	for _, full := range []bool{false, true} {
+		name := "lavender"
+		if full {
+			name = "with_go_process"
+		}
+		b.Run(name, func(b *testing.B) {
+			env, _ := busyEnv(b, 8)
+			if full {
+				env.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			}
+			h := promhttp.HandlerFor(env.reg, promhttp.HandlerOpts{})
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			var size int
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != 200 {
+					b.Fatal(rec.Code)
+				}
+				size = rec.Body.Len()
+			}
+			b.ReportMetric(float64(size), "bytes/scrape")
+		})
+	}
+}
+
+func newAuthServer(t *testing.T, user, pass *string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*user, *pass, _ = r.BasicAuth()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"name":"A","status":"active"}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

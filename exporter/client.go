@@ -1,0 +1,138 @@
+package exporter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultURL is where `lavender phase` finds the exporter.
+const DefaultURL = "http://127.0.0.1:9877"
+
+// Client talks to the heartbeat API.
+type Client struct {
+	base     *url.URL
+	http     *http.Client
+	username string
+	password string
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithBasicAuth sends HTTP basic-auth credentials with every request, for an
+// exporter behind a --web.config.file with basic_auth_users.
+func WithBasicAuth(username, password string) ClientOption {
+	return func(c *Client) { c.username, c.password = username, password }
+}
+
+// WithHTTPClient replaces the default client (10 s timeout).
+func WithHTTPClient(h *http.Client) ClientOption {
+	return func(c *Client) { c.http = h }
+}
+
+// NewClient returns a client for the exporter at baseURL, e.g.
+// "http://127.0.0.1:9877" (a path prefix such as a reverse proxy's is kept).
+func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("exporter: client URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("exporter: client URL %q: want http://host:port or https://host:port", u.Redacted())
+	}
+	if u.User != nil {
+		return nil, errors.New("exporter: client URL carries credentials; use the username and password-file flags instead")
+	}
+	c := &Client{base: u, http: &http.Client{Timeout: 10 * time.Second}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// APIError is an error answer from the API.
+type APIError struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("exporter answered %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Message)
+}
+
+// Heartbeat posts one event and returns the phase as the exporter now sees it.
+func (c *Client) Heartbeat(ctx context.Context, phase, event, status string) (Phase, error) {
+	var p Phase
+	err := c.post(ctx, HeartbeatPath, HeartbeatRequest{Phase: phase, Event: event, Status: status}, &p)
+	return p, err
+}
+
+// StartRun asks the exporter to start a new run and returns it.
+func (c *Client) StartRun(ctx context.Context, header string) (Run, error) {
+	var resp RunResponse
+	err := c.post(ctx, RunsPath, RunRequest{Header: header}, &resp)
+	return resp.Run, err
+}
+
+// Phases returns the exporter's current run and phases.
+func (c *Client) Phases(ctx context.Context) (PhasesResponse, error) {
+	var resp PhasesResponse
+	err := c.do(ctx, http.MethodGet, PhasesPath, nil, &resp)
+	return resp, err
+}
+
+func (c *Client) post(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, path, body, out)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	u := c.base.JoinPath(path)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("exporter: %s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.username != "" || c.password != "" {
+		req.SetBasicAuth(c.username, c.password)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("exporter: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxRequestBytes))
+	if err != nil {
+		return fmt.Errorf("exporter: %s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var e errorResponse
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(data))
+			if len(e.Error) > 200 {
+				e.Error = e.Error[:200] + "…"
+			}
+		}
+		return &APIError{StatusCode: resp.StatusCode, Message: e.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("exporter: %s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return nil
+}

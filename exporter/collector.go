@@ -1,0 +1,67 @@
+package exporter
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	phaseLabels = []string{"phase"}
+
+	phaseActiveDesc = prometheus.NewDesc("lavender_phase_active",
+		"1 while the training phase runs, 0 once it has ended.", phaseLabels, nil)
+	phaseStartDesc = prometheus.NewDesc("lavender_phase_start_timestamp_seconds",
+		"When the phase started, in seconds since the epoch.", phaseLabels, nil)
+	phaseLastHeartbeatDesc = prometheus.NewDesc("lavender_phase_last_heartbeat_timestamp_seconds",
+		"When the phase last sent a heartbeat (start, ping or end), in seconds since the epoch.", phaseLabels, nil)
+	phaseEndDesc = prometheus.NewDesc("lavender_phase_end_timestamp_seconds",
+		"When the phase ended, in seconds since the epoch; absent while it runs.", phaseLabels, nil)
+	phaseDurationDesc = prometheus.NewDesc("lavender_phase_duration_seconds",
+		"Time the phase has run so far, or its final duration once ended.", phaseLabels, nil)
+	phaseHeartbeatsDesc = prometheus.NewDesc("lavender_phase_heartbeats_total",
+		"Heartbeats (start, pings, end) received for the phase since it last started.", phaseLabels, nil)
+	phaseFailedDesc = prometheus.NewDesc("lavender_phase_failed",
+		"1 if the phase ended as failed, 0 if it ended ok; absent while it runs.", phaseLabels, nil)
+	runStartDesc = prometheus.NewDesc("lavender_run_start_timestamp_seconds",
+		"When the current run started, in seconds since the epoch; the run label is its log's base name.", []string{"run"}, nil)
+)
+
+// phaseCollector publishes the phase table, built fresh at each scrape.
+type phaseCollector Exporter
+
+func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{phaseActiveDesc, phaseStartDesc, phaseLastHeartbeatDesc, phaseEndDesc,
+		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, runStartDesc} {
+		ch <- d
+	}
+}
+
+func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
+	run, phases := (*Exporter)(c).Snapshot()
+	if run != nil && !run.Started.IsZero() {
+		ch <- prometheus.MustNewConstMetric(runStartDesc, prometheus.GaugeValue, unixSeconds(run.Started), run.File)
+	}
+	for _, p := range phases {
+		active, failed := 0.0, 0.0
+		if p.Active() {
+			active = 1
+		}
+		if p.Status == StatusFailed {
+			failed = 1
+		}
+		ch <- prometheus.MustNewConstMetric(phaseActiveDesc, prometheus.GaugeValue, active, p.Name)
+		ch <- prometheus.MustNewConstMetric(phaseStartDesc, prometheus.GaugeValue, unixSeconds(p.Started), p.Name)
+		ch <- prometheus.MustNewConstMetric(phaseLastHeartbeatDesc, prometheus.GaugeValue, unixSeconds(p.LastHeartbeat), p.Name)
+		ch <- prometheus.MustNewConstMetric(phaseDurationDesc, prometheus.GaugeValue, p.DurationSeconds, p.Name)
+		ch <- prometheus.MustNewConstMetric(phaseHeartbeatsDesc, prometheus.CounterValue, float64(p.Heartbeats), p.Name)
+		if !p.Active() {
+			ch <- prometheus.MustNewConstMetric(phaseEndDesc, prometheus.GaugeValue, unixSeconds(p.Ended), p.Name)
+			ch <- prometheus.MustNewConstMetric(phaseFailedDesc, prometheus.GaugeValue, failed, p.Name)
+		}
+	}
+}
+
+func unixSeconds(t time.Time) float64 {
+	return float64(t.UnixNano()) / 1e9
+}

@@ -1,0 +1,326 @@
+// Package exporter publishes swap and training-phase metrics, keeps the
+// phase table behind the heartbeat API, and writes each phase's START and
+// END lines to the run log. It also holds the API's client and the
+// `lavender phase run` wrapper.
+package exporter
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/runlog"
+)
+
+// Config configures an Exporter. Only Runlog.Dir usually needs setting.
+type Config struct {
+	// ProcFS is the procfs mount to read meminfo and vmstat from; default /proc.
+	ProcFS string
+	// Runlog locates the run logs; the phase tables are saved beside them.
+	Runlog runlog.Options
+	// Clock is the time source; default time.Now. It also stamps run-log
+	// entries unless Runlog.Now is set.
+	Clock func() time.Time
+	// PageSize converts vmstat's page counts to bytes; default the host's.
+	PageSize int
+}
+
+// Exporter holds the phase table of the current run and the collectors.
+// It is safe for concurrent use.
+type Exporter struct {
+	procfs string
+	opts   runlog.Options
+	clock  func() time.Time
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	table    phaseTable
+	log      *runlog.Log // the run log of table.run, nil while unknown
+	dirty    bool        // table has changes not yet saved
+	lastSave time.Time
+}
+
+// New builds an Exporter, reloads the phase table of the newest run in
+// cfg.Runlog.Dir (if any) and registers its collectors on reg. It does not
+// start a run: that happens on the first heartbeat or through StartRun.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ProcFS == "" {
+		cfg.ProcFS = "/proc"
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = os.Getpagesize()
+	}
+	if cfg.Runlog.Dir == "" {
+		cfg.Runlog.Dir = runlog.DefaultDir
+	}
+	if cfg.Runlog.Now == nil {
+		cfg.Runlog.Now = cfg.Clock
+	}
+	if cfg.Runlog.MaxBytes != 0 && cfg.Runlog.MaxBytes < runlog.MinMaxBytes {
+		return nil, fmt.Errorf("exporter: run-log max bytes %d is below the minimum of %d", cfg.Runlog.MaxBytes, runlog.MinMaxBytes)
+	}
+	e := &Exporter{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger}
+
+	path, err := runlog.CurrentPath(cfg.Runlog.Dir)
+	switch {
+	case errors.Is(err, runlog.ErrNoRun):
+	case err != nil:
+		return nil, fmt.Errorf("exporter: %w", err)
+	default:
+		if err := e.switchRun(path); err != nil {
+			return nil, err
+		}
+	}
+
+	if reg != nil {
+		for _, c := range []prometheus.Collector{
+			newSwapCollector(cfg.ProcFS, cfg.PageSize, logger),
+			(*phaseCollector)(e),
+		} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("exporter: register collector: %w", err)
+			}
+		}
+	}
+	return e, nil
+}
+
+// switchRun makes the run log at path the current run, loading its saved
+// phase table. The caller holds e.mu (or owns e exclusively).
+func (e *Exporter) switchRun(path string) error {
+	e.flushLocked()
+	l, err := runlog.Open(e.opts, path)
+	if err != nil {
+		return fmt.Errorf("exporter: %w", err)
+	}
+	t, err := loadTable(path)
+	if err != nil {
+		// A damaged table must not stop the exporter: the phases come back
+		// with the next pings.
+		e.logger.Error("phase table not restored", "err", err)
+	} else if len(t.phases) > 0 {
+		e.logger.Info("phase table restored", "run", t.run.File, "phases", len(t.phases))
+	}
+	e.table, e.log, e.dirty = t, l, false
+	return nil
+}
+
+// StartRun starts a new run log with header as its header text and
+// firstEntry (default runlog.RunStart) as its first entry, and gives it a
+// clean phase table. It returns the run log's path.
+func (e *Exporter) StartRun(header, firstEntry string) (string, error) {
+	if firstEntry == "" {
+		firstEntry = runlog.RunStart
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.flushLocked()
+	l, err := runlog.Start(e.opts, header, firstEntry)
+	if err != nil {
+		return "", fmt.Errorf("exporter: start run: %w", err)
+	}
+	e.table = phaseTable{run: Run{File: filepath.Base(l.Path()), Started: e.clock()}}
+	e.log = l
+	e.saveLocked()
+	e.logger.Info("run started", "run", e.table.run.File)
+	return l.Path(), nil
+}
+
+// Heartbeat applies one event to the phase named name and returns the
+// phase as it now stands. status goes only with EventEnd ("" means ok).
+// On any error nothing changes.
+func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
+	name, err := NormalizePhaseName(name)
+	if err != nil {
+		return Phase{}, err
+	}
+	switch event {
+	case EventStart, EventPing:
+		if status != "" {
+			return Phase{}, fmt.Errorf("%w: status goes only with the end event", ErrBadStatus)
+		}
+	case EventEnd:
+		if status == "" {
+			status = StatusOK
+		}
+		if status != StatusOK && status != StatusFailed {
+			return Phase{}, fmt.Errorf("%w %q: want ok or failed", ErrBadStatus, status)
+		}
+	default:
+		return Phase{}, fmt.Errorf("%w %q: want start, ping or end", ErrBadEvent, event)
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.followRunLocked(); err != nil {
+		return Phase{}, err
+	}
+	now := e.clock()
+	i := e.table.find(name)
+
+	// Validate everything before the first change.
+	evict := -1
+	switch {
+	case event == EventEnd && i < 0:
+		return Phase{}, fmt.Errorf("%w %q: end without a start", ErrUnknownPhase, name)
+	case event != EventStart && i >= 0 && !e.table.phases[i].Active():
+		// A late ping or a repeated end must neither revive the phase nor
+		// write a second END line; only a new start runs it again.
+		p := e.table.phases[i]
+		return Phase{}, fmt.Errorf("%w: %q ended at %s; send start to run it again", ErrPhaseEnded, name, p.Ended.Format(time.RFC3339))
+	case i < 0:
+		if evict, err = e.table.victim(); err != nil {
+			return Phase{}, err
+		}
+	}
+	if e.table.run.File == "" {
+		e.startRunForEventLocked(now)
+	}
+	if evict >= 0 {
+		e.logger.Debug("phase evicted", "phase", e.table.phases[evict].Name)
+		e.table.phases = append(e.table.phases[:evict], e.table.phases[evict+1:]...)
+		i = e.table.find(name)
+	}
+
+	save := true
+	switch event {
+	case EventStart:
+		p := Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1}
+		if i < 0 {
+			e.table.phases = append(e.table.phases, p)
+			i = len(e.table.phases) - 1
+		} else {
+			e.table.phases[i] = p // a restarted phase starts over
+		}
+		e.appendLog(startLine(name))
+	case EventPing:
+		if i < 0 {
+			// A ping for a phase we do not know (the exporter lost its
+			// table) starts it without a log line: pings are never logged.
+			e.table.phases = append(e.table.phases, Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1})
+			i = len(e.table.phases) - 1
+			break
+		}
+		p := &e.table.phases[i]
+		p.LastHeartbeat = now
+		p.Heartbeats++
+		save = now.Sub(e.lastSave) >= pingSaveInterval
+	case EventEnd:
+		p := &e.table.phases[i]
+		p.Status, p.Ended, p.LastHeartbeat = status, now, now
+		p.Heartbeats++
+		e.appendLog(endLine(*p))
+	}
+	e.dirty = true
+	if save {
+		e.saveLocked()
+	}
+	p := e.table.phases[i]
+	p.DurationSeconds = p.duration(now).Seconds()
+	return p, nil
+}
+
+// followRunLocked switches to the newest run in the directory if another
+// process (or a deleted file) changed it, so the table stays keyed to the
+// run whose log gets the START and END lines.
+func (e *Exporter) followRunLocked() error {
+	path, err := runlog.CurrentPath(e.opts.Dir)
+	switch {
+	case errors.Is(err, runlog.ErrNoRun):
+		if e.table.run.File != "" {
+			e.logger.Warn("run log vanished; the next heartbeat starts a new run", "run", e.table.run.File)
+			e.table, e.log, e.dirty = phaseTable{}, nil, false
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("exporter: %w", err)
+	}
+	if filepath.Base(path) == e.table.run.File {
+		return nil
+	}
+	return e.switchRun(path)
+}
+
+// startRunForEventLocked starts a run for a heartbeat that arrives while the
+// directory has none. If the run log cannot be created, the table lives in
+// memory only: a record is never a reason to refuse a heartbeat.
+func (e *Exporter) startRunForEventLocked(now time.Time) {
+	l, err := runlog.Start(e.opts, "", runlog.RunStart)
+	if err != nil {
+		e.logger.Error("cannot start a run log; phases are kept in memory only", "err", err)
+		return
+	}
+	e.table.run = Run{File: filepath.Base(l.Path()), Started: now}
+	e.log = l
+	e.logger.Info("run started by a heartbeat", "run", e.table.run.File)
+}
+
+func (e *Exporter) appendLog(msg string) {
+	if e.log == nil {
+		return
+	}
+	if err := e.log.Append(msg); err != nil {
+		e.logger.Error("run-log entry lost", "entry", msg, "err", err)
+	}
+}
+
+func (e *Exporter) saveLocked() {
+	if err := saveTable(e.opts.Dir, &e.table); err != nil {
+		e.logger.Error("phase table not saved; it will be retried with the next heartbeat", "err", err)
+		return
+	}
+	e.dirty = false
+	e.lastSave = e.clock()
+}
+
+func (e *Exporter) flushLocked() {
+	if e.dirty {
+		e.saveLocked()
+	}
+}
+
+// Close saves heartbeats that the ping throttle has not saved yet. Call it
+// on shutdown; the Exporter stays usable.
+func (e *Exporter) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.dirty {
+		return nil
+	}
+	if err := saveTable(e.opts.Dir, &e.table); err != nil {
+		return err
+	}
+	e.dirty = false
+	e.lastSave = e.clock()
+	return nil
+}
+
+// Snapshot returns the current run (nil before the first run) and its
+// phases in the order they were first seen.
+func (e *Exporter) Snapshot() (*Run, []Phase) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock()
+	phases := make([]Phase, len(e.table.phases))
+	for i, p := range e.table.phases {
+		p.DurationSeconds = p.duration(now).Seconds()
+		phases[i] = p
+	}
+	if e.table.run.File == "" {
+		return nil, phases
+	}
+	run := e.table.run
+	return &run, phases
+}

@@ -1,0 +1,294 @@
+package exporter
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+const (
+	// MaxPhases bounds the phase label's values: at most this many phases
+	// live per run, so a buggy client cannot blow up the series count.
+	MaxPhases = 64
+	// MaxPhaseNameBytes bounds one phase name after trimming.
+	MaxPhaseNameBytes = 64
+
+	// pingSaveInterval throttles saving the table on pings: a client that
+	// pings in a tight loop must not cost an fsync each time. Starts, ends
+	// and first sightings are saved at once; at worst a restart loses a few
+	// seconds of last-heartbeat time and some heartbeat counts.
+	pingSaveInterval = 10 * time.Second
+
+	phaseFileVersion = 1
+	phaseFileSuffix  = ".phases.json"
+)
+
+// Heartbeat events and end statuses, as posted to /api/v1/heartbeat.
+const (
+	EventStart = "start"
+	EventPing  = "ping"
+	EventEnd   = "end"
+
+	StatusActive = "active" // only in answers: the phase has not ended
+	StatusOK     = "ok"
+	StatusFailed = "failed"
+)
+
+// Errors a heartbeat can fail with; the API maps each to a status code.
+var (
+	ErrBadEvent      = errors.New("unknown event")
+	ErrBadStatus     = errors.New("bad status")
+	ErrBadPhaseName  = errors.New("bad phase name")
+	ErrUnknownPhase  = errors.New("unknown phase")
+	ErrPhaseEnded    = errors.New("phase already ended")
+	ErrTooManyPhases = errors.New("too many active phases")
+)
+
+// Run identifies the run whose phases the exporter holds.
+type Run struct {
+	File    string    `json:"file"` // base name of the run log
+	Started time.Time `json:"started"`
+}
+
+// Phase is one training phase as the API reports it.
+type Phase struct {
+	Name            string    `json:"name"`
+	Status          string    `json:"status"` // active, ok or failed
+	Started         time.Time `json:"started"`
+	LastHeartbeat   time.Time `json:"last_heartbeat"`
+	Ended           time.Time `json:"ended,omitzero"`
+	Heartbeats      uint64    `json:"heartbeats"`
+	DurationSeconds float64   `json:"duration_seconds"` // elapsed while active, final once ended
+}
+
+// Active reports whether the phase has not ended.
+func (p Phase) Active() bool { return p.Status == StatusActive }
+
+func (p Phase) duration(now time.Time) time.Duration {
+	end := now
+	if !p.Active() {
+		end = p.Ended
+	}
+	return max(end.Sub(p.Started), 0)
+}
+
+// phaseFile is the on-disk form of a run's phase table.
+type phaseFile struct {
+	Version int       `json:"version"`
+	Run     string    `json:"run"`
+	Started time.Time `json:"run_started"`
+	Phases  []Phase   `json:"phases"`
+}
+
+// phaseTable is the state of one run. Phases keep the order in which they
+// were first seen.
+type phaseTable struct {
+	run    Run // run.File == "" while no run log exists
+	phases []Phase
+}
+
+func (t *phaseTable) find(name string) int {
+	for i := range t.phases {
+		if t.phases[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// victim returns the phase to evict before a new one is added: -1 if there
+// is room, the ended phase that ended first if the table is full, or an
+// error if every phase is still active.
+func (t *phaseTable) victim() (int, error) {
+	if len(t.phases) < MaxPhases {
+		return -1, nil
+	}
+	v := -1
+	for i, p := range t.phases {
+		if !p.Active() && (v < 0 || p.Ended.Before(t.phases[v].Ended)) {
+			v = i
+		}
+	}
+	if v < 0 {
+		return -1, fmt.Errorf("%w: all %d phases of this run are active; end one first", ErrTooManyPhases, MaxPhases)
+	}
+	return v, nil
+}
+
+// NormalizePhaseName trims name and checks it is 1–64 bytes of printable
+// UTF-8, the bound that keeps the phase label readable and the run-log line
+// within its 80 bytes.
+func NormalizePhaseName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	switch {
+	case name == "":
+		return "", fmt.Errorf("%w: empty", ErrBadPhaseName)
+	case len(name) > MaxPhaseNameBytes:
+		return "", fmt.Errorf("%w: %d bytes, more than %d", ErrBadPhaseName, len(name), MaxPhaseNameBytes)
+	case !utf8.ValidString(name):
+		return "", fmt.Errorf("%w: not valid UTF-8", ErrBadPhaseName)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return "", fmt.Errorf("%w: unprintable character %U", ErrBadPhaseName, r)
+		}
+	}
+	return name, nil
+}
+
+func startLine(name string) string { return "START " + name }
+
+func endLine(p Phase) string {
+	line := fmt.Sprintf("END   %s %ds", p.Name, int64(p.duration(p.Ended)/time.Second))
+	if p.Status == StatusFailed {
+		line += " failed"
+	}
+	return line
+}
+
+// phaseFilePath is where the phase table of the run log at runPath lives:
+// beside it, named after it, so a table can never be applied to another run.
+func phaseFilePath(runPath string) string {
+	return strings.TrimSuffix(runPath, ".log") + phaseFileSuffix
+}
+
+// runStartFromName recovers a run's start from its log's name
+// (run-YYYYMMDD-HHMMSS[-N].log, local time, as runlog names it).
+func runStartFromName(base string) time.Time {
+	s := strings.TrimPrefix(base, "run-")
+	if len(s) < len("20060102-150405") {
+		return time.Time{}
+	}
+	t, err := time.ParseInLocation("20060102-150405", s[:len("20060102-150405")], time.Local)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// loadTable reads the phase table saved beside the run log at runPath. A
+// missing file gives an empty table. A damaged one is moved aside (never
+// deleted: it is someone's record) and also gives an empty table.
+func loadTable(runPath string) (phaseTable, error) {
+	base := filepath.Base(runPath)
+	empty := phaseTable{run: Run{File: base, Started: runStartFromName(base)}}
+	path := phaseFilePath(runPath)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return empty, nil
+	}
+	if err != nil {
+		return empty, fmt.Errorf("exporter: load phases %s: %w", path, err)
+	}
+	t, err := decodeTable(data, base)
+	if err != nil {
+		aside := path + ".damaged"
+		if rerr := os.Rename(path, aside); rerr != nil {
+			return empty, fmt.Errorf("exporter: load phases %s: %w (and could not move it aside: %v)", path, err, rerr)
+		}
+		return empty, fmt.Errorf("exporter: load phases %s: %w (moved to %s)", path, err, filepath.Base(aside))
+	}
+	return t, nil
+}
+
+func decodeTable(data []byte, runFile string) (phaseTable, error) {
+	var f phaseFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return phaseTable{}, err
+	}
+	if f.Version != phaseFileVersion {
+		return phaseTable{}, fmt.Errorf("version %d, want %d", f.Version, phaseFileVersion)
+	}
+	if f.Run != runFile {
+		return phaseTable{}, fmt.Errorf("belongs to run %q, not %q", f.Run, runFile)
+	}
+	t := phaseTable{run: Run{File: runFile, Started: f.Started}}
+	for _, p := range f.Phases {
+		name, err := NormalizePhaseName(p.Name)
+		if err != nil || name != p.Name {
+			return phaseTable{}, fmt.Errorf("phase %q: bad name", p.Name)
+		}
+		if t.find(name) >= 0 {
+			return phaseTable{}, fmt.Errorf("phase %q listed twice", name)
+		}
+		switch p.Status {
+		case StatusActive:
+			p.Ended = time.Time{}
+		case StatusOK, StatusFailed:
+			if p.Ended.IsZero() {
+				return phaseTable{}, fmt.Errorf("phase %q: ended without an end time", name)
+			}
+		default:
+			return phaseTable{}, fmt.Errorf("phase %q: status %q", name, p.Status)
+		}
+		if p.Started.IsZero() {
+			return phaseTable{}, fmt.Errorf("phase %q: no start time", name)
+		}
+		p.DurationSeconds = 0 // derived, never trusted from disk
+		t.phases = append(t.phases, p)
+	}
+	if len(t.phases) > MaxPhases {
+		return phaseTable{}, fmt.Errorf("%d phases, more than %d", len(t.phases), MaxPhases)
+	}
+	return t, nil
+}
+
+// saveTable writes t beside its run log atomically: temp file, fsync,
+// rename, fsync of the directory.
+func saveTable(dir string, t *phaseTable) error {
+	if t.run.File == "" {
+		return nil
+	}
+	phases := t.phases
+	if phases == nil {
+		phases = []Phase{}
+	}
+	data, err := json.MarshalIndent(phaseFile{
+		Version: phaseFileVersion,
+		Run:     t.run.File,
+		Started: t.run.Started,
+		Phases:  phases,
+	}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("exporter: save phases: %w", err)
+	}
+	path := phaseFilePath(filepath.Join(dir, t.run.File))
+	if err := writeFileAtomic(path, append(data, '\n')); err != nil {
+		return fmt.Errorf("exporter: save phases %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Chmod(0o644)
+	}
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if err := errors.Join(werr, tmp.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // makes the rename itself durable
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,434 @@
+package exporter
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lavender/runlog"
+)
+
+// t0 is 2026-11-29 12:00:00 UTC; tests run in UTC so run-log names and
+// entry times are fixed.
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: t0} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type testEnv struct {
+	t     testing.TB
+	dir   string
+	clock *fakeClock
+	e     *Exporter
+	reg   *prometheus.Registry
+}
+
+func newTestEnv(t testing.TB) *testEnv {
+	t.Helper()
+	env := &testEnv{t: t, dir: t.TempDir(), clock: newFakeClock()}
+	env.restart()
+	return env
+}
+
+// restart builds a new Exporter on the same directory, as a process
+// restart would.
+func (env *testEnv) restart() {
+	env.t.Helper()
+	env.reg = prometheus.NewPedanticRegistry()
+	e, err := New(Config{
+		ProcFS:   "testdata/procfs/swap54",
+		Runlog:   runlog.Options{Dir: env.dir},
+		Clock:    env.clock.Now,
+		PageSize: testPageSize,
+	}, slog.New(slog.DiscardHandler), env.reg)
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	env.e = e
+}
+
+func (env *testEnv) beat(name, event, status string) Phase {
+	env.t.Helper()
+	p, err := env.e.Heartbeat(name, event, status)
+	if err != nil {
+		env.t.Fatalf("%s %s %q: %v", event, status, name, err)
+	}
+	return p
+}
+
+// entries returns the current run log's entries without their time stamps.
+func (env *testEnv) entries() []string {
+	env.t.Helper()
+	l, err := runlog.Current(runlog.Options{Dir: env.dir})
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	data, err := l.Read()
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	f, err := runlog.Parse(data)
+	if err != nil {
+		env.t.Fatalf("run log does not parse: %v\n%s", err, data)
+	}
+	var out []string
+	for _, e := range f.AllEntries() {
+		out = append(out, e[len("15:04:05 "):])
+	}
+	return out
+}
+
+func (env *testEnv) phase(name string) (Phase, bool) {
+	_, phases := env.e.Snapshot()
+	for _, p := range phases {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Phase{}, false
+}
+
+func equalStrings(a, b []string) bool {
+	return strings.Join(a, "\n") == strings.Join(b, "\n") && len(a) == len(b)
+}
+
+func TestPhaseLifecycle(t *testing.T) {
+	env := newTestEnv(t)
+	if _, err := env.e.StartRun("device=cuda lavender_2=v0.2.3", ""); err != nil {
+		t.Fatal(err)
+	}
+	p := env.beat("  Pretrain 1/3\t", EventStart, "")
+	if p.Name != "Pretrain 1/3" || !p.Active() || !p.Started.Equal(t0) || p.Heartbeats != 1 {
+		t.Fatalf("after start: %+v", p)
+	}
+	env.clock.Advance(time.Hour)
+	p = env.beat("Pretrain 1/3", EventPing, "")
+	if !p.LastHeartbeat.Equal(t0.Add(time.Hour)) || p.Heartbeats != 2 || p.DurationSeconds != 3600 {
+		t.Fatalf("after ping: %+v", p)
+	}
+	goldenCompare(t, (*phaseCollector)(env.e), func() prometheus.Collector { return (*phaseCollector)(env.e) }, "phases_active")
+
+	env.clock.Advance(14812*time.Second - time.Hour)
+	p = env.beat("Pretrain 1/3", EventEnd, "")
+	if p.Status != StatusOK || !p.Ended.Equal(t0.Add(14812*time.Second)) || p.DurationSeconds != 14812 {
+		t.Fatalf("after end: %+v", p)
+	}
+	env.beat("Finetune", EventStart, "")
+	env.clock.Advance(812*time.Second + 900*time.Millisecond) // durations are cut to whole seconds
+	env.beat("Finetune", EventEnd, StatusFailed)
+	env.clock.Advance(time.Hour) // a finished phase's duration stays final
+
+	want := []string{"RUN start", "START Pretrain 1/3", "END   Pretrain 1/3 14812s", "START Finetune", "END   Finetune 812s failed"}
+	if got := env.entries(); !equalStrings(got, want) {
+		t.Errorf("run log entries:\n%q\nwant\n%q", got, want)
+	}
+	goldenCompare(t, (*phaseCollector)(env.e), func() prometheus.Collector { return (*phaseCollector)(env.e) }, "phases_ended")
+
+	// A new start runs an ended phase again from scratch.
+	p = env.beat("Finetune", EventStart, "")
+	if !p.Active() || p.Heartbeats != 1 || !p.Ended.IsZero() {
+		t.Errorf("restarted phase: %+v", p)
+	}
+}
+
+func TestPingsLeaveNoLogLine(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Pretrain", EventStart, "")
+	before := env.entries()
+	for range 50 {
+		env.clock.Advance(time.Minute)
+		env.beat("Pretrain", EventPing, "")
+	}
+	// A ping for an unknown phase starts it, also without a line.
+	env.beat("Eval", EventPing, "")
+	if got := env.entries(); !equalStrings(got, before) {
+		t.Errorf("pings changed the run log:\n%q\nwant\n%q", got, before)
+	}
+	if p, _ := env.phase("Pretrain"); p.Heartbeats != 51 {
+		t.Errorf("heartbeats = %d, want 51", p.Heartbeats)
+	}
+	if p, ok := env.phase("Eval"); !ok || !p.Active() {
+		t.Errorf("ping did not start an unknown phase: %+v", p)
+	}
+}
+
+// The first heartbeat in an empty directory starts a run, as runlog's
+// AppendCurrent does.
+func TestHeartbeatStartsRun(t *testing.T) {
+	env := newTestEnv(t)
+	if run, _ := env.e.Snapshot(); run != nil {
+		t.Fatalf("run before any heartbeat: %+v", run)
+	}
+	env.beat("Pretrain", EventStart, "")
+	run, _ := env.e.Snapshot()
+	if run == nil || run.File != "run-20261129-120000.log" || !run.Started.Equal(t0) {
+		t.Fatalf("run = %+v", run)
+	}
+	if got, want := env.entries(), []string{"RUN start", "START Pretrain"}; !equalStrings(got, want) {
+		t.Errorf("entries %q, want %q", got, want)
+	}
+}
+
+func TestRestartRecovery(t *testing.T) {
+	env := newTestEnv(t)
+	if _, err := env.e.StartRun("", "RUN start  device=cuda"); err != nil {
+		t.Fatal(err)
+	}
+	env.beat("Pretrain 1/3", EventStart, "")
+	env.beat("Warmup", EventStart, "")
+	env.clock.Advance(time.Minute)
+	env.beat("Warmup", EventEnd, "")
+	env.clock.Advance(time.Hour)
+	env.beat("Pretrain 1/3", EventPing, "") // saved: the last save is an hour old
+	env.clock.Advance(time.Second)
+	env.beat("Pretrain 1/3", EventPing, "") // throttled: kept in memory only
+
+	// A crash: no Close. Five hours into the phase the exporter is back.
+	env.clock.Advance(5*time.Hour - time.Hour - time.Minute - time.Second)
+	env.restart()
+	p, ok := env.phase("Pretrain 1/3")
+	if !ok || !p.Active() || !p.Started.Equal(t0) {
+		t.Fatalf("after restart: %+v (found %v), want active since %v", p, ok, t0)
+	}
+	if p.DurationSeconds != 5*3600 {
+		t.Errorf("duration = %v, want 18000", p.DurationSeconds)
+	}
+	if p.Heartbeats != 2 || !p.LastHeartbeat.Equal(t0.Add(time.Hour+time.Minute)) {
+		t.Errorf("heartbeats %d at %v: want the last saved ping (2 at +1h1m)", p.Heartbeats, p.LastHeartbeat)
+	}
+	if w, ok := env.phase("Warmup"); !ok || w.Status != StatusOK || w.DurationSeconds != 60 {
+		t.Errorf("ended phase after restart: %+v", w)
+	}
+	if run, _ := env.e.Snapshot(); run == nil || !run.Started.Equal(t0) {
+		t.Errorf("run after restart: %+v", run)
+	}
+
+	// Close saves throttled pings, so a clean restart loses nothing.
+	env.beat("Pretrain 1/3", EventPing, "")
+	env.clock.Advance(time.Second)
+	env.beat("Pretrain 1/3", EventPing, "")
+	if err := env.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	env.restart()
+	if p, _ := env.phase("Pretrain 1/3"); p.Heartbeats != 4 {
+		t.Errorf("heartbeats after clean restart = %d, want 4", p.Heartbeats)
+	}
+
+	env.beat("Pretrain 1/3", EventEnd, "")
+	want := []string{"RUN start  device=cuda", "START Pretrain 1/3", "START Warmup", "END   Warmup 60s", "END   Pretrain 1/3 18001s"}
+	if got := env.entries(); !equalStrings(got, want) {
+		t.Errorf("entries\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestStartRunClearsPhases(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Pretrain", EventStart, "")
+	env.clock.Advance(time.Second) // a new run log name
+	path, err := env.e.StartRun("device=cpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(path) != "run-20261129-120001.log" {
+		t.Errorf("path = %s", path)
+	}
+	if _, phases := env.e.Snapshot(); len(phases) != 0 {
+		t.Errorf("phases after a new run: %+v", phases)
+	}
+	// The table is keyed to the run: the old run's table stays with it.
+	env.restart()
+	if _, phases := env.e.Snapshot(); len(phases) != 0 {
+		t.Errorf("the new run inherited phases after restart: %+v", phases)
+	}
+	if _, err := os.Stat(filepath.Join(env.dir, "run-20261129-120000.phases.json")); err != nil {
+		t.Errorf("old run's table: %v", err)
+	}
+}
+
+// A run started by another process (lavender runlog new) is followed at
+// the next heartbeat, with a clean table.
+func TestFollowsRunStartedElsewhere(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Pretrain", EventStart, "")
+	env.clock.Advance(time.Minute)
+	if _, err := runlog.Start(runlog.Options{Dir: env.dir, Now: env.clock.Now}, "", runlog.RunStart); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.e.Heartbeat("Pretrain", EventEnd, ""); !errors.Is(err, ErrUnknownPhase) {
+		t.Errorf("end in the new run: err = %v, want ErrUnknownPhase", err)
+	}
+	env.beat("Finetune", EventStart, "")
+	run, phases := env.e.Snapshot()
+	if run.File != "run-20261129-120100.log" || len(phases) != 1 || phases[0].Name != "Finetune" {
+		t.Errorf("run %+v phases %+v", run, phases)
+	}
+}
+
+func TestPhaseCap(t *testing.T) {
+	env := newTestEnv(t)
+	name := func(i int) string { return fmt.Sprintf("phase %02d", i) }
+	for i := range MaxPhases {
+		env.beat(name(i), EventStart, "")
+	}
+	table := snapshotState(t, env)
+	for _, event := range []string{EventStart, EventPing} {
+		if _, err := env.e.Heartbeat("one too many", event, ""); !errors.Is(err, ErrTooManyPhases) {
+			t.Errorf("%s of a 65th active phase: err = %v, want ErrTooManyPhases", event, err)
+		}
+	}
+	if got := snapshotState(t, env); got != table {
+		t.Errorf("a refused phase changed the state:\n%s\nwant\n%s", got, table)
+	}
+	// Existing phases still work at the cap.
+	env.beat(name(0), EventPing, "")
+
+	env.clock.Advance(time.Second)
+	env.beat(name(5), EventEnd, "")
+	env.clock.Advance(time.Second)
+	env.beat(name(3), EventEnd, StatusFailed)
+	env.beat("new 1", EventStart, "") // evicts phase 05, the first to end
+	if _, ok := env.phase(name(5)); ok {
+		t.Error("phase 05 (ended first) not evicted")
+	}
+	if _, ok := env.phase(name(3)); !ok {
+		t.Error("phase 03 evicted before phase 05")
+	}
+	env.beat("new 2", EventPing, "") // evicts phase 03
+	_, phases := env.e.Snapshot()
+	if len(phases) != MaxPhases {
+		t.Errorf("%d phases, want %d", len(phases), MaxPhases)
+	}
+	if _, ok := env.phase(name(3)); ok {
+		t.Error("phase 03 not evicted")
+	}
+	if n := testutil.CollectAndCount((*phaseCollector)(env.e), "lavender_phase_active"); n != MaxPhases {
+		t.Errorf("%d lavender_phase_active series, want %d", n, MaxPhases)
+	}
+	if _, err := env.e.Heartbeat("new 3", EventStart, ""); !errors.Is(err, ErrTooManyPhases) {
+		t.Errorf("start with 64 active phases: err = %v", err)
+	}
+}
+
+func TestHeartbeatErrors(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Pretrain", EventStart, "")
+	env.beat("Done", EventStart, "")
+	env.beat("Done", EventEnd, "")
+	for _, tc := range []struct {
+		name, event, status string
+		want                error
+	}{
+		{"", EventStart, "", ErrBadPhaseName},
+		{" \t ", EventPing, "", ErrBadPhaseName},
+		{strings.Repeat("x", 65), EventStart, "", ErrBadPhaseName},
+		{"new\nline", EventStart, "", ErrBadPhaseName},
+		{"bell\a", EventStart, "", ErrBadPhaseName},
+		{"bad \xff utf8", EventStart, "", ErrBadPhaseName},
+		{"Pretrain", "stop", "", ErrBadEvent},
+		{"Pretrain", "", "", ErrBadEvent},
+		{"Pretrain", EventEnd, "crashed", ErrBadStatus},
+		{"Pretrain", EventStart, StatusOK, ErrBadStatus},
+		{"Pretrain", EventPing, StatusFailed, ErrBadStatus},
+		{"Never started", EventEnd, "", ErrUnknownPhase},
+		{"Done", EventEnd, StatusFailed, ErrPhaseEnded},
+		{"Done", EventPing, "", ErrPhaseEnded},
+	} {
+		before := snapshotState(t, env)
+		_, err := env.e.Heartbeat(tc.name, tc.event, tc.status)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%q %q %q: err = %v, want %v", tc.name, tc.event, tc.status, err, tc.want)
+		}
+		if after := snapshotState(t, env); after != before {
+			t.Errorf("%q %q %q changed the state:\n%s\nwant\n%s", tc.name, tc.event, tc.status, after, before)
+		}
+	}
+	// 64 bytes of multi-byte runes is fine; the limit is in bytes.
+	env.beat(strings.Repeat("é", 32), EventStart, "")
+}
+
+// snapshotState renders everything a heartbeat may change: the table in
+// memory, the saved table and the run log.
+func snapshotState(t *testing.T, env *testEnv) string {
+	t.Helper()
+	run, phases := env.e.Snapshot()
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %+v\n", run)
+	for _, p := range phases {
+		fmt.Fprintf(&b, "%+v\n", p)
+	}
+	files, _ := filepath.Glob(filepath.Join(env.dir, "*"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		fmt.Fprintf(&b, "== %s\n%s", filepath.Base(f), data)
+	}
+	return b.String()
+}
+
+func TestDamagedPhaseFileMovedAside(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Pretrain", EventStart, "")
+	saved := filepath.Join(env.dir, "run-20261129-120000.phases.json")
+	if err := os.WriteFile(saved, []byte(`{"version":1,"run":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env.restart()
+	if _, phases := env.e.Snapshot(); len(phases) != 0 {
+		t.Errorf("phases from a damaged file: %+v", phases)
+	}
+	if data, err := os.ReadFile(saved + ".damaged"); err != nil || string(data) != `{"version":1,"run":` {
+		t.Errorf("damaged file not kept aside: %q, %v", data, err)
+	}
+	// The next ping brings the phase back.
+	env.beat("Pretrain", EventPing, "")
+	if p, ok := env.phase("Pretrain"); !ok || !p.Active() {
+		t.Errorf("phase not recovered by a ping: %+v", p)
+	}
+}
+
+func TestDecodeTableRejects(t *testing.T) {
+	const run = "run-20261129-120000.log"
+	ok := `{"name":"A","status":"active","started":"2026-11-29T12:00:00Z","last_heartbeat":"2026-11-29T12:00:00Z","heartbeats":1}`
+	for _, data := range []string{
+		`[]`,
+		`{"version":2,"run":"` + run + `","phases":[]}`,
+		`{"version":1,"run":"run-other.log","phases":[]}`,
+		`{"version":1,"run":"` + run + `","phases":[` + ok + `,` + ok + `]}`,
+		`{"version":1,"run":"` + run + `","phases":[{"name":" A","status":"active","started":"2026-11-29T12:00:00Z"}]}`,
+		`{"version":1,"run":"` + run + `","phases":[{"name":"A","status":"ok","started":"2026-11-29T12:00:00Z"}]}`,
+		`{"version":1,"run":"` + run + `","phases":[{"name":"A","status":"paused","started":"2026-11-29T12:00:00Z"}]}`,
+		`{"version":1,"run":"` + run + `","phases":[{"name":"A","status":"active"}]}`,
+	} {
+		if _, err := decodeTable([]byte(data), run); err == nil {
+			t.Errorf("accepted %s", data)
+		}
+	}
+	if _, err := decodeTable([]byte(`{"version":1,"run":"`+run+`","phases":[`+ok+`]}`), run); err != nil {
+		t.Errorf("rejected a good table: %v", err)
+	}
+}

@@ -1,0 +1,238 @@
+package exporter
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shirou/gopsutil/v3/common"
+	"github.com/shirou/gopsutil/v3/mem"
+)
+
+// Swap is one reading of <procfs>/meminfo, reduced to what the swap alerts
+// and the watchdog need.
+type Swap struct {
+	TotalBytes  uint64
+	UsedBytes   uint64
+	FreeBytes   uint64
+	CachedBytes uint64
+	// UsedRatio is UsedBytes/TotalBytes on 0–1; 0 on a host without swap,
+	// never NaN, so "ratio > 0.8" alerts need no "and total > 0" guard.
+	UsedRatio float64
+	// MemAvailableRatio is MemAvailable/MemTotal on 0–1.
+	MemAvailableRatio float64
+}
+
+// ReadSwap reads swap and available-memory figures from <procfs>/meminfo
+// (procfs "" means /proc). It is one file read and cheap enough to call
+// every few seconds.
+//
+// It goes through gopsutil's VirtualMemoryWithContext with the procfs in the
+// context, because gopsutil's SwapMemory takes total and free from
+// sysinfo(2) and so ignores a fake procfs. gopsutil treats a missing or empty
+// meminfo as all zeros; a meminfo without MemTotal is therefore reported as
+// an error here rather than as a host with no memory and no swap.
+func ReadSwap(ctx context.Context, procfs string) (Swap, error) {
+	if procfs == "" {
+		procfs = "/proc"
+	}
+	ctx = context.WithValue(ctx, common.EnvKey, common.EnvMap{common.HostProcEnvKey: procfs})
+	vm, err := mem.VirtualMemoryWithContext(ctx)
+	path := filepath.Join(procfs, "meminfo")
+	if err != nil {
+		return Swap{}, fmt.Errorf("exporter: read %s: %w", path, err)
+	}
+	if vm.Total == 0 {
+		// gopsutil swallows the open error; find it only on this failure path.
+		if _, statErr := os.Stat(path); statErr != nil {
+			return Swap{}, fmt.Errorf("exporter: read meminfo: %w", statErr)
+		}
+		return Swap{}, fmt.Errorf("exporter: read %s: no MemTotal line", path)
+	}
+	if vm.SwapFree > vm.SwapTotal {
+		return Swap{}, fmt.Errorf("exporter: read %s: SwapFree %d kB exceeds SwapTotal %d kB", path, vm.SwapFree/1024, vm.SwapTotal/1024)
+	}
+	s := Swap{
+		TotalBytes:        vm.SwapTotal,
+		FreeBytes:         vm.SwapFree,
+		UsedBytes:         vm.SwapTotal - vm.SwapFree,
+		CachedBytes:       vm.SwapCached,
+		MemAvailableRatio: clampRatio(float64(vm.Available) / float64(vm.Total)),
+	}
+	if s.TotalBytes > 0 {
+		s.UsedRatio = clampRatio(float64(s.UsedBytes) / float64(s.TotalBytes))
+	}
+	return s, nil
+}
+
+func clampRatio(r float64) float64 {
+	switch {
+	case math.IsNaN(r) || r < 0:
+		return 0
+	case r > 1:
+		return 1
+	}
+	return r
+}
+
+// SwapActivity holds the kernel's cumulative swap traffic since boot.
+type SwapActivity struct {
+	InPages, OutPages uint64 // pswpin, pswpout
+}
+
+// ReadSwapActivity reads pswpin and pswpout from <procfs>/vmstat. gopsutil's
+// SwapMemoryWithContext would read the same lines, but it also calls
+// sysinfo(2), assumes 4 KiB pages and hides a missing file, so the two
+// lines are parsed here.
+func ReadSwapActivity(procfs string) (SwapActivity, error) {
+	if procfs == "" {
+		procfs = "/proc"
+	}
+	path := filepath.Join(procfs, "vmstat")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return SwapActivity{}, fmt.Errorf("exporter: read vmstat: %w", err)
+	}
+	var a SwapActivity
+	var haveIn, haveOut bool
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, value, ok := bytes.Cut(sc.Bytes(), []byte{' '})
+		if !ok {
+			continue
+		}
+		var dst *uint64
+		switch string(key) {
+		case "pswpin":
+			dst, haveIn = &a.InPages, true
+		case "pswpout":
+			dst, haveOut = &a.OutPages, true
+		default:
+			continue
+		}
+		n, err := strconv.ParseUint(string(bytes.TrimSpace(value)), 10, 64)
+		if err != nil {
+			return SwapActivity{}, fmt.Errorf("exporter: read %s: %s: %w", path, key, err)
+		}
+		*dst = n
+	}
+	if err := sc.Err(); err != nil {
+		return SwapActivity{}, fmt.Errorf("exporter: read %s: %w", path, err)
+	}
+	if !haveIn || !haveOut {
+		return SwapActivity{}, fmt.Errorf("exporter: read %s: no pswpin/pswpout lines", path)
+	}
+	return a, nil
+}
+
+// Sources of swap figures, the values of the "file" label on
+// lavender_swap_read_errors_total.
+const (
+	sourceMeminfo = "meminfo"
+	sourceVmstat  = "vmstat"
+)
+
+var (
+	swapTotalDesc = prometheus.NewDesc("lavender_swap_total_bytes",
+		"Swap space in bytes (SwapTotal in meminfo).", nil, nil)
+	swapUsedDesc = prometheus.NewDesc("lavender_swap_used_bytes",
+		"Swap space in use in bytes (SwapTotal - SwapFree).", nil, nil)
+	swapFreeDesc = prometheus.NewDesc("lavender_swap_free_bytes",
+		"Unused swap space in bytes (SwapFree in meminfo).", nil, nil)
+	swapCachedDesc = prometheus.NewDesc("lavender_swap_cached_bytes",
+		"Memory that is also in swap, in bytes (SwapCached in meminfo).", nil, nil)
+	swapUsedRatioDesc = prometheus.NewDesc("lavender_swap_used_ratio",
+		"Fraction of swap space in use, 0-1; 0 on a host without swap.", nil, nil)
+	memAvailableRatioDesc = prometheus.NewDesc("lavender_memory_available_ratio",
+		"MemAvailable / MemTotal from meminfo, 0-1.", nil, nil)
+	swapInDesc = prometheus.NewDesc("lavender_swap_in_bytes_total",
+		"Bytes swapped in since boot (pswpin in vmstat times the page size).", nil, nil)
+	swapOutDesc = prometheus.NewDesc("lavender_swap_out_bytes_total",
+		"Bytes swapped out since boot (pswpout in vmstat times the page size).", nil, nil)
+	swapReadErrorsDesc = prometheus.NewDesc("lavender_swap_read_errors_total",
+		"Failed reads of the swap figures, by procfs file.", []string{"file"}, nil)
+)
+
+// swapCollector reads meminfo and vmstat at scrape time, as node_exporter
+// does. A failed read leaves that file's metrics out of the scrape, counts an
+// error and logs one line; repeats of the same failure are logged at debug
+// level so a broken procfs does not flood the log every scrape.
+type swapCollector struct {
+	procfs   string
+	pageSize uint64
+	logger   *slog.Logger
+
+	meminfoErrors atomic.Uint64
+	vmstatErrors  atomic.Uint64
+
+	mu      sync.Mutex
+	lastErr map[string]string // source -> last error text, "" when healthy
+}
+
+func newSwapCollector(procfs string, pageSize int, logger *slog.Logger) *swapCollector {
+	return &swapCollector{
+		procfs:   procfs,
+		pageSize: uint64(pageSize),
+		logger:   logger,
+		lastErr:  map[string]string{},
+	}
+}
+
+func (c *swapCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{swapTotalDesc, swapUsedDesc, swapFreeDesc, swapCachedDesc,
+		swapUsedRatioDesc, memAvailableRatioDesc, swapInDesc, swapOutDesc, swapReadErrorsDesc} {
+		ch <- d
+	}
+}
+
+func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
+	s, err := ReadSwap(context.Background(), c.procfs)
+	c.noteResult(sourceMeminfo, err, &c.meminfoErrors)
+	if err == nil {
+		ch <- prometheus.MustNewConstMetric(swapTotalDesc, prometheus.GaugeValue, float64(s.TotalBytes))
+		ch <- prometheus.MustNewConstMetric(swapUsedDesc, prometheus.GaugeValue, float64(s.UsedBytes))
+		ch <- prometheus.MustNewConstMetric(swapFreeDesc, prometheus.GaugeValue, float64(s.FreeBytes))
+		ch <- prometheus.MustNewConstMetric(swapCachedDesc, prometheus.GaugeValue, float64(s.CachedBytes))
+		ch <- prometheus.MustNewConstMetric(swapUsedRatioDesc, prometheus.GaugeValue, s.UsedRatio)
+		ch <- prometheus.MustNewConstMetric(memAvailableRatioDesc, prometheus.GaugeValue, s.MemAvailableRatio)
+	}
+	a, err := ReadSwapActivity(c.procfs)
+	c.noteResult(sourceVmstat, err, &c.vmstatErrors)
+	if err == nil {
+		ch <- prometheus.MustNewConstMetric(swapInDesc, prometheus.CounterValue, float64(a.InPages*c.pageSize))
+		ch <- prometheus.MustNewConstMetric(swapOutDesc, prometheus.CounterValue, float64(a.OutPages*c.pageSize))
+	}
+	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.meminfoErrors.Load()), sourceMeminfo)
+	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.vmstatErrors.Load()), sourceVmstat)
+}
+
+func (c *swapCollector) noteResult(source string, err error, counter *atomic.Uint64) {
+	if err != nil {
+		counter.Add(1)
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	c.mu.Lock()
+	prev := c.lastErr[source]
+	c.lastErr[source] = msg
+	c.mu.Unlock()
+	switch {
+	case err != nil && msg != prev:
+		c.logger.Warn("swap metrics left out of the scrape", "file", source, "err", err)
+	case err != nil:
+		c.logger.Debug("swap metrics still unreadable", "file", source, "err", err)
+	case prev != "":
+		c.logger.Info("swap metrics readable again", "file", source)
+	}
+}

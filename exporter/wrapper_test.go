@@ -1,0 +1,334 @@
+package exporter
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// childEnv makes the test binary act as the wrapped command; see TestMain.
+const childEnv = "LAVENDER_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(runChild(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// runChild is the wrapped command of the wrapper tests:
+//   - "cat N": copies stdin to stdout, writes to stderr, exits N at EOF;
+//   - "trap": says "ready" on stdout, exits 42 on SIGTERM and 43 on SIGINT;
+//   - "sleep": says "ready" and waits to be killed.
+func runChild(mode string) int {
+	switch verb, arg, _ := strings.Cut(mode, " "); verb {
+	case "cat":
+		code, _ := strconv.Atoi(arg)
+		_, _ = io.Copy(os.Stdout, os.Stdin)
+		fmt.Fprint(os.Stderr, "child stderr")
+		return code
+	case "trap":
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
+		fmt.Println("ready")
+		if <-c == syscall.SIGTERM {
+			return 42
+		}
+		return 43
+	case "sleep":
+		fmt.Println("ready")
+		time.Sleep(time.Minute)
+		return 0
+	}
+	return 99
+}
+
+type wrapperRun struct {
+	code int
+	err  error
+}
+
+// startWrapper runs the test binary as a child in mode under w.
+func startWrapper(t *testing.T, w *Wrapper, mode string) <-chan wrapperRun {
+	t.Helper()
+	t.Setenv(childEnv, mode)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan wrapperRun, 1)
+	go func() {
+		code, err := w.Run(context.Background(), exe, "-test.run=^$")
+		done <- wrapperRun{code, err}
+	}()
+	return done
+}
+
+func waitResult(t *testing.T, done <-chan wrapperRun) wrapperRun {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("wrapper did not return")
+		return wrapperRun{}
+	}
+}
+
+// waitFor polls cond; the bound only stops a broken test from hanging.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// syncBuffer is a bytes.Buffer safe for the child's copy goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestWrapperExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		code   int
+		status string
+		end    string
+	}{
+		{0, StatusOK, "END   Train 0s"},
+		{3, StatusFailed, "END   Train 0s failed"},
+	} {
+		t.Run(strconv.Itoa(tc.code), func(t *testing.T) {
+			env := newTestEnv(t)
+			srv := env.server()
+			client, err := NewClient(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdinR, stdinW := io.Pipe()
+			var stdout, stderr syncBuffer
+			w := &Wrapper{Client: client, Phase: "Train", Every: 5 * time.Millisecond,
+				Stdin: stdinR, Stdout: &stdout, Stderr: &stderr}
+			done := startWrapper(t, w, fmt.Sprintf("cat %d", tc.code))
+			if _, err := io.WriteString(stdinW, "batch 1\n"); err != nil {
+				t.Fatal(err)
+			}
+			// Pings arrive while the child runs; then let it finish.
+			waitFor(t, "three heartbeats", func() bool {
+				p, ok := env.phase("Train")
+				return ok && p.Heartbeats >= 3
+			})
+			stdinW.Close()
+			r := waitResult(t, done)
+			if r.err != nil || r.code != tc.code {
+				t.Fatalf("Run = %d, %v; want %d", r.code, r.err, tc.code)
+			}
+			if stdout.String() != "batch 1\n" || stderr.String() != "child stderr" {
+				t.Errorf("streams not passed through: stdout %q stderr %q", stdout.String(), stderr.String())
+			}
+			p, _ := env.phase("Train")
+			if p.Status != tc.status {
+				t.Errorf("status %q, want %q", p.Status, tc.status)
+			}
+			if got, want := env.entries(), []string{"RUN start", "START Train", tc.end}; !equalStrings(got, want) {
+				t.Errorf("entries %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestWrapperForwardsSignals(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{
+		{syscall.SIGTERM, 42},
+		{syscall.SIGINT, 43},
+	} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			env := newTestEnv(t)
+			client, err := NewClient(env.server().URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdoutR, stdoutW := io.Pipe()
+			w := &Wrapper{Client: client, Phase: "Train", Every: time.Hour, Stdout: stdoutW}
+			done := startWrapper(t, w, "trap")
+			if line, err := bufio.NewReader(stdoutR).ReadString('\n'); err != nil || line != "ready\n" {
+				t.Fatalf("child said %q, %v", line, err)
+			}
+			go io.Copy(io.Discard, stdoutR)
+			// A real signal to this process, which the wrapper has claimed.
+			if err := syscall.Kill(os.Getpid(), tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			r := waitResult(t, done)
+			stdoutW.Close()
+			if r.err != nil || r.code != tc.code {
+				t.Fatalf("Run = %d, %v; want the child's %d", r.code, r.err, tc.code)
+			}
+			if p, _ := env.phase("Train"); p.Status != StatusFailed {
+				t.Errorf("phase %+v, want failed", p)
+			}
+		})
+	}
+}
+
+// A child killed by a forwarded signal gives 128+signal, as in a shell.
+func TestWrapperChildKilledBySignal(t *testing.T) {
+	env := newTestEnv(t)
+	client, _ := NewClient(env.server().URL)
+	sigc := make(chan os.Signal, 1)
+	stdoutR, stdoutW := io.Pipe()
+	w := &Wrapper{Client: client, Phase: "Train", Every: time.Hour, Stdout: stdoutW, Signals: sigc}
+	done := startWrapper(t, w, "sleep")
+	if line, err := bufio.NewReader(stdoutR).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, stdoutR)
+	sigc <- syscall.SIGTERM
+	r := waitResult(t, done)
+	stdoutW.Close()
+	if r.err != nil || r.code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("Run = %d, %v; want %d", r.code, r.err, 128+int(syscall.SIGTERM))
+	}
+}
+
+// countingTransport counts requests, so a test can wait for failed pings.
+type countingTransport struct{ n atomic.Int64 }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestWrapperExporterUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	tr := &countingTransport{}
+	client, err := NewClient("http://"+addr, WithHTTPClient(&http.Client{Transport: tr, Timeout: 5 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	stdinR, stdinW := io.Pipe()
+	var stdout syncBuffer
+	w := &Wrapper{Client: client, Phase: "Train", Every: time.Millisecond, Stdin: stdinR, Stdout: &stdout,
+		Stderr: io.Discard, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	done := startWrapper(t, w, "cat 0")
+	io.WriteString(stdinW, "still trains\n")
+	waitFor(t, "failed pings", func() bool { return tr.n.Load() >= 5 })
+	stdinW.Close()
+	r := waitResult(t, done)
+	if r.err != nil || r.code != 0 || stdout.String() != "still trains\n" {
+		t.Fatalf("Run = %d, %v, stdout %q", r.code, r.err, stdout.String())
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings for %d failed requests, want 1:\n%s", n, tr.n.Load(), logs.String())
+	}
+	if !strings.Contains(logs.String(), "connection refused") {
+		t.Errorf("warning does not say why: %s", logs.String())
+	}
+}
+
+func TestWrapperCannotStart(t *testing.T) {
+	env := newTestEnv(t)
+	client, _ := NewClient(env.server().URL)
+	w := &Wrapper{Client: client, Phase: "Train"}
+	code, err := w.Run(context.Background(), "/nonexistent/lavender-test-command")
+	if code != ExitNotFound || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Run = %d, %v; want %d and a not-found error", code, err, ExitNotFound)
+	}
+	dir := t.TempDir()
+	script := dir + "/not-executable"
+	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o644)
+	if code, err := w.Run(context.Background(), script); code != ExitCannotExecute || err == nil {
+		t.Errorf("non-executable: Run = %d, %v; want %d", code, err, ExitCannotExecute)
+	}
+	w.Phase = "bad\nname"
+	if code, err := w.Run(context.Background(), "true"); code != 2 || !errors.Is(err, ErrBadPhaseName) {
+		t.Errorf("bad name: Run = %d, %v", code, err)
+	}
+	if _, phases := env.e.Snapshot(); len(phases) != 0 {
+		t.Errorf("heartbeats sent for commands that never ran: %+v", phases)
+	}
+}
+
+func TestClient(t *testing.T) {
+	env := newTestEnv(t)
+	srv := env.server()
+	c, err := NewClient(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run, err := c.StartRun(ctx, "device=cuda")
+	if err != nil || run.File != "run-20261129-120000.log" {
+		t.Fatalf("StartRun = %+v, %v", run, err)
+	}
+	if _, err := c.Heartbeat(ctx, "Pretrain", EventStart, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Heartbeat(ctx, "Eval", EventEnd, "")
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || !strings.Contains(apiErr.Message, "Eval") {
+		t.Errorf("end of unknown phase: %v", err)
+	}
+	resp, err := c.Phases(ctx)
+	if err != nil || len(resp.Phases) != 1 || resp.Run.File != run.File {
+		t.Errorf("Phases = %+v, %v", resp, err)
+	}
+	for _, bad := range []string{"127.0.0.1:9877", "ftp://host", "http://user:pw@host:1"} {
+		if _, err := NewClient(bad); err == nil {
+			t.Errorf("NewClient(%q) accepted", bad)
+		} else if strings.Contains(err.Error(), "pw") {
+			t.Errorf("error leaks the password: %v", err)
+		}
+	}
+}
+
+func TestClientBasicAuth(t *testing.T) {
+	var gotUser, gotPass string
+	srv := newAuthServer(t, &gotUser, &gotPass)
+	c, _ := NewClient(srv, WithBasicAuth("trainer", "s3cret"))
+	if _, err := c.Heartbeat(context.Background(), "A", EventPing, ""); err != nil {
+		t.Fatal(err)
+	}
+	if gotUser != "trainer" || gotPass != "s3cret" {
+		t.Errorf("server saw %q/%q", gotUser, gotPass)
+	}
+}
