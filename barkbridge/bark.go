@@ -1,0 +1,227 @@
+package barkbridge
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// maxResponseBytes bounds how much of Bark's answer is read; its JSON is
+// well under 1 KiB.
+const maxResponseBytes = 64 << 10
+
+// EscapeMessage percent-encodes everything but RFC 3986's unreserved
+// characters (A-Z a-z 0-9 - . _ ~). Bark routes on the raw path, so a raw
+// "/" would split the push into title and body, and it query-unescapes the
+// segments, so a raw "+" would become a space: neither url.PathEscape nor
+// url.QueryEscape is right on its own.
+func EscapeMessage(msg string) string {
+	n := 0
+	for i := 0; i < len(msg); i++ {
+		if !unreserved(msg[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return msg
+	}
+	const hex = "0123456789ABCDEF"
+	buf := make([]byte, 0, len(msg)+2*n)
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if unreserved(c) {
+			buf = append(buf, c)
+			continue
+		}
+		buf = append(buf, '%', hex[c>>4], hex[c&15])
+	}
+	return string(buf)
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// url builds the request URL for msg. The result holds the device key: it
+// goes to the HTTP client and nowhere else.
+func (t Target) url(msg string) string {
+	return strings.ReplaceAll(t.tmpl, Placeholder, EscapeMessage(msg))
+}
+
+// PushError is a failed push, reduced to a short class such as "timeout"
+// or "HTTP 500". It never holds the URL.
+type PushError struct {
+	Class     string
+	Retryable bool // the failure may pass: a 5xx, 429, timeout or network error
+	// detail is the redacted underlying error, for debug logs only.
+	detail string
+}
+
+func (e *PushError) Error() string { return e.Class }
+
+// sendOne pushes msg to t once. It returns nil when Bark accepted the push:
+// a 2xx and, if the body is Bark's JSON, code 200.
+func sendOne(ctx context.Context, client *http.Client, userAgent string, t Target, msg string) *PushError {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url(msg), nil)
+	if err != nil {
+		return &PushError{Class: "invalid URL", detail: t.scrub(redact(err).Error())}
+	}
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return classify(ctx, err, t)
+	}
+	defer resp.Body.Close()
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes)) // let the connection be reused
+	var reply struct {
+		Code    *int   `json:"code"`
+		Message string `json:"message"`
+	}
+	isJSON := json.Unmarshal(body, &reply) == nil && reply.Code != nil
+	detail := ""
+	if isJSON {
+		detail = t.scrub(truncate(reply.Message, 200))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return &PushError{
+			Class:     "HTTP " + strconv.Itoa(resp.StatusCode),
+			Retryable: retryableStatus(resp.StatusCode),
+			detail:    detail,
+		}
+	}
+	if readErr != nil {
+		// A 2xx whose body broke off: Bark most likely queued the push, but
+		// saying so would not be honest.
+		pe := classify(ctx, readErr, t)
+		pe.Class = "reading answer: " + pe.Class
+		return pe
+	}
+	if isJSON && *reply.Code != http.StatusOK {
+		return &PushError{
+			Class:     "bark code " + strconv.Itoa(*reply.Code),
+			Retryable: retryableStatus(*reply.Code),
+			detail:    detail,
+		}
+	}
+	return nil
+}
+
+// retryableStatus follows Alertmanager's receivers: a 5xx may pass, and so
+// may 408 and 429, which mean "not now" rather than "never".
+func retryableStatus(code int) bool {
+	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
+}
+
+// classify turns a transport error into a short class. The detail kept for
+// debug logs has its URL redacted, as Alertmanager's RedactURL does.
+func classify(ctx context.Context, err error, t Target) *PushError {
+	pe := &PushError{Retryable: true, detail: t.scrub(redact(err).Error())}
+	var (
+		netErr  net.Error
+		dnsErr  *net.DNSError
+		certErr *tls.CertificateVerificationError
+		recErr  tls.RecordHeaderError
+		alert   tls.AlertError
+		unknown x509.UnknownAuthorityError
+		hostErr x509.HostnameError
+		invalid x509.CertificateInvalidError
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		pe.Class = "timeout"
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		pe.Class = "canceled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		pe.Class = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		pe.Class = "connection reset"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		pe.Class = "connection closed"
+	case errors.As(err, &dnsErr):
+		pe.Class = "dns"
+		if dnsErr.IsNotFound {
+			pe.Class = "unknown host"
+		}
+	case errors.As(err, &certErr) || errors.As(err, &recErr) || errors.As(err, &alert) ||
+		errors.As(err, &unknown) || errors.As(err, &hostErr) || errors.As(err, &invalid) ||
+		strings.Contains(err.Error(), "tls: "):
+		pe.Class = "tls"
+	case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
+		pe.Class = "unreachable"
+	default:
+		pe.Class = "network error"
+	}
+	return pe
+}
+
+// redact replaces the URL in a *url.Error, which Go prints in full and
+// which here holds the device key.
+func redact(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	if err == error(ue) {
+		cp := *ue
+		cp.URL = "<redacted>"
+		return &cp
+	}
+	if ue.URL == "" {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), ue.URL, "<redacted>"))
+}
+
+// scrub removes anything that looks like a part of the template from s, a
+// second line of defence for text that came from the server or a library.
+func (t Target) scrub(s string) string {
+	for _, p := range t.secrets {
+		s = strings.ReplaceAll(s, p, "<redacted>")
+	}
+	return s
+}
+
+// defaultClient honours the usual proxy variables; each push has its own
+// deadline from the context, so the client has none.
+func defaultClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSHandshakeTimeout = 10 * time.Second
+	tr.MaxIdleConnsPerHost = 4
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 3 {
+				return errors.New("too many redirects")
+			}
+			return nil
+		},
+	}
+}
+
+// Result is one target's outcome of a push.
+type Result struct {
+	Target    string // file:line
+	Err       error  // nil on success; a *PushError whose text is a short class
+	Retryable bool   // Err may pass on a later try
+}
+
+func (r Result) String() string {
+	if r.Err == nil {
+		return r.Target + " ok"
+	}
+	return fmt.Sprintf("%s failed: %s", r.Target, r.Err)
+}

@@ -1,0 +1,212 @@
+package barkbridge
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEscapeMessage(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"AZaz09-._~", "AZaz09-._~"},
+		{"/", "%2F"},
+		{"+", "%2B"},
+		{"%", "%25"},
+		{"#", "%23"},
+		{"?", "%3F"},
+		{"&", "%26"},
+		{" ", "%20"},
+		{"—", "%E2%80%94"},
+		{"$0", "%240"},
+		{"a\nb", "a%0Ab"},
+		{"(16.3/32.0 GB)", "%2816.3%2F32.0%20GB%29"},
+	}
+	for _, tt := range tests {
+		if got := EscapeMessage(tt.in); got != tt.want {
+			t.Errorf("EscapeMessage(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestEncodingOnTheWire checks the raw request line Bark receives and that
+// Bark's own routing and unescaping give the message back whole.
+func TestEncodingOnTheWire(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	tests := []struct {
+		name, line, msg, wantURI string
+	}{
+		{
+			name:    "swap message",
+			line:    srv.template(),
+			msg:     "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening",
+			wantURI: "/KEY/%5Blavender-2%5D%20swap%2054%25%20full%20%2816.3%2F32.0%20GB%29%20%E2%80%94%20consider%20intervening?level=passive&isArchive=0",
+		},
+		{
+			name:    "every character Bark would misread",
+			line:    srv.template(),
+			msg:     "a/b+c%d#e?f&g h—i",
+			wantURI: "/KEY/a%2Fb%2Bc%25d%23e%3Ff%26g%20h%E2%80%94i?level=passive&isArchive=0",
+		},
+		{
+			name:    "escapes that look decoded already",
+			line:    srv.template(),
+			msg:     "100%25 %zz %2F",
+			wantURI: "/KEY/100%2525%20%25zz%20%252F?level=passive&isArchive=0",
+		},
+		{
+			name:    "template's own level, existing query",
+			line:    srv.template() + "?level=timeSensitive&group=train",
+			msg:     "x",
+			wantURI: "/KEY/x?level=timeSensitive&group=train&isArchive=0",
+		},
+		{
+			name:    "title segment in the template",
+			line:    srv.URL + "/KEY/lavender/$0",
+			msg:     "a/b",
+			wantURI: "/KEY/lavender/a%2Fb?level=passive&isArchive=0",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, map[string]string{"phone.bark.env": tt.line}, nil)
+			before := len(srv.received())
+			res := f.bridge.Send(t.Context(), tt.msg)
+			if len(res) != 1 || res[0].Err != nil || res[0].Target != "phone.bark.env:1" {
+				t.Fatalf("Send = %+v", res)
+			}
+			got := srv.received()[before:]
+			if len(got) != 1 {
+				t.Fatalf("server got %d requests", len(got))
+			}
+			p := got[0]
+			if p.RequestURI != tt.wantURI {
+				t.Errorf("request URI\n got %s\nwant %s", p.RequestURI, tt.wantURI)
+			}
+			if p.Body != tt.msg {
+				t.Errorf("Bark decoded body %q, want %q (title %q)", p.Body, tt.msg, p.Title)
+			}
+			if strings.Contains(tt.name, "level") {
+				if p.Level != "timeSensitive" || p.IsArchive != "0" {
+					t.Errorf("level=%q isArchive=%q", p.Level, p.IsArchive)
+				}
+			} else if p.Level != "passive" || p.IsArchive != "0" {
+				t.Errorf("level=%q isArchive=%q, want passive and 0", p.Level, p.IsArchive)
+			}
+		})
+	}
+}
+
+func TestSendFailureClasses(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, "success")
+	}))
+	t.Cleanup(tlsSrv.Close)
+	closer := startCloser(t)
+
+	tests := []struct {
+		name, mode, line string
+		class            string // "" = accepted
+		retryable        bool
+	}{
+		{name: "200", mode: "ok", line: srv.template()},
+		{name: "2xx without JSON", mode: "text", line: srv.template()},
+		{name: "400", mode: "status:400", line: srv.template(), class: "HTTP 400"},
+		{name: "unknown key", mode: "ok", line: srv.URL + "/WRONGKEY/$0", class: "HTTP 400"},
+		{name: "404", mode: "ok", line: srv.URL + "/a/b/c/d/$0", class: "HTTP 404"},
+		{name: "429", mode: "status:429", line: srv.template(), class: "HTTP 429", retryable: true},
+		{name: "500", mode: "status:500", line: srv.template(), class: "HTTP 500", retryable: true},
+		{name: "200 with code 400", mode: "code:400", line: srv.template(), class: "bark code 400"},
+		{name: "200 with code 500", mode: "code:500", line: srv.template(), class: "bark code 500", retryable: true},
+		{name: "hang", mode: "hang", line: srv.template(), class: "timeout", retryable: true},
+		{name: "closed port", line: closedURL(t) + "/KEY/$0", class: "connection refused", retryable: true},
+		{name: "closed connection", line: "http://" + closer + "/KEY/$0", class: "connection closed", retryable: true},
+		{name: "untrusted certificate", line: tlsSrv.URL + "/KEY/$0", class: "tls", retryable: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv.setMode(tt.mode)
+			f := newFixture(t, map[string]string{"phone.bark.env": tt.line}, func(c *Config) {
+				if tt.mode == "hang" {
+					c.Timeout = hangTimeout
+				}
+			})
+			res := f.bridge.Send(t.Context(), "hello")
+			if len(res) != 1 {
+				t.Fatalf("results = %+v", res)
+			}
+			r := res[0]
+			class := ""
+			if r.Err != nil {
+				class = r.Err.Error()
+			}
+			if class != tt.class || r.Retryable != tt.retryable {
+				t.Errorf("got class %q retryable %v, want %q %v", class, r.Retryable, tt.class, tt.retryable)
+			}
+			result := "ok"
+			if tt.class != "" {
+				result = "failed"
+				if want := "[bark] phone.bark.env:1 failed: " + tt.class; !strings.Contains(f.logs.String(), want) {
+					t.Errorf("log lacks %q:\n%s", want, f.logs)
+				}
+				if r.String() != "phone.bark.env:1 failed: "+tt.class {
+					t.Errorf("Result.String() = %q", r.String())
+				}
+			}
+			if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": "phone.bark.env:1", "result": result}); v != 1 {
+				t.Errorf("pushes_total{result=%q} = %v", result, v)
+			}
+			if v := gauge(t, f.reg, "lavender_bark_push_duration_seconds"); v != 1 {
+				t.Errorf("push_duration_seconds count = %v", v)
+			}
+		})
+	}
+}
+
+// startCloser listens on loopback and closes every connection after reading
+// the request: the "server went away" failure.
+func startCloser(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			c.Read(buf)
+			c.Close()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func TestSendConcurrentToAllTargets(t *testing.T) {
+	a, b := newBarkServer(t, "KA"), newBarkServer(t, "KB")
+	b.setMode("hang")
+	f := newFixture(t, map[string]string{
+		"a.bark.env": a.template(),
+		"b.bark.env": b.template() + "\n" + closedURL(t) + "/KC/$0",
+	}, func(c *Config) { c.Timeout = time.Second }) // a must answer within it: a 200ms bound could flake on a loaded machine
+	res := f.bridge.Send(t.Context(), "hi")
+	var got []string
+	for _, r := range res {
+		got = append(got, r.String())
+	}
+	want := "a.bark.env:1 ok|b.bark.env:1 failed: timeout|b.bark.env:2 failed: connection refused"
+	if strings.Join(got, "|") != want {
+		t.Errorf("results = %q, want %q", strings.Join(got, "|"), want)
+	}
+	if len(a.received()) != 1 {
+		t.Errorf("a got %d pushes", len(a.received()))
+	}
+}

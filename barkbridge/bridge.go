@@ -1,0 +1,386 @@
+// Package barkbridge turns Alertmanager webhooks, and the swap watchdog's
+// findings, into silent Bark pushes, and records each push in the run log.
+//
+// Bark device keys live in the URL templates of *.bark.env files. They are
+// sent to Bark and nowhere else: targets print as "file:line", failures as a
+// short class ("timeout", "HTTP 500"), and any library error is redacted
+// before it is logged, in the manner of Alertmanager's notifiers.
+package barkbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/version"
+
+	"lavender/runlog"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultTimeout       = 5 * time.Second
+	DefaultThreshold     = 0.5
+	DefaultSwapAlertname = "SwapUsageHigh"
+	DefaultDedupWindow   = time.Hour
+	DefaultMaxBodyBytes  = 1 << 20
+	// DefaultMaxParallel bounds the pushes one webhook request has in
+	// flight: a group of hundreds of alerts must not open hundreds of
+	// connections to Bark at once.
+	DefaultMaxParallel = 8
+)
+
+// Config configures a Bridge. Zero values take the defaults above.
+type Config struct {
+	ConfigDir     string        // where the *.bark.env files are; default "."
+	Timeout       time.Duration // per push, and the bound on a webhook's answer
+	Prefix        string        // starts every message; default DefaultPrefix
+	Threshold     float64       // swap ratio (0–1] at or above which the swap alert pushes
+	SwapAlertname string        // the swap alert's name
+	OnlySwap      bool          // push no alert but the swap alert
+	SendResolved  bool          // push resolved alerts too
+	DedupWindow   time.Duration // how long an accepted push is remembered
+	// DedupMaxEntries caps the dedup memory; default DefaultDedupMaxEntries.
+	DedupMaxEntries int
+	MaxBodyBytes    int64 // largest webhook body accepted; default 1 MiB
+	MaxParallel     int   // pushes in flight per webhook request
+
+	// Runlog locates the run logs; BARK lines go to whichever run is
+	// current when they are written (runlog.AppendCurrent).
+	Runlog runlog.Options
+
+	// HTTPClient sends the pushes; tests inject one. Default: a client that
+	// honours the proxy environment, with deadlines from Timeout.
+	HTTPClient *http.Client
+	// Now is the clock of the dedup window; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.ConfigDir == "" {
+		c.ConfigDir = "."
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Timeout < 0 {
+		return c, fmt.Errorf("barkbridge: timeout %s is negative", c.Timeout)
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Threshold == 0 {
+		c.Threshold = DefaultThreshold
+	}
+	if !(c.Threshold > 0 && c.Threshold <= 1) {
+		return c, fmt.Errorf("barkbridge: threshold %g is not in (0, 1]", c.Threshold)
+	}
+	if c.SwapAlertname == "" {
+		c.SwapAlertname = DefaultSwapAlertname
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.DedupWindow < 0 {
+		return c, fmt.Errorf("barkbridge: dedup window %s is negative", c.DedupWindow)
+	}
+	if c.DedupMaxEntries <= 0 {
+		c.DedupMaxEntries = DefaultDedupMaxEntries
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxBodyBytes < 0 {
+		return c, fmt.Errorf("barkbridge: max body bytes %d is negative", c.MaxBodyBytes)
+	}
+	if c.MaxParallel <= 0 {
+		c.MaxParallel = DefaultMaxParallel
+	}
+	if c.Runlog.MaxBytes != 0 && c.Runlog.MaxBytes < runlog.MinMaxBytes {
+		return c, fmt.Errorf("barkbridge: run log max bytes %d is below the minimum of %d", c.Runlog.MaxBytes, runlog.MinMaxBytes)
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = defaultClient()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+// Bridge sends pushes to the Bark targets and serves the webhook. It is
+// safe for concurrent use.
+type Bridge struct {
+	cfg       Config
+	logger    *slog.Logger
+	metrics   *metrics
+	dedup     *dedup
+	userAgent string
+
+	mu      sync.RWMutex
+	targets []Target
+}
+
+// New loads the targets and registers the metrics with reg (nil: none). A
+// bad target line is an error; no target at all is only a loud warning, so
+// that a bridge can start before its first phone is configured.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("barkbridge: register metrics: %w", err)
+	}
+	b := &Bridge{
+		cfg:       cfg,
+		logger:    logger,
+		metrics:   m,
+		dedup:     newDedup(cfg.DedupWindow, cfg.DedupMaxEntries),
+		userAgent: "lavender/" + version.Version,
+	}
+	if err := b.Reload(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Config returns the configuration in effect, defaults filled in.
+func (b *Bridge) Config() Config { return b.cfg }
+
+// Reload re-reads the *.bark.env files. On error the targets in use are
+// kept, as Prometheus keeps its config after a bad reload.
+func (b *Bridge) Reload() error {
+	res, err := LoadTargets(b.cfg.ConfigDir)
+	for _, w := range res.Warnings {
+		b.logger.Warn("[bark] " + w)
+	}
+	if err != nil {
+		b.metrics.reloadOK.Set(0)
+		return fmt.Errorf("barkbridge: load targets: %w", err)
+	}
+	b.mu.Lock()
+	old := b.targets
+	b.targets = res.Targets
+	b.mu.Unlock()
+	b.metrics.trackTargets(old, res.Targets)
+	b.metrics.reloadOK.Set(1)
+	b.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
+	if len(res.Targets) == 0 {
+		b.logger.Warn("[bark] NO BARK TARGETS: nothing will be pushed; add a *"+ConfigSuffix+" file and reload",
+			"dir", b.cfg.ConfigDir)
+	} else {
+		b.logger.Info("[bark] loaded targets", "targets", len(res.Targets), "files", len(res.Files))
+	}
+	return nil
+}
+
+// Targets returns the targets in use.
+func (b *Bridge) Targets() []Target {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return append([]Target(nil), b.targets...)
+}
+
+// Send pushes message, as given, to every target at once and returns one
+// Result per target. It neither deduplicates nor writes the run log.
+func (b *Bridge) Send(ctx context.Context, message string) []Result {
+	d := &delivery{message: clipMessage(message)}
+	b.deliver(ctx, []*delivery{d})
+	return d.results
+}
+
+// PushSwap pushes the swap message for s to every target and writes the
+// run-log line, exactly as the webhook does for the swap alert.
+func (b *Bridge) PushSwap(ctx context.Context, s SwapFigures) (ok, failed int) {
+	d := b.swapDelivery(s, false)
+	b.deliver(ctx, []*delivery{d})
+	b.record(d)
+	return d.ok, d.failed
+}
+
+// delivery is one message to push to every target, and its outcome.
+type delivery struct {
+	subject string    // names the push in the run log, e.g. "swap 54%"
+	message string    // the text pushed
+	key     *alertKey // nil: push to every target, without dedup
+
+	results   []Result // the targets pushed to, or that failed, in target order
+	ok        int      // pushes made by this call that Bark accepted
+	failed    int      // pushes made by this call that failed
+	duplicate int      // targets that had accepted already, or just did for a concurrent request
+}
+
+// swapDelivery is the one builder of swap pushes, for the watchdog and the
+// webhook alike.
+func (b *Bridge) swapDelivery(s SwapFigures, resolved bool) *delivery {
+	if resolved {
+		return &delivery{subject: "resolved " + swapSubject(s), message: formatSwapResolved(b.cfg.Prefix, s)}
+	}
+	return &delivery{subject: swapSubject(s), message: FormatSwap(b.cfg.Prefix, s)}
+}
+
+// retryable reports whether a target failed in a way that may pass.
+func (d *delivery) retryable() bool {
+	for _, r := range d.results {
+		if r.Err != nil && r.Retryable {
+			return true
+		}
+	}
+	return false
+}
+
+type outcome int
+
+const (
+	outcomeNone      outcome = iota
+	outcomePushed            // this call pushed; see err
+	outcomeDuplicate         // accepted before, or by a concurrent request
+	outcomeJoined            // a concurrent request's push failed; err is its error
+)
+
+type slot struct {
+	outcome outcome
+	err     *PushError
+}
+
+// deliver pushes every delivery to every target concurrently, at most
+// MaxParallel at a time, and fills in the outcomes. Deliveries with a key
+// skip targets that accepted the same alert within the dedup window.
+func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
+	targets := b.Targets()
+	if len(targets) == 0 || len(ds) == 0 {
+		return
+	}
+	sem := make(chan struct{}, b.cfg.MaxParallel)
+	slots := make([][]slot, len(ds))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		slots[i] = make([]slot, len(targets))
+		for j, t := range targets {
+			s := &slots[i][j]
+			var entry *dedupEntry
+			if d.key != nil {
+				e, state := b.dedup.claim(dedupKey{target: t.id, alert: *d.key}, b.cfg.Now())
+				switch state {
+				case claimSent:
+					s.outcome = outcomeDuplicate
+					continue
+				case claimPending:
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						b.await(ctx, e, s)
+					}()
+					continue
+				}
+				entry = e
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case sem <- struct{}{}:
+					if ctx.Err() != nil { // both were ready and select picked this one
+						s.err = classify(ctx, ctx.Err(), t)
+						b.countFailure(t, s.err)
+					} else {
+						s.err = b.push(ctx, t, d.message)
+					}
+					<-sem
+				case <-ctx.Done():
+					// Never started: fail it now, so the answer stays in time.
+					s.err = classify(ctx, ctx.Err(), t)
+					b.countFailure(t, s.err)
+				}
+				s.outcome = outcomePushed
+				if entry != nil {
+					b.dedup.finish(entry, s.err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for i, d := range ds {
+		for j, t := range targets {
+			s := slots[i][j]
+			switch s.outcome {
+			case outcomeDuplicate:
+				d.duplicate++
+				continue
+			case outcomePushed:
+				if s.err == nil {
+					d.ok++
+				} else {
+					d.failed++
+				}
+			}
+			r := Result{Target: t.Name()}
+			if s.err != nil {
+				r.Err, r.Retryable = s.err, s.err.Retryable
+			}
+			d.results = append(d.results, r)
+		}
+	}
+}
+
+// await waits for a concurrent request's push of the same alert to the same
+// target, so an HA pair's simultaneous copies push once.
+func (b *Bridge) await(ctx context.Context, e *dedupEntry, s *slot) {
+	select {
+	case <-e.done:
+		if e.ok {
+			s.outcome = outcomeDuplicate
+			return
+		}
+		s.outcome, s.err = outcomeJoined, e.err
+	case <-ctx.Done():
+		s.outcome, s.err = outcomeJoined, &PushError{Class: "timeout", Retryable: true}
+	}
+}
+
+// push sends one push with its own timeout, and records metrics and logs.
+func (b *Bridge) push(ctx context.Context, t Target, msg string) *PushError {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := sendOne(ctx, b.cfg.HTTPClient, b.userAgent, t, msg)
+	b.metrics.pushDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		b.countFailure(t, err)
+		return err
+	}
+	b.metrics.pushes.WithLabelValues(t.Name(), "ok").Inc()
+	return nil
+}
+
+func (b *Bridge) countFailure(t Target, err *PushError) {
+	b.metrics.pushes.WithLabelValues(t.Name(), "failed").Inc()
+	b.logger.Warn(fmt.Sprintf("[bark] %s failed: %s", t.Name(), err.Class))
+	if err.detail != "" {
+		b.logger.Debug("[bark] failure detail", "target", t.Name(), "detail", err.detail)
+	}
+}
+
+// record writes the run-log line of a push attempt; a delivery that pushed
+// to no target (all duplicates, or no targets) made no attempt.
+func (b *Bridge) record(d *delivery) {
+	if d.ok+d.failed == 0 {
+		return
+	}
+	if err := runlog.AppendCurrent(b.cfg.Runlog, runlogLine(subject(d.subject), d.ok, d.failed)); err != nil {
+		b.logger.Warn("[bark] run log append failed", "err", err)
+	}
+}
+
+// errNoTargets is answered when a push was due but there is nowhere to send it.
+var errNoTargets = errors.New("no Bark targets configured")

@@ -1,0 +1,135 @@
+package barkbridge
+
+import (
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzWebhook: decoding and planning any body never panics, and every
+// message is valid UTF-8 within MaxMessageBytes, as is every run-log subject.
+func FuzzWebhook(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, false, false)
+	}
+	f.Add([]byte(`{"version":"4","alerts":[{"status":"firing","labels":{"alertname":"SwapUsageHigh"},"annotations":{"swap_used_ratio":"1e-400","swap_used_bytes":"1e300","swap_total_bytes":"-0"}}]}`), true, true)
+	f.Add([]byte(`{"version":"4","alerts":[{"status":"resolved","labels":{"alertname":"\xff\u2028"},"annotations":{"summary":"\u0000"}}]}`), true, false)
+
+	dir := f.TempDir()
+	bridges := map[[2]bool]*Bridge{}
+	for _, sr := range []bool{false, true} {
+		for _, only := range []bool{false, true} {
+			b, err := New(Config{ConfigDir: dir, SendResolved: sr, OnlySwap: only}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+			if err != nil {
+				f.Fatal(err)
+			}
+			bridges[[2]bool{sr, only}] = b
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte, sendResolved, onlySwap bool) {
+		msg, err := DecodeWebhook(body)
+		if err != nil {
+			if msg != nil {
+				t.Fatal("message returned with an error")
+			}
+			return
+		}
+		b := bridges[[2]bool{sendResolved, onlySwap}]
+		plans := b.plan(msg)
+		if len(plans) != len(msg.Alerts) {
+			t.Fatalf("%d plans for %d alerts", len(plans), len(msg.Alerts))
+		}
+		for _, p := range plans {
+			switch p.status {
+			case "firing", "resolved", "unknown":
+			default:
+				t.Fatalf("status label %q", p.status)
+			}
+			d := p.delivery
+			if d == nil {
+				continue
+			}
+			if !utf8.ValidString(d.message) || len(d.message) > MaxMessageBytes || d.message == "" {
+				t.Fatalf("message %q: valid %v, %d bytes", d.message, utf8.ValidString(d.message), len(d.message))
+			}
+			if !strings.HasPrefix(d.message, DefaultPrefix+" ") {
+				t.Fatalf("message %q lacks the prefix", d.message)
+			}
+			s := subject(d.subject)
+			if !utf8.ValidString(s) || len(s) > maxSubjectBytes || strings.ContainsAny(s, "\n\r") {
+				t.Fatalf("subject %q", s)
+			}
+			if d.key == nil {
+				t.Fatal("webhook delivery without a dedup key")
+			}
+		}
+	})
+}
+
+// FuzzBarkEnv: parsing any file never panics, an error says only file:line
+// and a fixed reason, and every accepted target builds a URL that parses,
+// keeps the message in one piece, and ends up silent unless told otherwise.
+func FuzzBarkEnv(f *testing.F) {
+	f.Add("https://api.day.app/KEY/$0\n# comment\n\nhttp://bark.local:8080/KEY/$0?level=active", "swap 54% full (16.3/32.0 GB) — a/b+c#d?e&f")
+	f.Add("\uFEFFhttps://a/$0?\r\nhttps://a/$0?x=1&\n", "")
+	f.Add("https://$0/\nftp://x/$0\nhttps://x/%zz/$0\nhttps://x/$0#f", "%")
+	f.Add("https://u:p@h/$0$0?isArchive=1", "\xff\x00")
+
+	reasons := []string{reasonNoPlaceholder, reasonBadChars, reasonNotURL, reasonScheme,
+		reasonNoHost, reasonFragment, reasonPlaceholderAt, reasonLevelSyntax}
+	errLine := regexp.MustCompile(`^f\.bark\.env:[0-9]+: (` + strings.Join(quoteAll(reasons), "|") + `)$`)
+
+	f.Fuzz(func(t *testing.T, content, msg string) {
+		ts, err := ParseTargets("f.bark.env", []byte(content))
+		if err != nil {
+			for _, l := range strings.Split(err.Error(), "\n") {
+				if !errLine.MatchString(l) {
+					t.Fatalf("error line %q is not file:line: reason", l)
+				}
+			}
+		}
+		for _, tg := range ts {
+			raw := tg.url(msg)
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Fatalf("target %s: built URL does not parse", tg)
+			}
+			if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+				t.Fatalf("target %s: scheme %q host %q", tg, u.Scheme, u.Host)
+			}
+			q := u.Query()
+			if !q.Has("level") || !q.Has("isArchive") {
+				t.Fatalf("target %s: query %q lacks level or isArchive", tg, u.RawQuery)
+			}
+			if strings.ContainsAny(raw, " \n\r\t#") {
+				t.Fatalf("target %s: raw URL has whitespace or #", tg)
+			}
+			esc := EscapeMessage(msg)
+			if back, err := url.QueryUnescape(esc); err != nil || back != msg { // what bark-server applies
+				t.Fatalf("escaped message does not round-trip: %q -> %q -> %q", msg, esc, back)
+			}
+			if strings.Contains(tg.String()+tg.GoString(), "://") {
+				t.Fatalf("target prints its URL: %s", tg)
+			}
+		}
+	})
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = regexp.QuoteMeta(s)
+	}
+	return out
+}

@@ -1,0 +1,173 @@
+package barkbridge
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/prometheus/alertmanager/template"
+)
+
+const (
+	// DefaultPrefix starts every message, as in the predecessor.
+	DefaultPrefix = "[lavender-2]"
+
+	// MaxMessageBytes bounds a push's text, "…" included. Bark puts the
+	// message in the request path; percent-encoding can triple it, and
+	// bark-server (fasthttp) rejects a request line and headers over its
+	// 4 KiB read buffer. 512 bytes encode to at most 1.5 KiB, which leaves
+	// room for the template, and is still far more than a lock screen shows
+	// (Apple caps the whole push payload at 4 KiB).
+	MaxMessageBytes = 512
+
+	// maxSubjectBytes keeps the run-log line's "sent ok=N fail=M" visible
+	// under runlog's 80-byte cap however long an alert name is.
+	maxSubjectBytes = 40
+
+	ellipsis = "…"
+
+	annotationRatio = "swap_used_ratio"
+	annotationUsed  = "swap_used_bytes"
+	annotationTotal = "swap_total_bytes"
+	annotationSumm  = "summary"
+)
+
+// SwapFigures describe swap use. TotalBytes == 0 means the byte figures are
+// unknown and the message leaves them out.
+type SwapFigures struct {
+	Ratio                 float64 // used/total on a 0–1 scale
+	UsedBytes, TotalBytes uint64
+}
+
+// FormatSwap is the one swap message, shared by the webhook and the
+// watchdog: "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening".
+func FormatSwap(prefix string, s SwapFigures) string {
+	return clipMessage(withPrefix(prefix, swapText(s)+" — consider intervening"))
+}
+
+// formatSwapResolved is FormatSwap's counterpart once the alert resolved.
+func formatSwapResolved(prefix string, s SwapFigures) string {
+	return clipMessage(withPrefix(prefix, "resolved: "+swapText(s)))
+}
+
+// swapText is "swap 54% full (16.3/32.0 GB)". The percent is rounded; a GB
+// is 2^30 bytes, shown with one decimal.
+func swapText(s SwapFigures) string {
+	text := "swap " + swapPercent(s) + " full"
+	if s.bytesKnown() {
+		const gib = 1 << 30
+		text += fmt.Sprintf(" (%.1f/%.1f GB)", float64(s.UsedBytes)/gib, float64(s.TotalBytes)/gib)
+	}
+	return text
+}
+
+// swapSubject names a swap push in the run log: "swap 54%".
+func swapSubject(s SwapFigures) string { return "swap " + swapPercent(s) }
+
+func swapPercent(s SwapFigures) string {
+	r := s.Ratio
+	if !usableRatio(r) && s.bytesKnown() {
+		r = float64(s.UsedBytes) / float64(s.TotalBytes)
+	}
+	if !usableRatio(r) {
+		return "?%"
+	}
+	return strconv.Itoa(int(math.Round(r*100))) + "%"
+}
+
+func (s SwapFigures) bytesKnown() bool { return s.TotalBytes > 0 && s.UsedBytes <= s.TotalBytes }
+
+func usableRatio(r float64) bool { return !math.IsNaN(r) && r >= 0 && r <= 1 }
+
+// swapFromAnnotations reads the figures alerts.yml puts on the swap alert.
+// Values come from Prometheus templates, so "1.7501e+10" and "54%" are
+// accepted as well as plain numbers. ok is false when no usable ratio can
+// be had, from the ratio annotation or from the two byte counts.
+func swapFromAnnotations(a template.KV) (SwapFigures, bool) {
+	var s SwapFigures
+	used, uok := parseBytes(a[annotationUsed])
+	total, tok := parseBytes(a[annotationTotal])
+	if uok && tok && total > 0 && used <= total {
+		s.UsedBytes, s.TotalBytes = used, total
+	}
+	if r, ok := parseRatio(a[annotationRatio]); ok {
+		s.Ratio = r
+		return s, true
+	}
+	if s.bytesKnown() {
+		s.Ratio = float64(s.UsedBytes) / float64(s.TotalBytes)
+		return s, true
+	}
+	return s, false
+}
+
+func parseRatio(v string) (float64, bool) {
+	v = strings.TrimSpace(v)
+	scale := 1.0
+	if p, ok := strings.CutSuffix(v, "%"); ok {
+		v, scale = strings.TrimSpace(p), 100
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, false
+	}
+	f /= scale
+	return f, usableRatio(f)
+}
+
+func parseBytes(v string) (uint64, bool) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f >= 1<<63 {
+		return 0, false
+	}
+	return uint64(math.Round(f)), true
+}
+
+func withPrefix(prefix, text string) string {
+	if prefix == "" {
+		return text
+	}
+	return prefix + " " + text
+}
+
+// sanitizeMessage makes text safe to push: valid UTF-8, and no control
+// characters other than newlines, which Bark shows as line breaks.
+func sanitizeMessage(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r != '\n' && (unicode.IsControl(r) || r == '\u2028' || r == '\u2029') {
+			return ' '
+		}
+		return r
+	}, s))
+}
+
+// clipMessage sanitizes s and bounds it to MaxMessageBytes.
+func clipMessage(s string) string { return truncate(sanitizeMessage(s), MaxMessageBytes) }
+
+// truncate cuts s to at most max bytes on a rune boundary, ending in "…".
+func truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
+// subject is the short name of a push in the run log: one line, bounded.
+func subject(s string) string {
+	s = strings.Join(strings.Fields(sanitizeMessage(s)), " ")
+	return truncate(s, maxSubjectBytes)
+}
+
+// runlogLine is the one builder of a push's run-log entry:
+// "BARK swap 54% sent ok=1 fail=0".
+func runlogLine(subj string, ok, failed int) string {
+	return fmt.Sprintf("BARK %s sent ok=%d fail=%d", subj, ok, failed)
+}

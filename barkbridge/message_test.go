@@ -1,0 +1,154 @@
+package barkbridge
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/prometheus/alertmanager/template"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+const bytesPerGiB = 1 << 30
+
+func TestFormatSwap(t *testing.T) {
+	tests := []struct {
+		s    SwapFigures
+		want string
+	}{
+		{SwapFigures{Ratio: 0.54, UsedBytes: giBytes(16.3), TotalBytes: 32 * bytesPerGiB}, "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening"},
+		{SwapFigures{Ratio: 0.54}, "[lavender-2] swap 54% full — consider intervening"},
+		{SwapFigures{Ratio: 0.545}, "[lavender-2] swap 55% full — consider intervening"},
+		{SwapFigures{Ratio: 0.5449}, "[lavender-2] swap 54% full — consider intervening"},
+		{SwapFigures{Ratio: 1, UsedBytes: 2 * bytesPerGiB, TotalBytes: 2 * bytesPerGiB}, "[lavender-2] swap 100% full (2.0/2.0 GB) — consider intervening"},
+		{SwapFigures{Ratio: 0.5, UsedBytes: 512 << 20, TotalBytes: 1 * bytesPerGiB}, "[lavender-2] swap 50% full (0.5/1.0 GB) — consider intervening"},
+		// Byte figures that cannot be right are left out rather than shown.
+		{SwapFigures{Ratio: 0.6, UsedBytes: 3 * bytesPerGiB, TotalBytes: 2 * bytesPerGiB}, "[lavender-2] swap 60% full — consider intervening"},
+		// A watchdog that only has bytes still gets a percent.
+		{SwapFigures{Ratio: math.NaN(), UsedBytes: 3 * bytesPerGiB, TotalBytes: 4 * bytesPerGiB}, "[lavender-2] swap 75% full (3.0/4.0 GB) — consider intervening"},
+		{SwapFigures{Ratio: math.Inf(1)}, "[lavender-2] swap ?% full — consider intervening"},
+	}
+	for _, tt := range tests {
+		if got := FormatSwap(DefaultPrefix, tt.s); got != tt.want {
+			t.Errorf("FormatSwap(%+v)\n got %q\nwant %q", tt.s, got, tt.want)
+		}
+	}
+	if got := FormatSwap("", SwapFigures{Ratio: 0.54}); got != "swap 54% full — consider intervening" {
+		t.Errorf("no prefix: %q", got)
+	}
+	if got := formatSwapResolved("[box]", SwapFigures{Ratio: 0.31, UsedBytes: giBytes(9.9), TotalBytes: 32 * bytesPerGiB}); got != "[box] resolved: swap 31% full (9.9/32.0 GB)" {
+		t.Errorf("resolved: %q", got)
+	}
+}
+
+func TestSwapFromAnnotations(t *testing.T) {
+	tests := []struct {
+		ann  template.KV
+		want string // "" = no usable ratio
+	}{
+		{template.KV{"swap_used_ratio": "0.54", "swap_used_bytes": "17501991731", "swap_total_bytes": "3.4359738368e+10"}, "swap 54% full (16.3/32.0 GB)"},
+		{template.KV{"swap_used_ratio": " 0.54 "}, "swap 54% full"},
+		{template.KV{"swap_used_ratio": "54%"}, "swap 54% full"},
+		{template.KV{"swap_used_bytes": "1073741824", "swap_total_bytes": "4294967296"}, "swap 25% full (1.0/4.0 GB)"},
+		{template.KV{"swap_used_ratio": "0.54", "swap_used_bytes": "-1", "swap_total_bytes": "100"}, "swap 54% full"},
+		{template.KV{"swap_used_ratio": "0.54", "swap_used_bytes": "1", "swap_total_bytes": "0"}, "swap 54% full"},
+		{template.KV{"swap_used_ratio": "0.54", "swap_used_bytes": "NaN", "swap_total_bytes": "+Inf"}, "swap 54% full"},
+		{template.KV{"swap_used_ratio": "NaN"}, ""},
+		{template.KV{"swap_used_ratio": "1.5"}, ""},
+		{template.KV{"swap_used_ratio": "-0.1"}, ""},
+		{template.KV{"swap_used_ratio": "lots"}, ""},
+		{template.KV{"summary": "Swap is 54% full"}, ""},
+		{nil, ""},
+	}
+	for _, tt := range tests {
+		s, ok := swapFromAnnotations(tt.ann)
+		got := ""
+		if ok {
+			got = swapText(s)
+		}
+		if got != tt.want {
+			t.Errorf("swapFromAnnotations(%v) = %q, want %q", tt.ann, got, tt.want)
+		}
+	}
+}
+
+func TestClipMessage(t *testing.T) {
+	long := strings.Repeat("é", 400) // 800 bytes
+	got := clipMessage(long)
+	if len(got) > MaxMessageBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("clipped to %d bytes, valid %v: ...%q", len(got), utf8.ValidString(got), got[len(got)-8:])
+	}
+	if got := clipMessage("a\x00b\tc\nd\xffe"); got != "a b c\nd\uFFFDe" {
+		t.Errorf("sanitize = %q", got)
+	}
+	if got := clipMessage(strings.Repeat("a", MaxMessageBytes)); len(got) != MaxMessageBytes || strings.Contains(got, "…") {
+		t.Errorf("a message at the bound was cut")
+	}
+	if got := subject(strings.Repeat("PhaseStalled", 10)); len(got) > maxSubjectBytes {
+		t.Errorf("subject is %d bytes", len(got))
+	}
+	line := "00:00:00 " + runlogLine(subject(strings.Repeat("Ж", 60)), 12, 345)
+	if len(line) > 80 || !strings.HasSuffix(line, "sent ok=12 fail=345") {
+		t.Errorf("run-log line %q (%d bytes) would be clipped", line, len(line))
+	}
+}
+
+// TestPlanGolden records, for every payload in testdata, what the bridge
+// pushes under the default flags and with --bark.send-resolved and
+// --bark.only-swap. Run with -update to rewrite testdata/plans.golden.
+func TestPlanGolden(t *testing.T) {
+	configs := []struct {
+		name  string
+		tweak func(*Config)
+	}{
+		{"default", nil},
+		{"send-resolved", func(c *Config) { c.SendResolved = true }},
+		{"only-swap", func(c *Config) { c.OnlySwap = true; c.SendResolved = true }},
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, c := range configs {
+		f := newFixture(t, nil, c.tweak)
+		fmt.Fprintf(&out, "## %s\n", c.name)
+		for _, file := range files {
+			msg, err := DecodeWebhook(readTestdata(t, filepath.Base(file)))
+			if err != nil {
+				fmt.Fprintf(&out, "%s: error: %v\n", filepath.Base(file), err)
+				continue
+			}
+			for _, p := range f.bridge.plan(msg) {
+				if p.delivery == nil {
+					fmt.Fprintf(&out, "%s: %s skipped\n", filepath.Base(file), p.status)
+					continue
+				}
+				fmt.Fprintf(&out, "%s: %s push %q log %q\n", filepath.Base(file), p.status,
+					p.delivery.message, runlogLine(subject(p.delivery.subject), 1, 0))
+			}
+		}
+	}
+	golden := filepath.Join("testdata", "plans.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("plans differ from %s (go test -update rewrites it):\n%s", golden, out.String())
+	}
+}
+
+// giBytes is f GiB in bytes, truncated as a byte count is.
+func giBytes(f float64) uint64 { return uint64(f * bytesPerGiB) }

@@ -1,0 +1,97 @@
+package barkbridge
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values of lavender_webhook_alerts_total's action.
+const (
+	ActionPushed    = "pushed"
+	ActionSkipped   = "skipped"
+	ActionDuplicate = "duplicate"
+)
+
+type metrics struct {
+	pushes       *prometheus.CounterVec // target (file:line), result (ok|failed)
+	pushDuration prometheus.Histogram
+	requests     *prometheus.CounterVec // code
+	alerts       *prometheus.CounterVec // status, action
+	targets      prometheus.Gauge
+	reloadOK     prometheus.Gauge
+	reloadTime   prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lavender_bark_pushes_total",
+			Help: "Bark pushes by target (file:line of its *.bark.env line) and result (ok or failed).",
+		}, []string{"target", "result"}),
+		pushDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lavender_bark_push_duration_seconds",
+			Help:    "Time from sending a Bark push to its answer or failure.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lavender_webhook_requests_total",
+			Help: "Alertmanager webhook requests by HTTP status code answered.",
+		}, []string{"code"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lavender_webhook_alerts_total",
+			Help: "Alerts received on the webhook by status (firing, resolved, unknown) and action (pushed, skipped, duplicate).",
+		}, []string{"status", "action"}),
+		targets: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lavender_bark_targets",
+			Help: "Bark targets loaded from *.bark.env files.",
+		}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lavender_bark_config_last_reload_successful",
+			Help: "Whether the last load of the Bark targets succeeded.",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lavender_bark_config_last_reload_success_timestamp_seconds",
+			Help: "Time of the last successful load of the Bark targets.",
+		}),
+	}
+	for _, code := range []string{"200", "400", "405", "413", "503"} {
+		m.requests.WithLabelValues(code)
+	}
+	for _, status := range []string{"firing", "resolved"} {
+		for _, action := range []string{ActionPushed, ActionSkipped, ActionDuplicate} {
+			m.alerts.WithLabelValues(status, action)
+		}
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.pushes, m.pushDuration, m.requests, m.alerts, m.targets, m.reloadOK, m.reloadTime} {
+		errs = append(errs, reg.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// trackTargets starts every target's counters at zero, so rate() and
+// increase() work from the first scrape, and drops the series of targets a
+// reload removed, so the label set stays that of the config.
+func (m *metrics) trackTargets(old, ts []Target) {
+	m.targets.Set(float64(len(ts)))
+	keep := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		keep[t.Name()] = true
+	}
+	for _, t := range old {
+		if !keep[t.Name()] {
+			m.pushes.DeletePartialMatch(prometheus.Labels{"target": t.Name()})
+		}
+	}
+	for _, t := range ts {
+		m.pushes.WithLabelValues(t.Name(), "ok")
+		m.pushes.WithLabelValues(t.Name(), "failed")
+	}
+}

@@ -1,0 +1,254 @@
+package barkbridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/common/model"
+)
+
+// webhookVersion is the only payload version Alertmanager has sent so far.
+const webhookVersion = "4"
+
+// WebhookMessage is Alertmanager's webhook payload (notify/webhook.Message),
+// declared here because importing notify/webhook costs ~320 packages.
+// Unknown fields, which newer Alertmanagers add, are ignored.
+type WebhookMessage struct {
+	template.Data
+
+	Version         string `json:"version"`
+	GroupKey        string `json:"groupKey"`
+	TruncatedAlerts uint64 `json:"truncatedAlerts"`
+}
+
+// DecodeWebhook parses a webhook body. It accepts version "4" only.
+func DecodeWebhook(body []byte) (*WebhookMessage, error) {
+	var msg WebhookMessage
+	if err := json.Unmarshal(body, &msg); err != nil {
+		return nil, fmt.Errorf("malformed JSON: %w", err)
+	}
+	if msg.Version != webhookVersion {
+		return nil, fmt.Errorf("unsupported webhook version %q, want %q", truncate(msg.Version, 32), webhookVersion)
+	}
+	return &msg, nil
+}
+
+// planned is what the bridge does with one alert.
+type planned struct {
+	status   string    // "firing", "resolved" or "unknown": the metric label
+	delivery *delivery // nil: skipped
+}
+
+// plan decides, for every alert in msg, whether and what to push. It never
+// fails: an alert with missing or odd annotations still gets a message.
+func (b *Bridge) plan(msg *WebhookMessage) []planned {
+	out := make([]planned, 0, len(msg.Alerts))
+	for _, a := range msg.Alerts {
+		p := planned{status: a.Status}
+		if p.status != "firing" && p.status != "resolved" {
+			p.status = "unknown"
+		} else {
+			p.delivery = b.planAlert(a)
+		}
+		if p.delivery != nil {
+			p.delivery.key = &alertKey{fingerprint: fingerprint(a), startsAt: a.StartsAt.UnixNano(), status: a.Status}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (b *Bridge) planAlert(a template.Alert) *delivery {
+	name := strings.TrimSpace(a.Labels[model.AlertNameLabel])
+	if name == "" {
+		name = "unnamed alert"
+	}
+	summary := strings.TrimSpace(a.Annotations[annotationSumm])
+	isSwap := name == b.cfg.SwapAlertname
+	resolved := a.Status == "resolved"
+	switch {
+	case resolved && !b.cfg.SendResolved, !isSwap && b.cfg.OnlySwap:
+		return nil
+	case isSwap:
+		s, ok := swapFromAnnotations(a.Annotations)
+		if ok {
+			if !resolved && s.Ratio < b.cfg.Threshold {
+				return nil
+			}
+			return b.swapDelivery(s, resolved)
+		}
+		if resolved {
+			return b.textDelivery("resolved "+name, "resolved: "+name)
+		}
+		if summary != "" {
+			return b.textDelivery(name, summary)
+		}
+		return b.textDelivery(name, name)
+	case resolved:
+		return b.textDelivery("resolved "+name, "resolved: "+name)
+	case summary != "":
+		return b.textDelivery(name, name+": "+summary)
+	default:
+		return b.textDelivery(name, name)
+	}
+}
+
+func (b *Bridge) textDelivery(subj, text string) *delivery {
+	return &delivery{subject: subj, message: clipMessage(withPrefix(b.cfg.Prefix, text))}
+}
+
+// fingerprint is Alertmanager's, or one computed the same way from the
+// labels when a hand-made payload leaves it out.
+func fingerprint(a template.Alert) string {
+	if a.Fingerprint != "" {
+		return a.Fingerprint
+	}
+	ls := make(model.LabelSet, len(a.Labels))
+	for k, v := range a.Labels {
+		ls[model.LabelName(k)] = model.LabelValue(v)
+	}
+	return ls.Fingerprint().String()
+}
+
+// Register adds POST /webhook and POST /-/reload to mux.
+func (b *Bridge) Register(mux *http.ServeMux) {
+	mux.HandleFunc("/webhook", b.serveWebhook)
+	mux.HandleFunc("/-/reload", b.serveReload)
+}
+
+func (b *Bridge) serveReload(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost && r.Method != http.MethodPut {
+		w.Header().Set("Allow", "POST, PUT")
+		http.Error(w, "only POST or PUT requests allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if err := b.Reload(); err != nil {
+		b.logger.Error("[bark] reload failed; keeping the targets in use", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintf(w, "loaded %d Bark targets\n", len(b.Targets()))
+}
+
+// maxAnswerLines bounds the failure lines in a webhook's answer, which
+// Alertmanager copies into its own log.
+const maxAnswerLines = 10
+
+// serveWebhook answers as Alertmanager's retry logic reads it: 200 when
+// every push was accepted or failed for good, 503 when one may pass on a
+// retry (which then reaches only the targets that have not accepted), 400
+// for a body that will never parse, 413 for one too big, 405 for a method.
+func (b *Bridge) serveWebhook(w http.ResponseWriter, r *http.Request) {
+	code, text := b.handleWebhook(r)
+	b.metrics.requests.WithLabelValues(strconv.Itoa(code)).Inc()
+	if code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", http.MethodPost)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	io.WriteString(w, text)
+}
+
+func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
+	if r.Method != http.MethodPost {
+		return http.StatusMethodNotAllowed, "only POST requests allowed\n"
+	}
+	tooBig := fmt.Sprintf("body over the limit of %d bytes\n", b.cfg.MaxBodyBytes)
+	if r.ContentLength > b.cfg.MaxBodyBytes {
+		return http.StatusRequestEntityTooLarge, tooBig
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, b.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return http.StatusBadRequest, "reading body failed\n"
+	}
+	if int64(len(body)) > b.cfg.MaxBodyBytes {
+		return http.StatusRequestEntityTooLarge, tooBig
+	}
+	msg, err := DecodeWebhook(body)
+	if err != nil {
+		b.logger.Warn("[bark] webhook rejected", "err", err)
+		return http.StatusBadRequest, err.Error() + "\n"
+	}
+	if msg.TruncatedAlerts > 0 {
+		b.logger.Warn("[bark] Alertmanager truncated the group; raise max_alerts to see them all",
+			"truncated", msg.TruncatedAlerts)
+	}
+
+	// Pushes outlive a disconnecting client, so that a push Bark accepts is
+	// remembered and Alertmanager's retry does not repeat it; the timeout
+	// still bounds the answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), b.cfg.Timeout)
+	defer cancel()
+	plans := b.plan(msg)
+	var ds []*delivery
+	for _, p := range plans {
+		if p.delivery != nil {
+			ds = append(ds, p.delivery)
+		}
+	}
+	noTargets := len(ds) > 0 && len(b.Targets()) == 0
+	if noTargets {
+		b.logger.Warn("[bark] alert not pushed: "+errNoTargets.Error(), "alerts", len(ds))
+	}
+	b.deliver(ctx, ds)
+
+	var (
+		retry                     bool
+		pushed, skipped, dup      int
+		failures                  []string
+		status                    = http.StatusOK
+		answer                    strings.Builder
+		alertsCount, failureLines int
+	)
+	for _, p := range plans {
+		alertsCount++
+		action := ActionSkipped
+		if d := p.delivery; d != nil {
+			b.record(d)
+			switch {
+			case d.ok+d.failed > 0:
+				action = ActionPushed
+			case d.duplicate > 0:
+				action = ActionDuplicate
+			}
+			retry = retry || d.retryable()
+			for _, res := range d.results {
+				if res.Err != nil {
+					failures = append(failures, d.subject+": "+res.String())
+				}
+			}
+		}
+		switch action {
+		case ActionPushed:
+			pushed++
+		case ActionDuplicate:
+			dup++
+		default:
+			skipped++
+		}
+		b.metrics.alerts.WithLabelValues(p.status, action).Inc()
+	}
+	if retry {
+		status = http.StatusServiceUnavailable
+	}
+	fmt.Fprintf(&answer, "alerts=%d pushed=%d skipped=%d duplicate=%d\n", alertsCount, pushed, skipped, dup)
+	if noTargets {
+		answer.WriteString(errNoTargets.Error() + "\n")
+	}
+	for _, f := range failures {
+		if failureLines == maxAnswerLines {
+			fmt.Fprintf(&answer, "… and %d more failures\n", len(failures)-failureLines)
+			break
+		}
+		answer.WriteString(truncate(strings.Join(strings.Fields(sanitizeMessage(f)), " "), 200) + "\n")
+		failureLines++
+	}
+	return status, answer.String()
+}

@@ -1,0 +1,477 @@
+package barkbridge
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+func TestWebhookRejects(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, func(c *Config) { c.MaxBodyBytes = 64 << 10 })
+	big := bytes.Repeat([]byte(" "), 64<<10+1) // whitespace is valid JSON padding: only the size is wrong
+	copy(big, readTestdata(t, "firing_swap_54.json"))
+
+	tests := []struct {
+		name   string
+		method string
+		body   io.Reader
+		chunk  bool // hide the length, as a chunked upload does
+		code   int
+		answer string
+	}{
+		{"GET", "GET", nil, false, 405, "only POST requests allowed\n"},
+		{"PUT", "PUT", bytes.NewReader(readTestdata(t, "firing_swap_54.json")), false, 405, "only POST requests allowed\n"},
+		{"malformed JSON", "POST", bytes.NewReader(readTestdata(t, "malformed.json")), false, 400, "malformed JSON: unexpected end of JSON input\n"},
+		{"empty body", "POST", strings.NewReader(""), false, 400, "malformed JSON: unexpected end of JSON input\n"},
+		{"JSON null", "POST", strings.NewReader("null"), false, 400, "unsupported webhook version \"\", want \"4\"\n"},
+		{"version 3", "POST", bytes.NewReader(readTestdata(t, "version3.json")), false, 400, "unsupported webhook version \"3\", want \"4\"\n"},
+		{"over the limit", "POST", bytes.NewReader(big), false, 413, "body over the limit of 65536 bytes\n"},
+		{"over the limit, chunked", "POST", bytes.NewReader(big), true, 413, "body over the limit of 65536 bytes\n"},
+		{"at the limit", "POST", bytes.NewReader(big[:64<<10]), false, 200, "alerts=1 pushed=1 skipped=0 duplicate=0\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, "/webhook", tt.body)
+			if tt.chunk {
+				req.ContentLength = -1
+			}
+			rec := httptest.NewRecorder()
+			f.mux.ServeHTTP(rec, req)
+			if rec.Code != tt.code || rec.Body.String() != tt.answer {
+				t.Errorf("got %d %q, want %d %q", rec.Code, rec.Body.String(), tt.code, tt.answer)
+			}
+			if tt.code == 405 && rec.Header().Get("Allow") != "POST" {
+				t.Errorf("Allow = %q", rec.Header().Get("Allow"))
+			}
+		})
+	}
+	for code, want := range map[string]float64{"405": 2, "400": 4, "413": 2, "200": 1, "503": 0} {
+		if v := metricValue(t, f.reg, "lavender_webhook_requests_total", map[string]string{"code": code}); v != want {
+			t.Errorf("webhook_requests_total{code=%s} = %v, want %v", code, v, want)
+		}
+	}
+	if n := len(srv.received()); n != 1 {
+		t.Errorf("Bark got %d pushes, want 1", n)
+	}
+}
+
+// TestWebhookRetryTable: one target per case; the webhook's status, the
+// counters and the run-log line follow Bark's answer.
+func TestWebhookRetryTable(t *testing.T) {
+	tests := []struct {
+		name    string
+		mode    string // barkServer mode; "closed" = nothing listening
+		code    int
+		result  string // pushes_total result
+		logLine string
+		answer  string
+	}{
+		{"200", "ok", 200, "ok", "BARK swap 54% sent ok=1 fail=0", ""},
+		{"400", "status:400", 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 400"},
+		{"500", "status:500", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 500"},
+		{"hang", "hang", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: timeout"},
+		{"closed port", "closed", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: connection refused"},
+	}
+	payload := readTestdata(t, "firing_swap_54.json")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			line := closedURL(t) + "/KEY/$0"
+			var srv *barkServer
+			if tt.mode != "closed" {
+				srv = newBarkServer(t, "KEY")
+				srv.setMode(tt.mode)
+				line = srv.template()
+			}
+			f := newFixture(t, map[string]string{"phone.bark.env": line}, func(c *Config) {
+				if tt.mode == "hang" {
+					c.Timeout = hangTimeout
+				}
+			})
+			code, answer := f.post(payload)
+			if code != tt.code {
+				t.Errorf("status %d, want %d; answer %q", code, tt.code, answer)
+			}
+			if !strings.HasPrefix(answer, "alerts=1 pushed=1 skipped=0 duplicate=0\n") || !strings.Contains(answer, tt.answer) {
+				t.Errorf("answer %q lacks %q", answer, tt.answer)
+			}
+			if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": "phone.bark.env:1", "result": tt.result}); v != 1 {
+				t.Errorf("pushes_total{result=%s} = %v", tt.result, v)
+			}
+			if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": "pushed"}); v != 1 {
+				t.Errorf("alerts_total{firing,pushed} = %v", v)
+			}
+			if got := f.barkLines(); len(got) != 1 || got[0] != tt.logLine {
+				t.Errorf("run log BARK lines %q, want [%q]", got, tt.logLine)
+			}
+			if srv != nil && len(srv.received()) != 1 {
+				t.Errorf("Bark got %d requests", len(srv.received()))
+			}
+		})
+	}
+}
+
+// TestWebhookRetryReachesOnlyFailedTargets plays Alertmanager: it resends the
+// whole group after a 503, and only the target that failed gets the push.
+func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
+	good, flaky, gone := newBarkServer(t, "KG"), newBarkServer(t, "KF"), newBarkServer(t, "KX")
+	flaky.setMode("status:500")
+	gone.setMode("status:400") // permanent: answered 200, not retried by Alertmanager
+	f := newFixture(t, map[string]string{
+		"a.bark.env": good.template(),
+		"b.bark.env": flaky.template(),
+		"c.bark.env": gone.template(),
+	}, nil)
+	payload := readTestdata(t, "two_alerts.json")
+
+	code, answer := f.post(payload)
+	if code != 503 {
+		t.Fatalf("first delivery: %d %q", code, answer)
+	}
+	counts := func() string {
+		return fmt.Sprintf("good=%d flaky=%d gone=%d", len(good.received()), len(flaky.received()), len(gone.received()))
+	}
+	if got := counts(); got != "good=2 flaky=2 gone=2" {
+		t.Fatalf("after first delivery: %s", got)
+	}
+
+	// Alertmanager retries; Bark is still failing.
+	code, _ = f.post(payload)
+	if got := counts(); code != 503 || got != "good=2 flaky=4 gone=4" {
+		t.Fatalf("second delivery: %d, %s", code, got)
+	}
+
+	// Bark recovers: the retry reaches the flaky target once per alert.
+	flaky.setMode("ok")
+	code, answer = f.post(payload)
+	if got := counts(); code != 200 || got != "good=2 flaky=6 gone=6" {
+		t.Fatalf("third delivery: %d %q, %s", code, answer, got)
+	}
+
+	// Everything that can accept has: an HA peer's copy pushes nothing new
+	// except to the permanently failing target, and answers 200.
+	code, answer = f.post(payload)
+	if got := counts(); code != 200 || got != "good=2 flaky=6 gone=8" {
+		t.Fatalf("fourth delivery: %d %q, %s", code, answer, got)
+	}
+	gone.setMode("ok")
+	f.post(payload)
+	code, answer = f.post(payload)
+	if got := counts(); code != 200 || got != "good=2 flaky=6 gone=10" || answer != "alerts=2 pushed=0 skipped=0 duplicate=2\n" {
+		t.Fatalf("after all accepted: %d %q, %s", code, answer, got)
+	}
+
+	wantLog := []string{
+		"BARK swap 54% sent ok=1 fail=2", "BARK PhaseStalled sent ok=1 fail=2",
+		"BARK swap 54% sent ok=0 fail=2", "BARK PhaseStalled sent ok=0 fail=2",
+		"BARK swap 54% sent ok=1 fail=1", "BARK PhaseStalled sent ok=1 fail=1",
+		"BARK swap 54% sent ok=0 fail=1", "BARK PhaseStalled sent ok=0 fail=1",
+		"BARK swap 54% sent ok=1 fail=0", "BARK PhaseStalled sent ok=1 fail=0",
+	}
+	if got := f.barkLines(); strings.Join(got, "\n") != strings.Join(wantLog, "\n") {
+		t.Errorf("run log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLog, "\n"))
+	}
+	for target, want := range map[string][2]float64{"a.bark.env:1": {2, 0}, "b.bark.env:1": {2, 4}, "c.bark.env:1": {2, 8}} {
+		ok := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": target, "result": "ok"})
+		failed := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": target, "result": "failed"})
+		if ok != want[0] || failed != want[1] {
+			t.Errorf("%s: ok=%v failed=%v, want %v", target, ok, failed, want)
+		}
+	}
+	if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": "duplicate"}); v != 2 {
+		t.Errorf("alerts_total{duplicate} = %v", v)
+	}
+	if v := metricValue(t, f.reg, "lavender_webhook_requests_total", map[string]string{"code": "503"}); v != 2 {
+		t.Errorf("requests_total{503} = %v", v)
+	}
+}
+
+// TestWebhookHACopiesPushOnce: two Alertmanagers deliver the same group at
+// the same moment; the phone gets one push.
+func TestWebhookHACopiesPushOnce(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	payload := readTestdata(t, "firing_swap_54.json")
+	const peers = 8
+	var wg sync.WaitGroup
+	codes := make([]int, peers)
+	for i := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = f.post(payload)
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("peer %d got %d", i, c)
+		}
+	}
+	if n := len(srv.received()); n != 1 {
+		t.Errorf("Bark got %d pushes, want 1", n)
+	}
+	if got := f.barkLines(); len(got) != 1 {
+		t.Errorf("run log: %q", got)
+	}
+	if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"action": "duplicate"}); v != peers-1 {
+		t.Errorf("duplicates = %v", v)
+	}
+}
+
+func TestWebhookDedupWindowAndKey(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	now := time.Date(2026, 4, 24, 0, 45, 0, 0, time.UTC)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, func(c *Config) {
+		c.Now = func() time.Time { return now }
+		c.SendResolved = true
+		c.DedupMaxEntries = 3
+	})
+	firing := readTestdata(t, "firing_swap_54.json")
+	pushes := func() int { return len(srv.received()) }
+
+	f.post(firing)
+	now = now.Add(59 * time.Minute)
+	f.post(firing)
+	if pushes() != 1 {
+		t.Fatalf("pushed again inside the window: %d", pushes())
+	}
+	now = now.Add(2 * time.Minute) // the first push is 61 minutes old
+	f.post(firing)
+	if pushes() != 2 {
+		t.Fatalf("not pushed again after the window: %d", pushes())
+	}
+
+	// Resolution is another notification, and so is a new firing (new startsAt).
+	f.post(readTestdata(t, "resolved_swap.json"))
+	refired := bytes.Replace(firing, []byte("2026-04-24T00:45:00Z"), []byte("2026-04-24T03:00:00Z"), 1)
+	f.post(refired)
+	if pushes() != 4 {
+		t.Fatalf("resolved and re-fired: %d pushes, want 4", pushes())
+	}
+	// A fingerprint-less payload is keyed on its labels instead.
+	nofp := bytes.Replace(firing, []byte(`"fingerprint": "5f0d3a1b2c4e6f70"`), []byte(`"fingerprint": ""`), 1)
+	f.post(nofp)
+	f.post(nofp)
+	if pushes() != 5 {
+		t.Fatalf("fingerprint-less copies: %d pushes, want 5", pushes())
+	}
+	if n := f.bridge.dedup.len(); n > 3 {
+		t.Errorf("dedup holds %d entries over its cap of 3", n)
+	}
+}
+
+func TestWebhookSkips(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	for _, file := range []string{"below_threshold.json", "resolved_swap.json"} {
+		code, answer := f.post(readTestdata(t, file))
+		if code != 200 || answer != "alerts=1 pushed=0 skipped=1 duplicate=0\n" {
+			t.Errorf("%s: %d %q", file, code, answer)
+		}
+	}
+	if n := len(srv.received()); n != 0 {
+		t.Errorf("Bark got %d pushes", n)
+	}
+	if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": "skipped"}); v != 1 {
+		t.Errorf("firing skipped = %v", v)
+	}
+	if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "resolved", "action": "skipped"}); v != 1 {
+		t.Errorf("resolved skipped = %v", v)
+	}
+	if got := f.barkLines(); len(got) != 0 {
+		t.Errorf("run log lines for skipped alerts: %q", got)
+	}
+}
+
+func TestPushSwapSharesTheWebhookPath(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + closedURL(t) + "/K2/$0"}, nil)
+	ok, failed := f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.54, UsedBytes: giBytes(16.3), TotalBytes: 32 * bytesPerGiB})
+	if ok != 1 || failed != 1 {
+		t.Errorf("PushSwap = %d, %d", ok, failed)
+	}
+	f.post(readTestdata(t, "firing_swap_54.json"))
+	got := srv.received()
+	if len(got) != 2 || got[0].Body != got[1].Body || got[0].Body != "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening" {
+		t.Errorf("watchdog and webhook pushed differently: %+v", got)
+	}
+	if lines := f.barkLines(); strings.Join(lines, "|") != "BARK swap 54% sent ok=1 fail=1|BARK swap 54% sent ok=1 fail=1" {
+		t.Errorf("run log: %q", lines)
+	}
+}
+
+// TestSecretNeverLeaks runs every failure mode with the key SECRETKEY123 and
+// looks for it in the logs, errors, answers, metrics and the run log.
+func TestSecretNeverLeaks(t *testing.T) {
+	const key = "SECRETKEY123"
+	failing, hanging, teapot := newBarkServer(t, key), newBarkServer(t, key), newBarkServer(t, key)
+	failing.setMode("status:500") // its JSON message repeats the key
+	hanging.setMode("hang")
+	teapot.setMode("status:418")
+	lines := []string{
+		closedURL(t) + "/" + key + "/$0",
+		failing.template(),
+		hanging.template(),
+		teapot.template(),
+		teapot.URL + "/" + key + "x/$0", // unknown key: Bark's 400 quotes it
+		"http://user:" + key + "@" + teapot.Listener.Addr().String() + "/k/$0", // key as a password
+		"http://127.0.0.1:1/" + key + "/$0?token=" + key,
+	}
+	f := newFixture(t, map[string]string{"phone.bark.env": strings.Join(lines, "\n")}, func(c *Config) {
+		c.SendResolved = true
+		c.Timeout = 500 * time.Millisecond // room for the failing targets to answer on a loaded machine
+	})
+
+	var seen strings.Builder
+	for _, file := range []string{"firing_swap_54.json", "two_alerts.json", "resolved_swap.json", "version3.json", "malformed.json"} {
+		code, answer := f.post(readTestdata(t, file))
+		fmt.Fprintf(&seen, "%d %s\n", code, answer)
+	}
+	for _, r := range f.bridge.Send(t.Context(), "hello "+key) {
+		fmt.Fprintf(&seen, "%v %+v %#v\n", r, r, r.Err)
+	}
+	f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.9})
+
+	// A bad line is an error naming file:line only.
+	writeTargets(t, f.dir, map[string]string{"bad.bark.env": "ftp://" + key + "/$0\nhttps://x/" + key + "\n"})
+	if err := f.bridge.Reload(); err != nil {
+		fmt.Fprintln(&seen, err)
+	} else {
+		t.Error("bad config reloaded")
+	}
+	_, err := LoadTargets(f.dir)
+	fmt.Fprintln(&seen, err)
+	_, reloadAnswer := f.do("POST", "/-/reload")
+	seen.WriteString(reloadAnswer)
+
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	seen.WriteString(rec.Body.String())
+	seen.WriteString(f.logs.String())
+	for _, e := range f.runlogEntries() {
+		seen.WriteString(e + "\n")
+	}
+
+	if strings.Contains(seen.String(), key) {
+		for _, l := range strings.Split(seen.String(), "\n") {
+			if strings.Contains(l, key) {
+				t.Errorf("key leaked: %s", l)
+			}
+		}
+	}
+	// The check above is only worth something if the failures happened.
+	for _, want := range []string{"failed: HTTP 500", "failed: timeout", "failed: connection refused", "failed: HTTP 418", "failed: HTTP 400", "bad.bark.env:1", "detail="} {
+		if !strings.Contains(seen.String(), want) {
+			t.Errorf("no %q in what was checked", want)
+		}
+	}
+}
+
+// TestWebhookAnswerIsBounded: a group with many alerts and a hanging Bark
+// still gets its answer once the timeout has passed, with every push that
+// could not start counted as a retryable failure.
+func TestWebhookAnswerIsBounded(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	srv.setMode("hang")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, func(c *Config) {
+		c.MaxParallel = 2
+		c.Timeout = hangTimeout
+	})
+	var alerts []string
+	for i := range 20 {
+		alerts = append(alerts, fmt.Sprintf(`{"status":"firing","labels":{"alertname":"A%d"},"annotations":{},"startsAt":"2026-04-24T00:45:00Z","fingerprint":"%d"}`, i, i))
+	}
+	payload := `{"version":"4","status":"firing","alerts":[` + strings.Join(alerts, ",") + `]}`
+	code, answer := f.post([]byte(payload))
+	if code != 503 || !strings.Contains(answer, "alerts=20 pushed=20") || !strings.Contains(answer, "… and 10 more failures") {
+		t.Errorf("%d %q", code, answer)
+	}
+	if n := len(srv.received()); n > 2 {
+		t.Errorf("%d pushes started with MaxParallel 2 and a hanging Bark", n)
+	}
+	if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"result": "failed"}); v != 20 {
+		t.Errorf("failed pushes = %v, want 20", v)
+	}
+	if got := len(f.barkLines()); got == 0 {
+		t.Error("no run-log lines")
+	}
+}
+
+func TestRegisterUsesOnlyTheGivenMux(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	for _, path := range []string{"/webhook", "/-/reload"} {
+		if _, pattern := http.DefaultServeMux.Handler(httptest.NewRequest("POST", path, nil)); pattern != "" {
+			t.Errorf("%s registered on http.DefaultServeMux", path)
+		}
+		if _, pattern := f.mux.Handler(httptest.NewRequest("POST", path, nil)); pattern != path {
+			t.Errorf("%s not on the given mux: %q", path, pattern)
+		}
+	}
+}
+
+// TestWebhookPayloads posts every testdata payload to a healthy Bark and
+// checks the answer and exactly what the phone receives.
+func TestWebhookPayloads(t *testing.T) {
+	tests := []struct {
+		file   string
+		code   int
+		answer string
+		bodies []string
+	}{
+		{"firing_swap_54.json", 200, "alerts=1 pushed=1 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening"}},
+		{"below_threshold.json", 200, "alerts=1 pushed=0 skipped=1 duplicate=0\n", nil},
+		{"resolved_swap.json", 200, "alerts=1 pushed=0 skipped=1 duplicate=0\n", nil},
+		{"non_swap.json", 200, "alerts=1 pushed=1 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] PhaseStalled: no heartbeat for 15m in Pretrain 1/3"}},
+		{"missing_annotations.json", 200, "alerts=3 pushed=3 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] Swap is filling up on gpu-box", "[lavender-2] SwapUsageHigh", "[lavender-2] PhaseStalled"}},
+		{"two_alerts.json", 200, "alerts=2 pushed=2 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening", "[lavender-2] PhaseStalled: no heartbeat for 15m"}},
+		{"unknown_fields.json", 200, "alerts=1 pushed=1 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening"}},
+		{"version3.json", 400, "unsupported webhook version \"3\", want \"4\"\n", nil},
+		{"malformed.json", 400, "malformed JSON: unexpected end of JSON input\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			srv := newBarkServer(t, "KEY")
+			// The same phone twice: it still gets each alert once.
+			f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + srv.template()}, nil)
+			code, answer := f.post(readTestdata(t, tt.file))
+			if code != tt.code || answer != tt.answer {
+				t.Errorf("got %d %q, want %d %q", code, answer, tt.code, tt.answer)
+			}
+			var bodies []string
+			for _, p := range srv.received() {
+				if p.Title != "" || p.Level != "passive" || p.IsArchive != "0" {
+					t.Errorf("push %+v is not a silent, unarchived, untitled push", p)
+				}
+				bodies = append(bodies, p.Body)
+			}
+			// Alerts of a group are pushed concurrently; compare as sets.
+			if got, want := sorted(bodies), sorted(tt.bodies); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("pushed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if got := len(f.barkLines()); got != len(tt.bodies) {
+				t.Errorf("%d run-log lines for %d pushes", got, len(tt.bodies))
+			}
+		})
+	}
+}
+
+func sorted(ss []string) []string {
+	out := append([]string(nil), ss...)
+	slices.Sort(out)
+	return out
+}
