@@ -34,8 +34,12 @@ type CLI struct {
 	LogLevel  string `name:"log.level" default:"info" enum:"debug,info,warn,error" help:"Only log messages with the given severity or above (${enum})."`
 	LogFormat string `name:"log.format" default:"logfmt" enum:"logfmt,json" help:"Output format of log messages (${enum})."`
 
-	Version VersionCmd `cmd:"" help:"Print version, revision and Go version."`
-	Runlog  RunlogCmd  `cmd:"" help:"Start, append to and read the per-run log."`
+	Version  VersionCmd  `cmd:"" help:"Print version, revision and Go version."`
+	Runlog   RunlogCmd   `cmd:"" help:"Start, append to and read the per-run log."`
+	Exporter ExporterCmd `cmd:"" help:"Serve swap and training-phase metrics and the heartbeat API."`
+	Phase    PhaseCmd    `cmd:"" help:"Report training phases to the exporter: start, ping, end, or run a command as a phase."`
+	Bridge   BridgeCmd   `cmd:"" help:"Serve the Alertmanager webhook that turns alerts into silent Bark pushes."`
+	Bark     BarkCmd     `cmd:"" help:"Send a Bark push now, or check the *.bark.env files."`
 }
 
 // VersionCmd prints build information the way Prometheus tools do.

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"lavender/barkbridge"
+)
+
+// BarkCmd groups the Bark subcommands.
+type BarkCmd struct {
+	Send  BarkSendCmd  `cmd:"" help:"Push a message to every Bark target now; prints one line per target."`
+	Check BarkCheckCmd `cmd:"" help:"Validate the *.bark.env files without sending anything."`
+}
+
+// BarkSendCmd pushes one message, as given, to every target.
+type BarkSendCmd struct {
+	barkTargetFlags
+	Message []string `arg:"" help:"Words of the message; joined with spaces."`
+}
+
+func (c *BarkSendCmd) Run(g *Globals) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return c.send(ctx, g, nil)
+}
+
+func (c *BarkSendCmd) send(ctx context.Context, g *Globals, cfgHook func(*barkbridge.Config)) error {
+	msg := strings.TrimSpace(strings.Join(c.Message, " "))
+	if msg == "" {
+		return errors.New("bark send: the message is empty")
+	}
+	if c.BarkTimeout <= 0 {
+		return fmt.Errorf("--bark.timeout must be positive, not %s", c.BarkTimeout)
+	}
+	cfg := barkbridge.Config{ConfigDir: c.BarkConfigDir, Timeout: c.BarkTimeout}
+	if cfgHook != nil {
+		cfgHook(&cfg)
+	}
+	bridge, err := barkbridge.New(cfg, g.Logger, nil)
+	if err != nil {
+		return err
+	}
+	if len(bridge.Targets()) == 0 {
+		return fmt.Errorf("bark send: no Bark targets (*%s files) in %s", barkbridge.ConfigSuffix, c.BarkConfigDir)
+	}
+	failed := 0
+	results := bridge.Send(ctx, msg)
+	for _, r := range results {
+		if r.Err != nil {
+			failed++
+		}
+		if _, err := fmt.Fprintln(g.Stdout, r.String()); err != nil {
+			return err
+		}
+	}
+	if failed == len(results) {
+		return fmt.Errorf("bark send: every target failed (%d of %d)", failed, len(results))
+	}
+	return nil
+}
+
+// BarkCheckCmd validates the targets; it never contacts Bark.
+type BarkCheckCmd struct {
+	barkTargetFlags
+}
+
+func (c *BarkCheckCmd) Run(g *Globals) error {
+	res, err := barkbridge.LoadTargets(c.BarkConfigDir)
+	for _, w := range res.Warnings {
+		fmt.Fprintln(g.Stderr, "warning:", w)
+	}
+	if err != nil {
+		return fmt.Errorf("bark check: %w", err)
+	}
+	for _, t := range res.Targets {
+		if _, err := fmt.Fprintf(g.Stdout, "%s ok (%s)\n", t.Name(), t.Host()); err != nil {
+			return err
+		}
+	}
+	if len(res.Targets) == 0 {
+		return fmt.Errorf("bark check: no Bark targets (*%s files) in %s", barkbridge.ConfigSuffix, c.BarkConfigDir)
+	}
+	_, err = fmt.Fprintf(g.Stdout, "%d Bark targets in %d files\n", len(res.Targets), len(res.Files))
+	return err
+}

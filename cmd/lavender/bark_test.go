@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBarkSend(t *testing.T) {
+	bark := newFakeBark(t)
+	dir := barkConfigDir(t, map[string]string{
+		"a.bark.env": bark.URL + "/KEY/$0\n",
+		"b.bark.env": "# wrong key\n" + bark.URL + "/SECRETKEY123/$0\n",
+	})
+	out, stderr, err := runCLI(t, "bark", "send", "--bark.config-dir", dir, "hello", "a/b+c")
+	if err != nil {
+		t.Fatalf("bark send: %v\n%s", err, stderr)
+	}
+	if out != "a.bark.env:1 ok\nb.bark.env:2 failed: HTTP 400\n" {
+		t.Errorf("stdout %q", out)
+	}
+	if !strings.Contains(stderr, "[bark] b.bark.env:2 failed: HTTP 400") || strings.Contains(stderr+out, "SECRETKEY123") {
+		t.Errorf("stderr %q", stderr)
+	}
+	if got := bark.requests(); len(got) != 2 || !strings.Contains(strings.Join(got, " "), "/KEY/hello%20a%2Fb%2Bc?level=passive&isArchive=0") {
+		t.Errorf("Bark got %q", got)
+	}
+
+	// Every target failing is an error, and so is having none.
+	dir = barkConfigDir(t, map[string]string{"b.bark.env": bark.URL + "/SECRETKEY123/$0\n"})
+	out, _, err = runCLI(t, "bark", "send", "--bark.config-dir", dir, "hello")
+	if err == nil || out != "b.bark.env:1 failed: HTTP 400\n" || !strings.Contains(err.Error(), "every target failed") {
+		t.Errorf("all failed: %q, %v", out, err)
+	}
+	if _, _, err := runCLI(t, "bark", "send", "--bark.config-dir", barkConfigDir(t, nil), "hello"); err == nil || !strings.Contains(err.Error(), "no Bark targets") {
+		t.Errorf("no targets: %v", err)
+	}
+	if _, _, err := runCLI(t, "bark", "send", "--bark.config-dir", dir, " "); err == nil || !strings.Contains(err.Error(), "message is empty") {
+		t.Errorf("empty message: %v", err)
+	}
+}
+
+func TestBarkCheck(t *testing.T) {
+	dir := barkConfigDir(t, map[string]string{
+		"a.bark.env": "https://api.day.app/SECRETKEY123/$0\n\nhttp://bark.lan:8080/SECRETKEY123/$0?level=active\n",
+	})
+	out, _, err := runCLI(t, "bark", "check", "--bark.config-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "a.bark.env:1 ok (api.day.app)\na.bark.env:3 ok (bark.lan:8080)\n2 Bark targets in 1 files\n" {
+		t.Errorf("stdout %q", out)
+	}
+
+	bad := barkConfigDir(t, map[string]string{
+		"a.bark.env": "https://api.day.app/SECRETKEY123/\nftp://SECRETKEY123/$0\n",
+	})
+	out, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir", bad)
+	if err == nil || !strings.Contains(err.Error(), "a.bark.env:1: no $0 placeholder") || !strings.Contains(err.Error(), "a.bark.env:2: not an http(s) URL") {
+		t.Errorf("bad config: %v", err)
+	}
+	if strings.Contains(out+stderr+err.Error(), "SECRETKEY123") {
+		t.Error("bark check printed the key")
+	}
+	if _, _, err := runCLI(t, "bark", "check", "--bark.config-dir", barkConfigDir(t, nil)); err == nil {
+		t.Error("an empty config dir passed the check")
+	}
+}

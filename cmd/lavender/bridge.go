@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/version"
+
+	"lavender/barkbridge"
+	"lavender/runlog"
+)
+
+// barkTargetFlags locate and time the Bark targets; every Bark command has them.
+type barkTargetFlags struct {
+	BarkConfigDir string        `name:"bark.config-dir" default:"." type:"path" help:"Directory whose *.bark.env files hold the Bark URL templates, one a line, $0 where the message goes."`
+	BarkTimeout   time.Duration `name:"bark.timeout" default:"5s" help:"Timeout of each Bark push; also bounds a webhook's answer."`
+}
+
+// barkFlags are the bridge's flags. lavender serve embeds them too, so the
+// webhook behaves the same under either command.
+type barkFlags struct {
+	barkTargetFlags
+	BarkPrefix        string        `name:"bark.prefix" default:"[lavender-2]" help:"Text that starts every push."`
+	BarkThreshold     float64       `name:"bark.threshold" default:"0.5" help:"Swap used ratio (0-1] at or above which the swap alert pushes."`
+	BarkSwapAlertname string        `name:"bark.swap-alertname" default:"SwapUsageHigh" help:"Alert name of the swap alert."`
+	BarkOnlySwap      bool          `name:"bark.only-swap" help:"Push the swap alert only, not other alerts."`
+	BarkSendResolved  bool          `name:"bark.send-resolved" help:"Push resolved alerts too."`
+	BarkDedupWindow   time.Duration `name:"bark.dedup-window" default:"1h" help:"How long a push a target accepted is remembered, so Alertmanager's retries and HA copies do not repeat it."`
+	WebhookMaxBytes   int64         `name:"webhook.max-bytes" default:"1048576" help:"Largest webhook body accepted; larger ones get 413."`
+}
+
+// webhookMargin is what a webhook's answer may take beyond the Bark
+// timeout: decoding, the run log, and writing the answer.
+const webhookMargin = 2 * time.Second
+
+func (f *barkFlags) validateBark() error {
+	if f.BarkTimeout <= 0 {
+		return fmt.Errorf("--bark.timeout must be positive, not %s", f.BarkTimeout)
+	}
+	if f.BarkTimeout+webhookMargin > writeTimeout {
+		return fmt.Errorf("--bark.timeout %s leaves no room under the server's %s write timeout; use at most %s",
+			f.BarkTimeout, writeTimeout, writeTimeout-webhookMargin)
+	}
+	if !(f.BarkThreshold > 0 && f.BarkThreshold <= 1) {
+		return fmt.Errorf("--bark.threshold must be in (0, 1], not %g", f.BarkThreshold)
+	}
+	if f.BarkDedupWindow < 0 {
+		return fmt.Errorf("--bark.dedup-window must not be negative")
+	}
+	if f.WebhookMaxBytes <= 0 {
+		return fmt.Errorf("--webhook.max-bytes must be positive")
+	}
+	return nil
+}
+
+// barkConfig is the bridge's configuration from the flags; rl is where the
+// BARK lines go.
+func (f *barkFlags) barkConfig(rl runlog.Options) barkbridge.Config {
+	return barkbridge.Config{
+		ConfigDir:     f.BarkConfigDir,
+		Timeout:       f.BarkTimeout,
+		Prefix:        f.BarkPrefix,
+		Threshold:     f.BarkThreshold,
+		SwapAlertname: f.BarkSwapAlertname,
+		OnlySwap:      f.BarkOnlySwap,
+		SendResolved:  f.BarkSendResolved,
+		DedupWindow:   f.BarkDedupWindow,
+		MaxBodyBytes:  f.WebhookMaxBytes,
+		Runlog:        rl,
+	}
+}
+
+// BridgeCmd serves the Alertmanager webhook that pushes to Bark.
+type BridgeCmd struct {
+	webFlags
+	runlogFlags
+	barkFlags
+}
+
+func (c *BridgeCmd) Run(g *Globals) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return c.serve(ctx, g, nil)
+}
+
+// serve runs the bridge until ctx ends; tests pass their own context and
+// learn the bound address through onListen.
+func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr)) error {
+	if err := c.validateBark(); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("lavender"),
+	)
+	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, reg)
+	if err != nil {
+		return err
+	}
+	stopReload := reloadOnSIGHUP(bridge, g.Logger)
+	defer stopReload()
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metricsHandler(reg, g.Logger))
+	bridge.Register(mux)
+	var ready readiness
+	addLifecycle(mux, &ready)
+	if err := addLanding(mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
+		return err
+	}
+	ready.set()
+	g.Logger.Info("starting lavender bridge", "version", version.Info(), "bark_config_dir", c.BarkConfigDir,
+		"targets", len(bridge.Targets()), "runlog_dir", c.Dir)
+	// In-flight webhooks wait on Bark for at most the timeout: let them
+	// finish so a push Bark accepted is answered 200, not retried.
+	return serveHTTP(ctx, mux, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger, onListen)
+}
+
+// reloadOnSIGHUP re-reads the Bark targets on every SIGHUP until the
+// returned stop is called. A bad config is logged and the old one kept.
+func reloadOnSIGHUP(b *barkbridge.Bridge, logger *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if err := b.Reload(); err != nil {
+					logger.Error("[bark] reload on SIGHUP failed; keeping the targets in use", "err", err)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
+}

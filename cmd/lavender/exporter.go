@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+
+	"lavender/exporter"
+)
+
+// ExporterCmd serves swap and phase metrics and the heartbeat API.
+type ExporterCmd struct {
+	runlogFlags
+	webFlags
+	ProcFS string `name:"path.procfs" default:"/proc" help:"procfs mountpoint to read meminfo and vmstat from."`
+}
+
+func (c *ExporterCmd) Run(g *Globals) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return c.serve(ctx, g, nil)
+}
+
+// serve runs the exporter until ctx ends; tests call it with their own
+// context and learn the bound address through onListen.
+func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr)) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("lavender"),
+	)
+	exp, err := exporter.New(exporter.Config{ProcFS: c.ProcFS, Runlog: c.options()}, g.Logger, reg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := exp.Close(); err != nil {
+			g.Logger.Error("phase table not saved at shutdown", "err", err)
+		}
+	}()
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metricsHandler(reg, g.Logger))
+	exp.Register(mux)
+	var ready readiness
+	addLifecycle(mux, &ready)
+	if err := addLanding(mux, "Swap and training-phase metrics, and the heartbeat API.", "/metrics", exporter.PhasesPath); err != nil {
+		return err
+	}
+	ready.set()
+	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
+	return serveHTTP(ctx, mux, &c.webFlags, shutdownGrace, g.Logger, onListen)
+}
+
+// metricsHandler serves reg the way node_exporter does, with promhttp's own
+// request metrics and errors logged rather than failing the scrape.
+func metricsHandler(reg *prometheus.Registry, logger *slog.Logger) http.Handler {
+	return promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		ErrorHandling:       promhttp.ContinueOnError,
+		Registry:            reg,
+		MaxRequestsInFlight: 10,
+	}))
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"lavender/exporter"
+)
+
+// PhaseCmd is the client of the exporter's heartbeat API.
+type PhaseCmd struct {
+	Start PhaseStartCmd `cmd:"" help:"Start a phase (the run log gets START NAME)."`
+	Ping  PhasePingCmd  `cmd:"" help:"Send a heartbeat for a running phase (never logged)."`
+	End   PhaseEndCmd   `cmd:"" help:"End a phase (the run log gets END NAME DURATION)."`
+	Run   PhaseRunCmd   `cmd:"" help:"Run a command as a phase: start, a ping every --every, end ok or failed by exit code."`
+}
+
+// phaseClientFlags locate the exporter. The URL never carries credentials:
+// the password comes from a file so it stays out of ps and shell history.
+type phaseClientFlags struct {
+	URL          string        `name:"url" default:"http://127.0.0.1:9877" help:"Base URL of the lavender exporter."`
+	Username     string        `name:"username" aliases:"web.user" help:"Basic-auth user name, when the exporter's --web.config.file asks for one."`
+	PasswordFile string        `name:"password-file" help:"File holding the basic-auth password (trailing newline ignored)."`
+	Timeout      time.Duration `name:"timeout" default:"10s" help:"Timeout of each request to the exporter."`
+}
+
+func (f *phaseClientFlags) client() (*exporter.Client, error) {
+	opts := []exporter.ClientOption{exporter.WithHTTPClient(&http.Client{Timeout: f.Timeout})}
+	if f.PasswordFile != "" || f.Username != "" {
+		if f.Username == "" {
+			return nil, errors.New("--password-file needs --username")
+		}
+		password := ""
+		if f.PasswordFile != "" {
+			data, err := os.ReadFile(f.PasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("password file: %w", err)
+			}
+			password = strings.TrimRight(string(data), "\r\n")
+		}
+		opts = append(opts, exporter.WithBasicAuth(f.Username, password))
+	}
+	return exporter.NewClient(f.URL, opts...)
+}
+
+func (f *phaseClientFlags) send(name, event, status string) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	_, err = c.Heartbeat(context.Background(), name, event, status)
+	return err
+}
+
+type PhaseStartCmd struct {
+	phaseClientFlags
+	Name string `arg:"" help:"Phase name, e.g. \"Pretrain 1/3\"."`
+}
+
+func (c *PhaseStartCmd) Run(g *Globals) error {
+	return c.send(c.Name, exporter.EventStart, "")
+}
+
+type PhasePingCmd struct {
+	phaseClientFlags
+	Name string `arg:"" help:"Phase name."`
+}
+
+func (c *PhasePingCmd) Run(g *Globals) error {
+	return c.send(c.Name, exporter.EventPing, "")
+}
+
+type PhaseEndCmd struct {
+	phaseClientFlags
+	Name   string `arg:"" help:"Phase name."`
+	Failed bool   `help:"Mark the phase as failed."`
+}
+
+func (c *PhaseEndCmd) Run(g *Globals) error {
+	status := exporter.StatusOK
+	if c.Failed {
+		status = exporter.StatusFailed
+	}
+	return c.send(c.Name, exporter.EventEnd, status)
+}
+
+type PhaseRunCmd struct {
+	phaseClientFlags
+	Every   time.Duration `name:"every" default:"60s" help:"Ping interval."`
+	Name    string        `arg:"" help:"Phase name."`
+	Command []string      `arg:"" passthrough:"" help:"Command and arguments, after --."`
+}
+
+// Run exits with the command's exit code: the wrapper must be invisible to
+// whatever runs it (a shell's set -e, a scheduler's retry policy).
+func (c *PhaseRunCmd) Run(g *Globals) error {
+	code, err := c.run(context.Background(), g, os.Stdin)
+	if err != nil {
+		fmt.Fprintln(g.Stderr, "lavender:", err)
+	}
+	if code != 0 {
+		os.Exit(code)
+	}
+	return nil
+}
+
+func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader) (int, error) {
+	if c.Every <= 0 {
+		return 2, fmt.Errorf("--every must be positive, not %s", c.Every)
+	}
+	if len(c.Command) > 0 && c.Command[0] == "--" {
+		c.Command = c.Command[1:]
+	}
+	if len(c.Command) == 0 {
+		return 2, errors.New("phase run: no command given; usage: lavender phase run NAME -- CMD [ARGS...]")
+	}
+	client, err := c.client()
+	if err != nil {
+		return 2, err
+	}
+	w := &exporter.Wrapper{
+		Client: client,
+		Phase:  c.Name,
+		Every:  c.Every,
+		Stdin:  stdin,
+		Stdout: g.Stdout,
+		Stderr: g.Stderr,
+		Logger: g.Logger,
+	}
+	return w.Run(ctx, c.Command[0], c.Command[1:]...)
+}

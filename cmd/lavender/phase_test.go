@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lavender/runlog"
+)
+
+func TestPhaseRunParsesCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		every time.Duration
+		want  string
+	}{
+		{[]string{"phase", "run", "Train", "--", "python", "train.py", "--every", "5"}, 60 * time.Second, "python|train.py|--every|5"},
+		{[]string{"phase", "run", "--every", "2s", "Train", "--", "sh", "-c", "exit 3"}, 2 * time.Second, "sh|-c|exit 3"},
+		{[]string{"phase", "run", "Train", "--every=30s", "--", "--weird-name"}, 30 * time.Second, "--weird-name"},
+	} {
+		cli := expParseArgs(t, tc.args...)
+		c := cli.Phase.Run
+		cmd := c.Command
+		if len(cmd) > 0 && cmd[0] == "--" {
+			cmd = cmd[1:]
+		}
+		if got := strings.Join(cmd, "|"); got != tc.want || c.Every != tc.every || c.Name != "Train" {
+			t.Errorf("%q: command %q every %s name %q; want %q every %s", tc.args, got, c.Every, c.Name, tc.want, tc.every)
+		}
+	}
+}
+
+func TestPhaseRunCommand(t *testing.T) {
+	base, logDir := expStartExporter(t)
+	var stdout, stderr phaseOutput
+	cli := expParseArgs(t, "phase", "run", "Train 1/2", "--every", "10ms", "--url", base, "--",
+		"sh", "-c", `read line; echo "got $line"; echo oops >&2; exit 7`)
+	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), strings.NewReader("batch\n"))
+	if err != nil || code != 7 {
+		t.Fatalf("run = %d, %v; want the child's 7", code, err)
+	}
+	if stdout.String() != "got batch\n" || !strings.Contains(stderr.String(), "oops") {
+		t.Errorf("streams: stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	if strings.Contains(stderr.String(), "level=WARN") {
+		t.Errorf("warnings with a reachable exporter: %s", stderr.String())
+	}
+	_, body := expGet(t, base+"/api/v1/phases")
+	if !strings.Contains(body, `"name":"Train 1/2","status":"failed"`) {
+		t.Errorf("phases: %s", body)
+	}
+	entries := runlogEntries(t, logDir)
+	if len(entries) != 3 || entries[1] != "START Train 1/2" || !strings.HasPrefix(entries[2], "END   Train 1/2 ") || !strings.HasSuffix(entries[2], "s failed") {
+		t.Errorf("run log entries %q", entries)
+	}
+}
+
+func runlogEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	l, err := runlog.Current(runlog.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := l.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := runlog.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range f.AllEntries() {
+		out = append(out, e[len("15:04:05 "):])
+	}
+	return out
+}
+
+// With no exporter listening the command still runs, and its exit code
+// still comes back; the wrapper warns once.
+func TestPhaseRunWithoutExporter(t *testing.T) {
+	var stdout, stderr phaseOutput
+	cli := expParseArgs(t, "phase", "run", "Train", "--every", "5ms", "--url", "http://127.0.0.1:1", "--",
+		"sh", "-c", "sleep 0.1; echo done")
+	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), nil)
+	if err != nil || code != 0 || stdout.String() != "done\n" {
+		t.Fatalf("run = %d, %v, stdout %q", code, err, stdout.String())
+	}
+	if n := strings.Count(stderr.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, stderr.String())
+	}
+}
+
+func TestPhaseRunUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"phase", "run", "Train", "--every", "0s", "--", "true"},
+		{"phase", "run", "Train", "--url", "127.0.0.1:9877", "--", "true"},
+		{"phase", "run", "bad\tname", "--", "true"},
+	} {
+		cli := expParseArgs(t, args...)
+		var stdout bytes.Buffer
+		code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, io.Discard), nil)
+		if err == nil || code == 0 {
+			t.Errorf("%q: run = %d, %v; want a usage error", args, code, err)
+		}
+	}
+}
+
+// phaseOutput is written by the child's stream copier and the logger at once.
+type phaseOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *phaseOutput) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *phaseOutput) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
