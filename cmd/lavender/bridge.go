@@ -11,9 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/version"
 
 	"lavender/barkbridge"
@@ -99,12 +96,12 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 	if err := c.validateBark(); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		versioncollector.NewCollector("lavender"),
-	)
+	listeners, err := c.bind(onListen)
+	if err != nil {
+		return err
+	}
+	defer closeAll(listeners)
+	reg := newRegistry()
 	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, reg)
 	if err != nil {
 		return err
@@ -125,7 +122,7 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 		"targets", len(bridge.Targets()), "runlog_dir", c.Dir)
 	// In-flight webhooks wait on Bark for at most the timeout: let them
 	// finish so a push Bark accepted is answered 200, not retried.
-	return serveHTTP(ctx, mux, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger, onListen)
+	return serveHTTP(ctx, listeners, mux, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
 }
 
 // reloadOnSIGHUP re-reads the Bark targets on every SIGHUP until the

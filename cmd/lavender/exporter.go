@@ -10,8 +10,6 @@ import (
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 
@@ -22,6 +20,12 @@ import (
 type ExporterCmd struct {
 	runlogFlags
 	webFlags
+	procfsFlags
+}
+
+// procfsFlags point the swap readers at another procfs, as node_exporter's
+// --path.procfs does, for containers and for tests.
+type procfsFlags struct {
 	ProcFS string `name:"path.procfs" default:"/proc" help:"procfs mountpoint to read meminfo and vmstat from."`
 }
 
@@ -34,12 +38,12 @@ func (c *ExporterCmd) Run(g *Globals) error {
 // serve runs the exporter until ctx ends; tests call it with their own
 // context and learn the bound address through onListen.
 func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr)) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		versioncollector.NewCollector("lavender"),
-	)
+	listeners, err := c.bind(onListen)
+	if err != nil {
+		return err
+	}
+	defer closeAll(listeners)
+	reg := newRegistry()
 	exp, err := exporter.New(exporter.Config{ProcFS: c.ProcFS, Runlog: c.options()}, g.Logger, reg)
 	if err != nil {
 		return err
@@ -60,7 +64,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	}
 	ready.set()
 	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
-	return serveHTTP(ctx, mux, &c.webFlags, shutdownGrace, g.Logger, onListen)
+	return serveHTTP(ctx, listeners, mux, &c.webFlags, shutdownGrace, g.Logger)
 }
 
 // metricsHandler serves reg the way node_exporter does, with promhttp's own

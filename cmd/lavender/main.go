@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,7 @@ type CLI struct {
 	LogLevel  string `name:"log.level" default:"info" enum:"debug,info,warn,error" help:"Only log messages with the given severity or above (${enum})."`
 	LogFormat string `name:"log.format" default:"logfmt" enum:"logfmt,json" help:"Output format of log messages (${enum})."`
 
+	Serve    ServeCmd    `cmd:"" help:"Run everything in one process: metrics, heartbeat API, webhook, run log and the swap watchdog."`
 	Version  VersionCmd  `cmd:"" help:"Print version, revision and Go version."`
 	Runlog   RunlogCmd   `cmd:"" help:"Start, append to and read the per-run log."`
 	Exporter ExporterCmd `cmd:"" help:"Serve swap and training-phase metrics and the heartbeat API."`
@@ -105,8 +107,19 @@ func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
 	return ctx.Run(&Globals{Logger: logger, Stdout: stdout, Stderr: stderr})
 }
 
+// exitCode is returned by a command that must exit with a given status
+// and has already said why, e.g. `phase run` passing on its child's code.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
+
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr, os.Exit); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr, os.Exit)
+	var code exitCode
+	switch {
+	case errors.As(err, &code):
+		os.Exit(int(code))
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "lavender:", err)
 		os.Exit(1)
 	}

@@ -105,7 +105,7 @@ func (c *PhaseRunCmd) Run(g *Globals) error {
 		fmt.Fprintln(g.Stderr, "lavender:", err)
 	}
 	if code != 0 {
-		os.Exit(code)
+		return exitCode(code)
 	}
 	return nil
 }

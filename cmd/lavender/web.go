@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 )
@@ -51,50 +55,69 @@ func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 	}
 }
 
-// serveHTTP serves h on the configured listeners until ctx ends, then shuts
-// down, letting in-flight requests finish within grace. onListen, if set,
-// learns the bound addresses (tests listen on 127.0.0.1:0).
-func serveHTTP(ctx context.Context, h http.Handler, f *webFlags, grace time.Duration, logger *slog.Logger, onListen func([]net.Addr)) error {
-	if f.ConfigFile != "" {
-		if err := web.Validate(f.ConfigFile); err != nil {
-			return fmt.Errorf("web config %s: %w", f.ConfigFile, err)
-		}
-	}
-	srv := newHTTPServer(h, logger)
+// bind opens the configured listeners, or takes systemd's sockets, before
+// anything else starts, so a port in use fails the command early. onListen,
+// if set, learns the bound addresses (tests listen on 127.0.0.1:0).
+func (f *webFlags) bind(onListen func([]net.Addr)) ([]net.Listener, error) {
 	var listeners []net.Listener
-	if !f.SystemdSocket {
+	if f.SystemdSocket {
+		ls, err := activation.Listeners()
+		if err != nil {
+			return nil, fmt.Errorf("systemd socket activation: %w", err)
+		}
+		for _, l := range ls {
+			if l != nil {
+				listeners = append(listeners, l)
+			}
+		}
+		if len(listeners) == 0 {
+			return nil, errors.New("systemd socket activation: no sockets passed")
+		}
+	} else {
 		for _, addr := range f.ListenAddresses {
 			l, err := net.Listen("tcp", addr)
 			if err != nil {
-				for _, open := range listeners {
-					open.Close()
-				}
-				return fmt.Errorf("listen on %s: %w", addr, err)
+				closeAll(listeners)
+				return nil, fmt.Errorf("listen on %s: %w", addr, err)
 			}
 			listeners = append(listeners, l)
 		}
 		if len(listeners) == 0 {
-			return errors.New("no --web.listen-address given")
-		}
-		if onListen != nil {
-			addrs := make([]net.Addr, len(listeners))
-			for i, l := range listeners {
-				addrs[i] = l.Addr()
-			}
-			onListen(addrs)
+			return nil, errors.New("no --web.listen-address given")
 		}
 	}
-
-	errc := make(chan error, 1)
-	go func() {
-		if f.SystemdSocket {
-			errc <- web.ListenAndServe(srv, f.toolkit(), logger)
-			return
+	if onListen != nil {
+		addrs := make([]net.Addr, len(listeners))
+		for i, l := range listeners {
+			addrs[i] = l.Addr()
 		}
-		errc <- web.ServeMultiple(listeners, srv, f.toolkit(), logger)
-	}()
+		onListen(addrs)
+	}
+	return listeners, nil
+}
+
+func closeAll(listeners []net.Listener) {
+	for _, l := range listeners {
+		l.Close()
+	}
+}
+
+// serveHTTP serves h on listeners until ctx ends, then shuts down, letting
+// in-flight requests finish within grace. TLS and basic auth come from
+// --web.config.file through exporter-toolkit.
+func serveHTTP(ctx context.Context, listeners []net.Listener, h http.Handler, f *webFlags, grace time.Duration, logger *slog.Logger) error {
+	if f.ConfigFile != "" {
+		if err := web.Validate(f.ConfigFile); err != nil {
+			closeAll(listeners)
+			return fmt.Errorf("web config %s: %w", f.ConfigFile, err)
+		}
+	}
+	srv := newHTTPServer(h, logger)
+	errc := make(chan error, 1)
+	go func() { errc <- web.ServeMultiple(listeners, srv, f.toolkit(), logger) }()
 	select {
 	case err := <-errc:
+		closeAll(listeners)
 		return err
 	case <-ctx.Done():
 	}
@@ -107,6 +130,18 @@ func serveHTTP(ctx context.Context, h http.Handler, f *webFlags, grace time.Dura
 		return err
 	}
 	return nil
+}
+
+// newRegistry holds what every serving command exports besides its own
+// metrics: the Go runtime, the process, and lavender_build_info.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("lavender"),
+	)
+	return reg
 }
 
 // readiness backs /-/ready: a command marks itself ready once its start-up

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/version"
+
+	"lavender/barkbridge"
+	"lavender/exporter"
+	"lavender/runlog"
+)
+
+// ServeCmd is the whole product in one process: the exporter, the bridge
+// and the built-in swap watchdog, on one listener and one registry.
+type ServeCmd struct {
+	webFlags
+	runlogFlags
+	procfsFlags
+	barkFlags
+
+	RunHeader string `name:"run.header" placeholder:"TEXT" help:"Header text of the new run's log (default \"device=<cpu|cuda|mps> lavender=v<version>\")."`
+	RunResume bool   `name:"run.resume" help:"Keep appending to the current run instead of starting a new one."`
+
+	WatchdogInterval   time.Duration `name:"watchdog.interval" default:"5s" help:"How often the built-in watchdog reads swap; 0 turns it off (use that beside Prometheus and Alertmanager)."`
+	WatchdogThreshold  float64       `name:"watchdog.threshold" default:"0.5" help:"Swap used ratio (0-1] at or above which the watchdog pushes."`
+	WatchdogRepeat     time.Duration `name:"watchdog.repeat" default:"10m" help:"Reminder interval while swap stays above the threshold; 0 for none."`
+	WatchdogHysteresis float64       `name:"watchdog.hysteresis" default:"0.05" help:"The watchdog re-arms once swap falls this far below the threshold."`
+}
+
+// Run serves until SIGINT or SIGTERM; a second signal exits at once.
+func (c *ServeCmd) Run(g *Globals) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		sig := <-sigs
+		g.Logger.Info("shutting down; a second signal exits at once", "signal", sig.String())
+		cancel()
+		sig = <-sigs
+		g.Logger.Warn("second signal, exiting now", "signal", sig.String())
+		os.Exit(1)
+	}()
+	return c.serve(ctx, g, nil, nil)
+}
+
+func (c *ServeCmd) watchdogConfig() barkbridge.WatchdogConfig {
+	return barkbridge.WatchdogConfig{
+		Interval:   c.WatchdogInterval,
+		Threshold:  c.WatchdogThreshold,
+		Repeat:     c.WatchdogRepeat,
+		Hysteresis: c.WatchdogHysteresis,
+	}
+}
+
+// serve runs until ctx ends. Tests pass their own context and learn the
+// bound address through onListen and readiness through onReady.
+func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr), onReady func()) error {
+	if err := c.validateBark(); err != nil {
+		return err
+	}
+	if c.WatchdogInterval < 0 {
+		return fmt.Errorf("--watchdog.interval must not be negative, not %s", c.WatchdogInterval)
+	}
+	listeners, err := c.bind(onListen)
+	if err != nil {
+		return err
+	}
+	defer closeAll(listeners)
+
+	reg := newRegistry()
+	exp, err := exporter.New(exporter.Config{ProcFS: c.ProcFS, Runlog: c.options()}, g.Logger, reg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := exp.Close(); err != nil {
+			g.Logger.Error("phase table not saved at shutdown", "err", err)
+		}
+	}()
+	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, reg)
+	if err != nil {
+		return err
+	}
+	stopReload := reloadOnSIGHUP(bridge, g.Logger)
+	defer stopReload()
+
+	var watchdog *barkbridge.Watchdog
+	if c.WatchdogInterval > 0 {
+		readSwap := func(ctx context.Context) (barkbridge.SwapFigures, error) {
+			s, err := exporter.ReadSwap(ctx, c.ProcFS)
+			return barkbridge.SwapFigures{Ratio: s.UsedRatio, UsedBytes: s.UsedBytes, TotalBytes: s.TotalBytes}, err
+		}
+		watchdog, err = barkbridge.NewWatchdog(c.watchdogConfig(), readSwap, bridge, g.Logger, reg)
+		if err != nil {
+			return err
+		}
+	}
+
+	if run, _ := exp.Snapshot(); !c.RunResume || run == nil {
+		device := exporter.Device()
+		header := c.RunHeader
+		if header == "" {
+			header = fmt.Sprintf("device=%s lavender=v%s", device, version.Version)
+		}
+		path, err := exp.StartRun(header, runlog.RunStart+"  device="+device)
+		if err != nil {
+			return err
+		}
+		g.Logger.Info("run started", "runlog", path)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metricsHandler(reg, g.Logger))
+	exp.Register(mux)
+	bridge.Register(mux)
+	var ready readiness
+	addLifecycle(mux, &ready)
+	if err := addLanding(mux, "Swap and phase metrics, the heartbeat API, and the Alertmanager webhook to silent Bark pushes.",
+		"/metrics", exporter.PhasesPath); err != nil {
+		return err
+	}
+
+	served := make(chan error, 1)
+	go func() {
+		// In-flight webhooks wait on Bark for at most the timeout: let them
+		// finish so a push Bark accepted is answered 200, not retried.
+		served <- serveHTTP(ctx, listeners, mux, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
+	}()
+
+	var background sync.WaitGroup
+	if watchdog != nil {
+		// The first poll comes before ready, so a host that is already
+		// paging gets its push at once.
+		watchdog.Poll(ctx)
+		background.Go(func() { watchdog.Run(ctx) })
+	}
+	ready.set()
+	g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
+		"watchdog_interval", c.WatchdogInterval, "runlog_dir", c.Dir)
+	if onReady != nil {
+		onReady()
+	}
+
+	err = <-served
+	background.Wait()
+	if logErr := runlog.AppendCurrent(c.options(), "RUN stop"); logErr != nil {
+		g.Logger.Error("run log: RUN stop not written", "err", logErr)
+	}
+	return err
+}
