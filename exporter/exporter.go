@@ -267,6 +267,17 @@ func (e *Exporter) startRunForEventLocked(now time.Time) {
 	e.logger.Info("run started by a heartbeat", "run", e.table.run.File)
 }
 
+// AppendToRun writes msg to the log of the run the exporter is on, such as
+// serve's "RUN stop", rather than to whatever run is newest in the dir.
+func (e *Exporter) AppendToRun(msg string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.log == nil {
+		return errors.New("exporter: no run to append to")
+	}
+	return e.log.Append(msg)
+}
+
 func (e *Exporter) appendLog(msg string) {
 	if e.log == nil {
 		return

@@ -153,7 +153,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 
 	err = <-served
 	background.Wait()
-	if logErr := runlog.AppendCurrent(c.options(), "RUN stop"); logErr != nil {
+	if logErr := exp.AppendToRun("RUN stop"); logErr != nil {
 		g.Logger.Error("run log: RUN stop not written", "err", logErr)
 	}
 	return err
