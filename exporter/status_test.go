@@ -1,0 +1,253 @@
+package exporter
+
+import (
+	"context"
+	"encoding/json"
+	"html/template"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+type fakeSection struct{}
+
+func (fakeSection) StatusName() string { return "bark" }
+func (fakeSection) StatusHTML() template.HTML {
+	return `<section id="bark" class="card"><h2>Bark</h2><p>phone.bark.env:1 ok</p></section>`
+}
+func (fakeSection) StatusJSON() any { return map[string]string{"phone.bark.env:1": "ok"} }
+
+// statusRig is an exporter with a status page on a copy of a fake procfs.
+type statusRig struct {
+	env    *testEnv
+	procfs string
+	hist   *SwapHistory
+	page   *StatusPage
+	srv    *httptest.Server
+}
+
+func newStatusRig(t *testing.T, procfsTree string) *statusRig {
+	t.Helper()
+	r := &statusRig{env: newTestEnv(t), procfs: t.TempDir()}
+	for _, name := range []string{"meminfo", "vmstat"} {
+		data, err := os.ReadFile(filepath.Join("testdata/procfs", procfsTree, name))
+		if err != nil {
+			continue // some trees lack vmstat on purpose
+		}
+		if err := os.WriteFile(filepath.Join(r.procfs, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.hist = NewSwapHistory(r.procfs, 10*time.Second, time.Hour, r.env.clock.Now)
+	r.page = NewStatusPage(r.env.e, StatusConfig{
+		History: r.hist, Threshold: 0.5, Sections: []StatusSection{fakeSection{}},
+		Links: []string{"/metrics"}, Now: r.env.clock.Now,
+	})
+	mux := http.NewServeMux()
+	r.page.Register(mux)
+	r.env.e.Register(mux)
+	r.srv = httptest.NewServer(mux)
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *statusRig) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(r.srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestStatusPageContent(t *testing.T) {
+	r := newStatusRig(t, "swap54")
+	if _, err := r.env.e.StartRun("device=cuda lavender=v0.1.0", "RUN start  device=cuda"); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 { // four samples, a step apart
+		if _, err := r.hist.Read(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r.env.clock.Advance(10 * time.Second)
+	}
+	r.env.beat("Building model", EventStart, "")
+	r.env.clock.Advance(13 * time.Second)
+	r.env.beat("Building model", EventEnd, "")
+	r.env.beat("Pretrain 1/3", EventStart, "")
+	r.env.beat("Eval", EventStart, "")
+	r.env.beat("Eval", EventEnd, StatusFailed)
+	r.env.clock.Advance(90 * time.Second)
+
+	code, page := r.get(t, "/")
+	if code != 200 {
+		t.Fatalf("GET / = %d", code)
+	}
+	for _, want := range []string{
+		`id="swap-percent">54%<`, // the large figure
+		`class="big high"`,       // at or above the threshold: warning colour
+		"17.3 of 32.0 GiB used",  // the bytes
+		`<td class="name">Building model</td>`,
+		`<td class="name">Pretrain 1/3</td>`,
+		`<span class="badge failed">✗ failed</span>`,
+		"1m 30s ago",                      // heartbeat age of the running phase
+		"13s",                             // duration of the ended phase
+		"phone.bark.env:1 ok",             // a section from another package
+		"# device=cuda lavender=v0.1.0\n", // the run log, verbatim
+		" START Pretrain 1/3\n",
+		`<a href="/metrics">/metrics</a>`,
+		`<meta http-equiv="refresh" content="10">`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	pts := regexp.MustCompile(`<polyline class="ratio" points="([^"]+)"`).FindStringSubmatch(page)
+	if pts == nil || len(strings.Fields(pts[1])) != 4 {
+		t.Errorf("chart: want a polyline with 4 points, got %v", pts)
+	}
+	// The threshold line sits at 50 % of the 150-unit-high chart.
+	if !strings.Contains(page, `y1="75" y2="75"`) {
+		t.Error("threshold line not at 50 %")
+	}
+}
+
+func TestStatusPageEscapes(t *testing.T) {
+	r := newStatusRig(t, "swap54")
+	const evil = `<script>alert(1)</script>`
+	r.env.beat(evil, EventStart, "")
+	_, page := r.get(t, "/")
+	if strings.Contains(page, "<script") {
+		t.Fatalf("raw <script> in the page:\n%s", page)
+	}
+	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("the phase name is not shown as text")
+	}
+	resp, err := http.Get(r.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("CSP %q: scripts must be off even if escaping failed", csp)
+	}
+}
+
+func TestStatusPageStates(t *testing.T) {
+	t.Run("no swap", func(t *testing.T) {
+		r := newStatusRig(t, "noswap")
+		r.hist.Read(context.Background())
+		if _, page := r.get(t, "/"); !strings.Contains(page, "no swap") || strings.Contains(page, "class=\"big high\"") {
+			t.Error("a host without swap must show 'no swap' and no warning")
+		}
+	})
+	t.Run("read error", func(t *testing.T) {
+		r := newStatusRig(t, "garbage")
+		r.hist.Read(context.Background())
+		if _, page := r.get(t, "/"); !strings.Contains(page, "cannot read swap") {
+			t.Error("a failed read must be shown")
+		}
+	})
+	t.Run("before the first reading", func(t *testing.T) {
+		r := newStatusRig(t, "swap54")
+		if _, page := r.get(t, "/"); !strings.Contains(page, "no reading yet") || !strings.Contains(page, "no run yet") {
+			t.Error("want placeholders before any reading and run")
+		}
+	})
+	t.Run("paths and methods", func(t *testing.T) {
+		r := newStatusRig(t, "swap54")
+		if code, _ := r.get(t, "/nope"); code != 404 {
+			t.Errorf("GET /nope = %d, want 404", code)
+		}
+		resp, err := http.Post(r.srv.URL+"/", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 405 {
+			t.Errorf("POST / = %d, want 405", resp.StatusCode)
+		}
+	})
+}
+
+// The page reads swap from the history only: with procfs gone it still
+// shows the last reading, and it never reads procfs itself.
+func TestStatusPageDoesNotReadProcfs(t *testing.T) {
+	r := newStatusRig(t, "swap54")
+	r.hist.Read(context.Background())
+	if err := os.RemoveAll(r.procfs); err != nil {
+		t.Fatal(err)
+	}
+	if _, page := r.get(t, "/"); !strings.Contains(page, `id="swap-percent">54%<`) {
+		t.Error("the page lost the reading once procfs went away: it reads procfs itself")
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	r := newStatusRig(t, "swap54")
+	if _, err := r.env.e.StartRun("", ""); err != nil {
+		t.Fatal(err)
+	}
+	r.hist.Read(context.Background())
+	r.env.beat("SFT", EventStart, "")
+	code, body := r.get(t, StatusPath)
+	if code != 200 {
+		t.Fatalf("GET %s = %d", StatusPath, code)
+	}
+	var s struct {
+		Swap      SwapSample
+		Threshold float64
+		History   []SwapSample
+		Run       Run
+		Phases    []Phase
+		RunLog    string `json:"run_log"`
+		Sections  map[string]map[string]string
+	}
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Swap.TotalBytes != 32<<30 || len(s.History) != 1 || s.Threshold != 0.5 {
+		t.Errorf("swap %+v history %d threshold %v", s.Swap, len(s.History), s.Threshold)
+	}
+	if len(s.Phases) != 1 || s.Phases[0].Name != "SFT" || !strings.Contains(s.RunLog, "START SFT") || s.Run.File == "" {
+		t.Errorf("phases %+v run %+v log %q", s.Phases, s.Run, s.RunLog)
+	}
+	if s.Sections["bark"]["phone.bark.env:1"] != "ok" {
+		t.Errorf("sections %v", s.Sections)
+	}
+}
+
+func TestSwapHistoryRing(t *testing.T) {
+	dir := t.TempDir()
+	data, _ := os.ReadFile("testdata/procfs/swap54/meminfo")
+	os.WriteFile(filepath.Join(dir, "meminfo"), data, 0o644)
+	now := time.Date(2026, 4, 24, 0, 0, 0, 0, time.UTC)
+	h := NewSwapHistory(dir, 10*time.Second, time.Minute, func() time.Time { return now })
+	for range 20 { // every 5s for 100s: one kept per 10s, six at most
+		h.Read(context.Background())
+		now = now.Add(5 * time.Second)
+	}
+	got := h.Samples()
+	if len(got) != 6 {
+		t.Fatalf("%d samples, want the 6 of the last minute", len(got))
+	}
+	for i := 1; i < len(got); i++ {
+		if d := got[i].Time.Sub(got[i-1].Time); d != 10*time.Second {
+			t.Errorf("samples %d and %d are %s apart, want 10s, oldest first", i-1, i, d)
+		}
+	}
+	if last := got[len(got)-1].Time; !last.Equal(now.Add(-10 * time.Second)) {
+		t.Errorf("newest kept sample at %s, want %s", last, now.Add(-10*time.Second))
+	}
+	if latest, err := h.Latest(); err != nil || !latest.Time.Equal(now.Add(-5*time.Second)) {
+		t.Errorf("latest %v %v: the newest reading must be kept even between steps", latest.Time, err)
+	}
+}
