@@ -44,6 +44,7 @@ type prometheusConfig struct {
 		StaticConfigs []struct {
 			Targets []string `yaml:"targets"`
 		} `yaml:"static_configs"`
+		BasicAuth *basicAuth `yaml:"basic_auth"`
 	} `yaml:"scrape_configs"`
 }
 
@@ -81,6 +82,11 @@ func (c prometheusConfig) alertmanagerTargets() []string {
 	return out
 }
 
+type basicAuth struct {
+	Username     string `yaml:"username"`
+	PasswordFile string `yaml:"password_file"`
+}
+
 type alertmanagerConfig struct {
 	Route     amRoute `yaml:"route"`
 	Receivers []struct {
@@ -88,6 +94,9 @@ type alertmanagerConfig struct {
 		WebhookConfigs []struct {
 			URL          string `yaml:"url"`
 			SendResolved *bool  `yaml:"send_resolved"`
+			HTTPConfig   struct {
+				BasicAuth *basicAuth `yaml:"basic_auth"`
+			} `yaml:"http_config"`
 		} `yaml:"webhook_configs"`
 	} `yaml:"receivers"`
 }
@@ -163,6 +172,43 @@ func e2eAlertmanagerConfig(t *testing.T, webhookURL string) []byte {
 	return []byte(s)
 }
 
+// The users the shipped files name in their commented-out basic_auth
+// blocks; lavender's web config in the end-to-end test must list both.
+const (
+	e2eScrapeUser  = "prometheus"
+	e2eWebhookUser = "alertmanager"
+)
+
+// e2ePrometheusBasicAuth uncomments the basic_auth block that
+// prometheus.yml ships for the lavender job, as its comment tells users to,
+// with passwordFile (absolute) in place of the example path.
+func e2ePrometheusBasicAuth(t *testing.T, config []byte, passwordFile string) []byte {
+	t.Helper()
+	return []byte(replaceOnce(t, "deploy/prometheus/prometheus.yml", string(config),
+		"    # basic_auth:\n"+
+			"    #   username: "+e2eScrapeUser+"\n"+
+			"    #   password_file: /etc/prometheus/lavender.password\n",
+		"    basic_auth:\n"+
+			"      username: "+e2eScrapeUser+"\n"+
+			"      password_file: "+strconv.Quote(passwordFile)+"\n"))
+}
+
+// e2eAlertmanagerBasicAuth uncomments the http_config block that
+// alertmanager.yml ships for the bark webhook, with passwordFile (absolute)
+// in place of the example path.
+func e2eAlertmanagerBasicAuth(t *testing.T, config []byte, passwordFile string) []byte {
+	t.Helper()
+	return []byte(replaceOnce(t, "deploy/alertmanager/alertmanager.yml", string(config),
+		"        # http_config:\n"+
+			"        #   basic_auth:\n"+
+			"        #     username: "+e2eWebhookUser+"\n"+
+			"        #     password_file: /etc/alertmanager/lavender.password\n",
+		"        http_config:\n"+
+			"          basic_auth:\n"+
+			"            username: "+e2eWebhookUser+"\n"+
+			"            password_file: "+strconv.Quote(passwordFile)+"\n"))
+}
+
 // TestE2EConfigsDerive proves the derivation works on today's files, and
 // that the results still pass promtool and amtool.
 func TestE2EConfigsDerive(t *testing.T) {
@@ -197,21 +243,50 @@ func TestE2EConfigsDerive(t *testing.T) {
 		t.Errorf("derived route timing = %s/%s/%s, want 1s/1s/10m", a.Route.GroupWait, a.Route.GroupInterval, a.Route.RepeatInterval)
 	}
 
-	promPath := filepath.Join(dir, "prometheus.yml")
-	amPath := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(promPath, promYAML, 0o644); err != nil {
+	// The basic-auth variants: the shipped, commented-out blocks, enabled.
+	passwordFile := filepath.Join(dir, "lavender.password")
+	if err := os.WriteFile(passwordFile, []byte("secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(amPath, amYAML, 0o644); err != nil {
-		t.Fatal(err)
+	promAuthYAML := e2ePrometheusBasicAuth(t, promYAML, passwordFile)
+	amAuthYAML := e2eAlertmanagerBasicAuth(t, amYAML, passwordFile)
+	var pa prometheusConfig
+	decodeYAMLLenient(t, promAuthYAML, &pa)
+	for _, sc := range pa.ScrapeConfigs {
+		want := basicAuth{Username: e2eScrapeUser, PasswordFile: passwordFile}
+		if sc.JobName == "lavender" && (sc.BasicAuth == nil || *sc.BasicAuth != want) {
+			t.Errorf("derived lavender scrape basic_auth = %+v, want %+v", sc.BasicAuth, want)
+		}
+	}
+	var aa alertmanagerConfig
+	decodeYAMLLenient(t, amAuthYAML, &aa)
+	for _, r := range aa.Receivers {
+		want := basicAuth{Username: e2eWebhookUser, PasswordFile: passwordFile}
+		if r.Name == "bark" && (r.WebhookConfigs[0].HTTPConfig.BasicAuth == nil || *r.WebhookConfigs[0].HTTPConfig.BasicAuth != want) {
+			t.Errorf("derived bark webhook basic_auth = %+v, want %+v", r.WebhookConfigs[0].HTTPConfig.BasicAuth, want)
+		}
+	}
+
+	configs := map[string][]byte{
+		"prometheus.yml":             promYAML,
+		"prometheus-basicauth.yml":   promAuthYAML,
+		"alertmanager.yml":           amYAML,
+		"alertmanager-basicauth.yml": amAuthYAML,
+	}
+	for name, data := range configs {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Run("promtool", func(t *testing.T) {
 		promtool := needTool(t, "promtool", "prometheus")
-		runTool(t, dir, promtool, "check", "config", promPath)
+		runTool(t, dir, promtool, "check", "config", filepath.Join(dir, "prometheus.yml"))
+		runTool(t, dir, promtool, "check", "config", filepath.Join(dir, "prometheus-basicauth.yml"))
 	})
 	t.Run("amtool", func(t *testing.T) {
 		amtool := needTool(t, "amtool", "prometheus-alertmanager")
-		runTool(t, dir, amtool, "check-config", amPath)
+		runTool(t, dir, amtool, "check-config", filepath.Join(dir, "alertmanager.yml"))
+		runTool(t, dir, amtool, "check-config", filepath.Join(dir, "alertmanager-basicauth.yml"))
 	})
 }
 
