@@ -121,6 +121,7 @@ type Bridge struct {
 	metrics   *metrics
 	dedup     *dedup
 	userAgent string
+	logErrors runlog.ErrorReporter
 
 	mu      sync.RWMutex
 	targets []Target
@@ -378,7 +379,12 @@ func (b *Bridge) record(d *delivery) {
 		return
 	}
 	if err := runlog.AppendCurrent(b.cfg.Runlog, runlogLine(subject(d.subject), d.ok, d.failed)); err != nil {
-		b.logger.Warn("[bark] run log append failed", "err", err)
+		// The push went out; only its record is lost. Counted always,
+		// logged once a minute at most: a full disk fails every append.
+		b.metrics.runlogErrors.Inc()
+		if logIt, suppressed := b.logErrors.Report(); logIt {
+			b.logger.Warn("[bark] run log append failed; pushes go on", "err", err, "suppressed_since_last_report", suppressed)
+		}
 	}
 }
 

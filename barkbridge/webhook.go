@@ -128,6 +128,17 @@ func (b *Bridge) serveReload(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "only POST or PUT requests allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	// A reload takes no body; one is drained up to a bound so that the
+	// connection can be reused, and anything larger is refused, as on every
+	// other POST endpoint.
+	if r.ContentLength > maxReloadBodyBytes {
+		http.Error(w, fmt.Sprintf("body over the limit of %d bytes", maxReloadBodyBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	if n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, maxReloadBodyBytes+1)); n > maxReloadBodyBytes {
+		http.Error(w, fmt.Sprintf("body over the limit of %d bytes", maxReloadBodyBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
 	if err := b.Reload(); err != nil {
 		b.logger.Error("[bark] reload failed; keeping the targets in use", "err", err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -135,6 +146,9 @@ func (b *Bridge) serveReload(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprintf(w, "loaded %d Bark targets\n", len(b.Targets()))
 }
+
+// maxReloadBodyBytes bounds what POST /-/reload reads of a body it ignores.
+const maxReloadBodyBytes = 64 << 10
 
 // maxAnswerLines bounds the failure lines in a webhook's answer, which
 // Alertmanager copies into its own log.

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +40,16 @@ type Exporter struct {
 	opts   runlog.Options
 	clock  func() time.Time
 	logger *slog.Logger
+
+	// writeErrors counts failed writes to the logs dir; logErrors keeps
+	// their log lines to one a minute, since a full disk fails them all.
+	writeErrors prometheus.Counter
+	logErrors   runlog.ErrorReporter
+
+	// view is the phase table as of the last change, for scrapes and the
+	// API's reads: they must not wait behind a heartbeat that holds mu
+	// while the disk is slow to take its log line or fsync its table.
+	view atomic.Pointer[phaseTable]
 
 	mu       sync.Mutex
 	table    phaseTable
@@ -71,7 +83,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 	if cfg.Runlog.MaxBytes != 0 && cfg.Runlog.MaxBytes < runlog.MinMaxBytes {
 		return nil, fmt.Errorf("exporter: run-log max bytes %d is below the minimum of %d", cfg.Runlog.MaxBytes, runlog.MinMaxBytes)
 	}
-	e := &Exporter{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger}
+	e := &Exporter{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger,
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        runlog.WriteErrorsMetric,
+			Help:        runlog.WriteErrorsHelp,
+			ConstLabels: prometheus.Labels{"writer": "exporter"},
+		}),
+	}
 
 	path, err := runlog.CurrentPath(cfg.Runlog.Dir)
 	switch {
@@ -83,11 +101,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 			return nil, err
 		}
 	}
+	e.publishLocked()
 
 	if reg != nil {
 		for _, c := range []prometheus.Collector{
 			newSwapCollector(cfg.ProcFS, cfg.PageSize, logger),
 			(*phaseCollector)(e),
+			e.writeErrors,
 		} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("exporter: register collector: %w", err)
@@ -126,6 +146,7 @@ func (e *Exporter) StartRun(header, firstEntry string) (string, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.publishLocked()
 	e.flushLocked()
 	l, err := runlog.Start(e.opts, header, firstEntry)
 	if err != nil {
@@ -164,6 +185,7 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.publishLocked()
 	if err := e.followRunLocked(); err != nil {
 		return Phase{}, err
 	}
@@ -245,7 +267,10 @@ func (e *Exporter) followRunLocked() error {
 		}
 		return nil
 	case err != nil:
-		return fmt.Errorf("exporter: %w", err)
+		// The dir cannot be read (gone, replaced, no permission): keep the
+		// table in memory rather than refuse the heartbeat.
+		e.writeFailed("logs dir unreadable; phases are kept in memory", "err", err)
+		return nil
 	}
 	if filepath.Base(path) == e.table.run.File {
 		return nil
@@ -259,7 +284,7 @@ func (e *Exporter) followRunLocked() error {
 func (e *Exporter) startRunForEventLocked(now time.Time) {
 	l, err := runlog.Start(e.opts, "", runlog.RunStart)
 	if err != nil {
-		e.logger.Error("cannot start a run log; phases are kept in memory only", "err", err)
+		e.writeFailed("cannot start a run log; phases are kept in memory only", "err", err)
 		return
 	}
 	e.table.run = Run{File: filepath.Base(l.Path()), Started: now}
@@ -283,17 +308,26 @@ func (e *Exporter) appendLog(msg string) {
 		return
 	}
 	if err := e.log.Append(msg); err != nil {
-		e.logger.Error("run-log entry lost", "entry", msg, "err", err)
+		e.writeFailed("run-log entry lost", "entry", msg, "err", err)
 	}
 }
 
 func (e *Exporter) saveLocked() {
 	if err := saveTable(e.opts.Dir, &e.table); err != nil {
-		e.logger.Error("phase table not saved; it will be retried with the next heartbeat", "err", err)
+		e.writeFailed("phase table not saved; it will be retried with the next heartbeat", "err", err)
 		return
 	}
 	e.dirty = false
 	e.lastSave = e.clock()
+}
+
+// writeFailed counts a failed write to the logs dir and logs it, at most
+// once per minute with the number of failures held back meanwhile.
+func (e *Exporter) writeFailed(msg string, args ...any) {
+	e.writeErrors.Inc()
+	if logIt, suppressed := e.logErrors.Report(); logIt {
+		e.logger.Error(msg, append(args, "suppressed_since_last_report", suppressed)...)
+	}
 }
 
 func (e *Exporter) flushLocked() {
@@ -321,17 +355,22 @@ func (e *Exporter) Close() error {
 // Snapshot returns the current run (nil before the first run) and its
 // phases in the order they were first seen.
 func (e *Exporter) Snapshot() (*Run, []Phase) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	t := e.view.Load()
 	now := e.clock()
-	phases := make([]Phase, len(e.table.phases))
-	for i, p := range e.table.phases {
+	phases := make([]Phase, len(t.phases))
+	for i, p := range t.phases {
 		p.DurationSeconds = p.duration(now).Seconds()
 		phases[i] = p
 	}
-	if e.table.run.File == "" {
+	if t.run.File == "" {
 		return nil, phases
 	}
-	run := e.table.run
+	run := t.run
 	return &run, phases
+}
+
+// publishLocked makes the table as it now stands what Snapshot returns.
+// The caller holds e.mu (or owns e exclusively).
+func (e *Exporter) publishLocked() {
+	e.view.Store(&phaseTable{run: e.table.run, phases: slices.Clone(e.table.phases)})
 }

@@ -71,9 +71,12 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 // request metrics and errors logged rather than failing the scrape.
 func metricsHandler(reg *prometheus.Registry, logger *slog.Logger) http.Handler {
 	return promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
-		ErrorHandling:       promhttp.ContinueOnError,
-		Registry:            reg,
-		MaxRequestsInFlight: 10,
+		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      reg,
+		// node_exporter's --web.max-requests default. A 503 is a failed
+		// scrape (up == 0, LavenderDown), so the bound is set for a host
+		// that stalls for a moment, not for a steady flood.
+		MaxRequestsInFlight: 40,
 	}))
 }

@@ -112,11 +112,12 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		if header == "" {
 			header = fmt.Sprintf("device=%s lavender=v%s", device, version.Version)
 		}
-		path, err := exp.StartRun(header, runlog.RunStart+"  device="+device)
-		if err != nil {
-			return err
+		// A full or read-only logs dir loses the record, never the pushes:
+		// serve starts anyway, and later writes are counted in
+		// lavender_runlog_write_errors_total.
+		if _, err := exp.StartRun(header, runlog.RunStart+"  device="+device); err != nil {
+			g.Logger.Error("run log not started; serving anyway", "err", err)
 		}
-		g.Logger.Info("run started", "runlog", path)
 	}
 
 	mux := http.NewServeMux()
