@@ -122,6 +122,7 @@ type Bridge struct {
 	dedup     *dedup
 	userAgent string
 	logErrors runlog.ErrorReporter
+	history   *pushHistory // what the status page shows
 
 	mu      sync.RWMutex
 	targets []Target
@@ -148,6 +149,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, e
 		metrics:   m,
 		dedup:     newDedup(cfg.DedupWindow, cfg.DedupMaxEntries),
 		userAgent: "lavender/" + version.Version,
+		history:   newPushHistory(),
 	}
 	if err := b.Reload(); err != nil {
 		return nil, err
@@ -206,6 +208,9 @@ func (b *Bridge) PushSwap(ctx context.Context, s SwapFigures) (ok, failed int) {
 	d := b.swapDelivery(s, false)
 	b.deliver(ctx, []*delivery{d})
 	b.record(d)
+	if d.ok+d.failed > 0 {
+		b.history.event(d.event("watchdog", "firing", ActionPushed, b.cfg.Now()))
+	}
 	return d.ok, d.failed
 }
 
@@ -361,11 +366,13 @@ func (b *Bridge) push(ctx context.Context, t Target, msg string) *PushError {
 		return err
 	}
 	b.metrics.pushes.WithLabelValues(t.Name(), "ok").Inc()
+	b.history.target(t.Name(), "ok", b.cfg.Now())
 	return nil
 }
 
 func (b *Bridge) countFailure(t Target, err *PushError) {
 	b.metrics.pushes.WithLabelValues(t.Name(), "failed").Inc()
+	b.history.target(t.Name(), "failed: "+err.Class, b.cfg.Now())
 	b.logger.Warn(fmt.Sprintf("[bark] %s failed: %s", t.Name(), err.Class))
 	if err.detail != "" {
 		b.logger.Debug("[bark] failure detail", "target", t.Name(), "detail", err.detail)

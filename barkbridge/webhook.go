@@ -42,6 +42,7 @@ func DecodeWebhook(body []byte) (*WebhookMessage, error) {
 // planned is what the bridge does with one alert.
 type planned struct {
 	status   string    // "firing", "resolved" or "unknown": the metric label
+	name     string    // the alert name, for the status page
 	delivery *delivery // nil: skipped
 }
 
@@ -50,7 +51,7 @@ type planned struct {
 func (b *Bridge) plan(msg *WebhookMessage) []planned {
 	out := make([]planned, 0, len(msg.Alerts))
 	for _, a := range msg.Alerts {
-		p := planned{status: a.Status}
+		p := planned{status: a.Status, name: a.Labels[model.AlertNameLabel]}
 		if p.status != "firing" && p.status != "resolved" {
 			p.status = "unknown"
 		} else {
@@ -248,6 +249,11 @@ func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
 			skipped++
 		}
 		b.metrics.alerts.WithLabelValues(p.status, action).Inc()
+		if d := p.delivery; d != nil {
+			b.history.event(d.event("webhook", p.status, action, b.cfg.Now()))
+		} else {
+			b.history.event(Event{Time: b.cfg.Now(), Source: "webhook", Status: p.status, Subject: subject(p.name), Action: action})
+		}
 	}
 	if retry {
 		status = http.StatusServiceUnavailable

@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// Swap history defaults: one sample per 10 s over the last hour is 360
-// samples, a few KiB, and enough for a chart that shows how swap filled.
+// The swap history keeps HistorySamples samples, one per step: with the
+// default step of 10 s that is the last hour, a few KiB, and enough for a
+// chart that shows how swap filled.
 const (
-	DefaultHistoryStep   = 10 * time.Second
-	DefaultHistoryWindow = time.Hour
+	DefaultHistoryStep = 10 * time.Second
+	HistorySamples     = 360
 )
 
 // SwapSample is one point of the swap history.
@@ -37,22 +38,19 @@ type SwapHistory struct {
 	latestErr error
 }
 
-// NewSwapHistory keeps one sample per step over window (defaults when 0).
-func NewSwapHistory(procfs string, step, window time.Duration, now func() time.Time) *SwapHistory {
+// NewSwapHistory keeps one sample per step (default DefaultHistoryStep).
+func NewSwapHistory(procfs string, step time.Duration, now func() time.Time) *SwapHistory {
 	if step <= 0 {
 		step = DefaultHistoryStep
-	}
-	if window < step {
-		window = DefaultHistoryWindow
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &SwapHistory{procfs: procfs, step: step, now: now, ring: make([]SwapSample, 0, int(window/step))}
+	return &SwapHistory{procfs: procfs, step: step, now: now, ring: make([]SwapSample, 0, HistorySamples)}
 }
 
-// Step is the time between kept samples.
-func (h *SwapHistory) Step() time.Duration { return h.step }
+// Window is how far back the kept samples reach.
+func (h *SwapHistory) Window() time.Duration { return h.step * time.Duration(cap(h.ring)) }
 
 // Read reads swap with ReadSwap and records it. A reading less than a step
 // after the last kept sample only updates the latest figure.

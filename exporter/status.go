@@ -165,9 +165,9 @@ type chart struct {
 
 func newChart(samples []SwapSample, threshold float64, now time.Time, h *SwapHistory) chart {
 	c := chart{Width: 600, Height: 150, Samples: len(samples)}
-	window := DefaultHistoryWindow
+	window := DefaultHistoryStep * HistorySamples
 	if h != nil {
-		window = time.Duration(cap(h.ring)) * h.step
+		window = h.Window()
 	}
 	c.Window = humanDuration(window)
 	c.ThresholdY = c.y(threshold)

@@ -44,7 +44,7 @@ func newStatusRig(t *testing.T, procfsTree string) *statusRig {
 			t.Fatal(err)
 		}
 	}
-	r.hist = NewSwapHistory(r.procfs, 10*time.Second, time.Hour, r.env.clock.Now)
+	r.hist = NewSwapHistory(r.procfs, 10*time.Second, r.env.clock.Now)
 	r.page = NewStatusPage(r.env.e, StatusConfig{
 		History: r.hist, Threshold: 0.5, Sections: []StatusSection{fakeSection{}},
 		Links: []string{"/metrics"}, Now: r.env.clock.Now,
@@ -230,14 +230,15 @@ func TestSwapHistoryRing(t *testing.T) {
 	data, _ := os.ReadFile("testdata/procfs/swap54/meminfo")
 	os.WriteFile(filepath.Join(dir, "meminfo"), data, 0o644)
 	now := time.Date(2026, 4, 24, 0, 0, 0, 0, time.UTC)
-	h := NewSwapHistory(dir, 10*time.Second, time.Minute, func() time.Time { return now })
-	for range 20 { // every 5s for 100s: one kept per 10s, six at most
+	h := NewSwapHistory(dir, 10*time.Second, func() time.Time { return now })
+	reads := 2*HistorySamples + 20 // every 5s: one kept per 10s, the newest HistorySamples
+	for range reads {
 		h.Read(context.Background())
 		now = now.Add(5 * time.Second)
 	}
 	got := h.Samples()
-	if len(got) != 6 {
-		t.Fatalf("%d samples, want the 6 of the last minute", len(got))
+	if len(got) != HistorySamples || h.Window() != time.Hour {
+		t.Fatalf("%d samples over %s, want %d over an hour", len(got), h.Window(), HistorySamples)
 	}
 	for i := 1; i < len(got); i++ {
 		if d := got[i].Time.Sub(got[i-1].Time); d != 10*time.Second {

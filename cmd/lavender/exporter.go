@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -27,6 +29,15 @@ type ExporterCmd struct {
 // --path.procfs does, for containers and for tests.
 type procfsFlags struct {
 	ProcFS string `name:"path.procfs" default:"/proc" help:"procfs mountpoint to read meminfo and vmstat from."`
+	// HistoryStep sets the status page's swap chart: 360 points, one per step.
+	HistoryStep time.Duration `name:"status.history-step" default:"10s" help:"Time between points of the status page's swap chart, which keeps 360 of them (10s: the last hour)."`
+}
+
+func (f *procfsFlags) validate() error {
+	if f.HistoryStep <= 0 {
+		return fmt.Errorf("--status.history-step must be positive, not %s", f.HistoryStep)
+	}
+	return nil
 }
 
 func (c *ExporterCmd) Run(g *Globals) error {
@@ -38,6 +49,9 @@ func (c *ExporterCmd) Run(g *Globals) error {
 // serve runs the exporter until ctx ends; tests call it with their own
 // context and learn the bound address through onListen.
 func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr)) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
 	listeners, err := c.bind(onListen)
 	if err != nil {
 		return err
@@ -59,9 +73,12 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	exp.Register(mux)
 	var ready readiness
 	addLifecycle(mux, &ready)
-	if err := addLanding(mux, "Swap and training-phase metrics, and the heartbeat API.", "/metrics", exporter.PhasesPath); err != nil {
-		return err
-	}
+	history := exporter.NewSwapHistory(c.ProcFS, c.HistoryStep, nil)
+	go history.Run(ctx)
+	exporter.NewStatusPage(exp, exporter.StatusConfig{
+		History: history,
+		Links:   []string{"/metrics", exporter.PhasesPath},
+	}).Register(mux)
 	ready.set()
 	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
 	return serveHTTP(ctx, listeners, mux, &c.webFlags, shutdownGrace, g.Logger)

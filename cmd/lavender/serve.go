@@ -68,6 +68,9 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if err := c.validateBark(); err != nil {
 		return err
 	}
+	if err := c.procfsFlags.validate(); err != nil {
+		return err
+	}
 	if c.WatchdogInterval < 0 {
 		return fmt.Errorf("--watchdog.interval must not be negative, not %s", c.WatchdogInterval)
 	}
@@ -94,10 +97,14 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	stopReload := reloadOnSIGHUP(bridge, g.Logger)
 	defer stopReload()
 
+	// The watchdog reads swap through the history, so the status page's
+	// chart costs no extra reads; without a watchdog the history samples
+	// by itself.
+	history := exporter.NewSwapHistory(c.ProcFS, c.HistoryStep, nil)
 	var watchdog *barkbridge.Watchdog
 	if c.WatchdogInterval > 0 {
 		readSwap := func(ctx context.Context) (barkbridge.SwapFigures, error) {
-			s, err := exporter.ReadSwap(ctx, c.ProcFS)
+			s, err := history.Read(ctx)
 			return barkbridge.SwapFigures{Ratio: s.UsedRatio, UsedBytes: s.UsedBytes, TotalBytes: s.TotalBytes}, err
 		}
 		watchdog, err = barkbridge.NewWatchdog(c.watchdogConfig(), readSwap, bridge, g.Logger, reg)
@@ -126,10 +133,16 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	bridge.Register(mux)
 	var ready readiness
 	addLifecycle(mux, &ready)
-	if err := addLanding(mux, "Swap and phase metrics, the heartbeat API, and the Alertmanager webhook to silent Bark pushes.",
-		"/metrics", exporter.PhasesPath); err != nil {
-		return err
+	threshold := c.BarkThreshold
+	if watchdog != nil {
+		threshold = c.WatchdogThreshold
 	}
+	exporter.NewStatusPage(exp, exporter.StatusConfig{
+		History:   history,
+		Threshold: threshold,
+		Sections:  []exporter.StatusSection{bridge},
+		Links:     []string{"/metrics", exporter.PhasesPath},
+	}).Register(mux)
 
 	served := make(chan error, 1)
 	go func() {
@@ -144,6 +157,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		// paging gets its push at once.
 		watchdog.Poll(ctx)
 		background.Go(func() { watchdog.Run(ctx) })
+	} else {
+		background.Go(func() { history.Run(ctx) })
 	}
 	ready.set()
 	g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// screenshotDir keeps the status page's screenshots after the test, for a
+// person (or CI's artifacts) to look at; they are never committed.
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv("LAVENDER_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "lavender-screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("LAVENDER_E2E") == "1" {
+		t.Fatal("no chromium on PATH and LAVENDER_E2E=1: install Debian's chromium")
+	}
+	t.Skip("no chromium on PATH; install Debian's chromium, or set LAVENDER_E2E=1 to make this a failure")
+	return ""
+}
+
+// TestStatusPageInChromium loads the status page of a real serve, at 54 %
+// swap with two phases and a push, in headless Chromium.
+func TestStatusPageInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	chromium := findChromium(t)
+
+	procfs := newFakeProcfs(t)
+	procfs.setSwap(swap32GiBinKB, 0.30)
+	r := startServe(t, procfs, "--watchdog.interval=20ms", "--watchdog.repeat=1h", "--status.history-step=50ms",
+		"--run.header=device=cuda lavender=v0.1.0")
+	const evil = `<script>alert(1)</script>`
+	for _, hb := range []string{
+		`{"phase":"Building model","event":"start"}`,
+		`{"phase":"Building model","event":"end"}`,
+		`{"phase":"Pretrain 1/3","event":"start"}`,
+		`{"phase":"` + strings.ReplaceAll(evil, "/", `\/`) + `","event":"start"}`,
+	} {
+		if code, body := httpDo(t, "POST", r.base+"/api/v1/heartbeat", []byte(hb)); code != 200 {
+			t.Fatalf("heartbeat %s: %d %s", hb, code, body)
+		}
+	}
+	// Swap climbs to 54 %, a few chart samples at each level.
+	samples := 0
+	for _, ratio := range []float64{0.30, 0.38, 0.46, 0.54} {
+		procfs.setSwap(swap32GiBinKB, ratio)
+		samples += 4
+		waitFor(t, "chart samples", func() bool {
+			_, body := httpDo(t, "GET", r.base+"/api/v1/status", nil)
+			var s struct{ History []json.RawMessage }
+			return json.Unmarshal([]byte(body), &s) == nil && len(s.History) >= samples
+		})
+	}
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+	)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+
+	// An alert() would open a dialog: count them, and close each so that
+	// nothing blocks.
+	var dialogs atomic.Int32
+	opening := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range opening {
+			if err != nil {
+				return
+			}
+			dialogs.Add(1)
+			chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(r.base+"/"),
+		chromedp.WaitVisible(chromedp.ID("swap-chart")),
+	); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	text := browse(t, ctx, chromedp.Text(chromedp.CSS("body")))
+	points := browse(t, ctx, chromedp.Evaluate[int](`document.querySelector('#swap-chart polyline').points.numberOfItems`))
+	scripts := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('script').length`))
+	phone := browse(t, ctx, chromedp.FullScreenshot(100))
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("swap-chart")),
+	); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	desktop := browse(t, ctx, chromedp.FullScreenshot(100))
+
+	for _, want := range []string{"54%", "17.3 of 32.0 GiB used", "Building model", "Pretrain 1/3", evil,
+		"BARK swap 54% sent ok=1 fail=0", "phone.bark.env:1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("visible text lacks %q", want)
+		}
+	}
+	if points < samples {
+		t.Errorf("the swap chart has %d points, want at least %d", points, samples)
+	}
+	if scripts != 0 || dialogs.Load() != 0 {
+		t.Errorf("the <script> phase name ran: %d script elements, %d dialogs", scripts, dialogs.Load())
+	}
+
+	dir := screenshotDir(t)
+	for name, img := range map[string][]byte{"status-phone.png": phone, "status-desktop.png": desktop} {
+		if len(img) == 0 {
+			t.Errorf("no %s taken", name)
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+}
+
+// browse runs one browser action and fails the test on error.
+func browse[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return v
+}
