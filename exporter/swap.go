@@ -1,10 +1,10 @@
 package exporter
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -98,20 +98,23 @@ func ReadSwapActivity(procfs string) (SwapActivity, error) {
 		procfs = "/proc"
 	}
 	path := filepath.Join(procfs, "vmstat")
-	data, err := os.ReadFile(path)
+	buf := procBufs.Get().(*[]byte)
+	defer procBufs.Put(buf)
+	data, err := readProcFile(path, buf)
 	if err != nil {
 		return SwapActivity{}, fmt.Errorf("exporter: read vmstat: %w", err)
 	}
 	var a SwapActivity
 	var haveIn, haveOut bool
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		key, value, ok := bytes.Cut(sc.Bytes(), []byte{' '})
+	for len(data) > 0 {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte{'\n'})
+		key, value, ok := bytes.Cut(line, []byte{' '})
 		if !ok {
 			continue
 		}
 		var dst *uint64
-		switch string(key) {
+		switch string(key) { // no allocation: the compiler special-cases this
 		case "pswpin":
 			dst, haveIn = &a.InPages, true
 		case "pswpout":
@@ -125,13 +128,40 @@ func ReadSwapActivity(procfs string) (SwapActivity, error) {
 		}
 		*dst = n
 	}
-	if err := sc.Err(); err != nil {
-		return SwapActivity{}, fmt.Errorf("exporter: read %s: %w", path, err)
-	}
 	if !haveIn || !haveOut {
 		return SwapActivity{}, fmt.Errorf("exporter: read %s: no pswpin/pswpout lines", path)
 	}
 	return a, nil
+}
+
+// procBufs hold one procfs file each. The kernel renders a procfs file anew
+// for every read(2), so os.ReadFile's growing reads cost several renders of
+// vmstat; one read into a buffer that fits the whole file costs one.
+var procBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// readProcFile reads path into *buf, growing it only for a file larger
+// than the buffer (then the result is correct but not atomic, as with
+// os.ReadFile).
+func readProcFile(path string, buf *[]byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n := 0
+	for {
+		m, err := f.Read((*buf)[n:])
+		n += m
+		if err == io.EOF || (err == nil && m == 0) {
+			return (*buf)[:n], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == len(*buf) {
+			*buf = append(*buf, make([]byte, len(*buf))...)
+		}
+	}
 }
 
 // Sources of swap figures, the values of the "file" label on

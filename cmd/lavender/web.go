@@ -17,6 +17,8 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"lavender/exporter"
 )
 
 // webFlags are exporter-toolkit's flags, bound through kong.
@@ -138,7 +140,8 @@ func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		// Replayed for a second: see exporter.NewCachingCollector.
+		exporter.NewCachingCollector(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), time.Second),
 		versioncollector.NewCollector("lavender"),
 	)
 	return reg
