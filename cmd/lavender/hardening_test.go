@@ -774,6 +774,7 @@ func TestAuthEveryEndpoint(t *testing.T) {
 	api := []call{
 		{"POST", "/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), 200},
 		{"GET", "/api/v1/phases", nil, 200},
+		{"GET", "/api/v1/status", nil, 200}, // the status page's JSON; "/" is below
 		{"POST", "/api/v1/runs", []byte(`{"header":"auth test"}`), 201},
 	}
 	lifecycle := []call{{"GET", "/-/healthy", nil, 200}, {"GET", "/-/ready", nil, 200}, {"GET", "/", nil, 200}}
