@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -85,7 +84,7 @@ type BridgeCmd struct {
 }
 
 func (c *BridgeCmd) Run(g *Globals) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdownContext(g)
 	defer stop()
 	return c.serve(ctx, g, nil)
 }
@@ -96,33 +95,27 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 	if err := c.validateBark(); err != nil {
 		return err
 	}
-	listeners, err := c.bind(onListen)
+	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
 	if err != nil {
 		return err
 	}
-	defer closeAll(listeners)
-	reg := newRegistry()
-	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, reg)
+	defer srv.close()
+	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, srv.reg)
 	if err != nil {
 		return err
 	}
 	stopReload := reloadOnSIGHUP(bridge, g.Logger)
 	defer stopReload()
-
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metricsHandler(reg, g.Logger))
-	bridge.Register(mux)
-	var ready readiness
-	addLifecycle(mux, &ready)
-	if err := addLanding(mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
+	bridge.Register(srv.mux)
+	if err := addLanding(srv.mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
 		return err
 	}
-	ready.set()
+	srv.ready.set()
 	g.Logger.Info("starting lavender bridge", "version", version.Info(), "bark_config_dir", c.BarkConfigDir,
 		"targets", len(bridge.Targets()), "runlog_dir", c.Dir)
 	// In-flight webhooks wait on Bark for at most the timeout: let them
 	// finish so a push Bark accepted is answered 200, not retried.
-	return serveHTTP(ctx, listeners, mux, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
+	return srv.serve(ctx, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
 }
 
 // reloadOnSIGHUP re-reads the Bark targets on every SIGHUP until the

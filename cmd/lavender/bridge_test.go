@@ -88,27 +88,8 @@ func startBridge(t *testing.T, args ...string) (string, *lockedBuffer) {
 	cli := parseCLI(t, append([]string{"bridge", "--web.listen-address=127.0.0.1:0"}, args...)...)
 	logs := &lockedBuffer{}
 	g := &Globals{Logger: slog.New(slog.NewTextHandler(logs, nil)), Stdout: io.Discard, Stderr: logs}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan []net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- cli.Bridge.serve(ctx, g, func(a []net.Addr) { addrs <- a }) }()
-	var base string
-	select {
-	case a := <-addrs:
-		base = "http://" + a[0].String()
-	case err := <-done:
-		t.Fatalf("bridge stopped: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("bridge: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("bridge did not stop")
-		}
+	base := startInProcess(t, "bridge", func(ctx context.Context, onListen func([]net.Addr)) error {
+		return cli.Bridge.serve(ctx, g, onListen)
 	})
 	return base, logs
 }

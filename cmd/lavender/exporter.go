@@ -6,9 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +38,7 @@ func (f *procfsFlags) validate() error {
 }
 
 func (c *ExporterCmd) Run(g *Globals) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdownContext(g)
 	defer stop()
 	return c.serve(ctx, g, nil)
 }
@@ -52,36 +49,40 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	if err := c.validate(); err != nil {
 		return err
 	}
-	listeners, err := c.bind(onListen)
+	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
 	if err != nil {
 		return err
 	}
-	defer closeAll(listeners)
-	reg := newRegistry()
-	exp, err := exporter.New(exporter.Config{ProcFS: c.ProcFS, Runlog: c.options()}, g.Logger, reg)
+	defer srv.close()
+	exp, closeExp, err := openExporter(c.procfsFlags, c.runlogFlags, g, srv.reg)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := exp.Close(); err != nil {
-			g.Logger.Error("phase table not saved at shutdown", "err", err)
-		}
-	}()
-
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metricsHandler(reg, g.Logger))
-	exp.Register(mux)
-	var ready readiness
-	addLifecycle(mux, &ready)
+	defer closeExp()
+	exp.Register(srv.mux)
 	history := exporter.NewSwapHistory(c.ProcFS, c.HistoryStep, nil)
 	go history.Run(ctx)
 	exporter.NewStatusPage(exp, exporter.StatusConfig{
 		History: history,
 		Links:   []string{"/metrics", exporter.PhasesPath},
-	}).Register(mux)
-	ready.set()
+	}).Register(srv.mux)
+	srv.ready.set()
 	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
-	return serveHTTP(ctx, listeners, mux, &c.webFlags, shutdownGrace, g.Logger)
+	return srv.serve(ctx, &c.webFlags, shutdownGrace, g.Logger)
+}
+
+// openExporter builds the exporter for exporter and serve; close saves the
+// phase table's unsaved heartbeats at shutdown.
+func openExporter(p procfsFlags, r runlogFlags, g *Globals, reg prometheus.Registerer) (exp *exporter.Exporter, close func(), err error) {
+	exp, err = exporter.New(exporter.Config{ProcFS: p.ProcFS, Runlog: r.options()}, g.Logger, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return exp, func() {
+		if err := exp.Close(); err != nil {
+			g.Logger.Error("phase table not saved at shutdown", "err", err)
+		}
+	}, nil
 }
 
 // metricsHandler serves reg the way node_exporter does, with promhttp's own

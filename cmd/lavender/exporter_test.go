@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alecthomas/kong"
 	"golang.org/x/crypto/bcrypt"
@@ -61,29 +60,8 @@ func expStartExporter(t *testing.T, extra ...string) (string, string) {
 	args := append([]string{"exporter", "--web.listen-address=127.0.0.1:0", "--runlog.dir", logDir,
 		"--path.procfs", expFakeProcfs(t)}, extra...)
 	cli := expParseArgs(t, args...)
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan []net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- cli.Exporter.serve(ctx, expGlobals(io.Discard, io.Discard), func(a []net.Addr) { addrs <- a })
-	}()
-	var base string
-	select {
-	case a := <-addrs:
-		base = "http://" + a[0].String()
-	case err := <-done:
-		t.Fatalf("exporter stopped: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("exporter: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("exporter did not stop")
-		}
+	base := startInProcess(t, "exporter", func(ctx context.Context, onListen func([]net.Addr)) error {
+		return cli.Exporter.serve(ctx, expGlobals(io.Discard, io.Discard), onListen)
 	})
 	return base, logDir
 }

@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/common/version"
@@ -37,19 +33,8 @@ type ServeCmd struct {
 
 // Run serves until SIGINT or SIGTERM; a second signal exits at once.
 func (c *ServeCmd) Run(g *Globals) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		sig := <-sigs
-		g.Logger.Info("shutting down; a second signal exits at once", "signal", sig.String())
-		cancel()
-		sig = <-sigs
-		g.Logger.Warn("second signal, exiting now", "signal", sig.String())
-		os.Exit(1)
-	}()
+	ctx, stop := shutdownContext(g)
+	defer stop()
 	return c.serve(ctx, g, nil, nil)
 }
 
@@ -74,23 +59,17 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if c.WatchdogInterval < 0 {
 		return fmt.Errorf("--watchdog.interval must not be negative, not %s", c.WatchdogInterval)
 	}
-	listeners, err := c.bind(onListen)
+	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
 	if err != nil {
 		return err
 	}
-	defer closeAll(listeners)
-
-	reg := newRegistry()
-	exp, err := exporter.New(exporter.Config{ProcFS: c.ProcFS, Runlog: c.options()}, g.Logger, reg)
+	defer srv.close()
+	exp, closeExp, err := openExporter(c.procfsFlags, c.runlogFlags, g, srv.reg)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := exp.Close(); err != nil {
-			g.Logger.Error("phase table not saved at shutdown", "err", err)
-		}
-	}()
-	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, reg)
+	defer closeExp()
+	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, srv.reg)
 	if err != nil {
 		return err
 	}
@@ -107,7 +86,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 			s, err := history.Read(ctx)
 			return barkbridge.SwapFigures{Ratio: s.UsedRatio, UsedBytes: s.UsedBytes, TotalBytes: s.TotalBytes}, err
 		}
-		watchdog, err = barkbridge.NewWatchdog(c.watchdogConfig(), readSwap, bridge, g.Logger, reg)
+		watchdog, err = barkbridge.NewWatchdog(c.watchdogConfig(), readSwap, bridge, g.Logger, srv.reg)
 		if err != nil {
 			return err
 		}
@@ -127,12 +106,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		}
 	}
 
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metricsHandler(reg, g.Logger))
-	exp.Register(mux)
-	bridge.Register(mux)
-	var ready readiness
-	addLifecycle(mux, &ready)
+	exp.Register(srv.mux)
+	bridge.Register(srv.mux)
 	threshold := c.BarkThreshold
 	if watchdog != nil {
 		threshold = c.WatchdogThreshold
@@ -142,13 +117,13 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		Threshold: threshold,
 		Sections:  []exporter.StatusSection{bridge},
 		Links:     []string{"/metrics", exporter.PhasesPath},
-	}).Register(mux)
+	}).Register(srv.mux)
 
 	served := make(chan error, 1)
 	go func() {
 		// In-flight webhooks wait on Bark for at most the timeout: let them
 		// finish so a push Bark accepted is answered 200, not retried.
-		served <- serveHTTP(ctx, listeners, mux, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
+		served <- srv.serve(ctx, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
 	}()
 
 	var background sync.WaitGroup
@@ -160,7 +135,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	} else {
 		background.Go(func() { history.Run(ctx) })
 	}
-	ready.set()
+	srv.ready.set()
 	g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
 		"watchdog_interval", c.WatchdogInterval, "runlog_dir", c.Dir)
 	if onReady != nil {

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
@@ -145,6 +148,60 @@ func newRegistry() *prometheus.Registry {
 		versioncollector.NewCollector("lavender"),
 	)
 	return reg
+}
+
+// shutdownContext ends at the first SIGINT or SIGTERM, so a serving command
+// shuts down gracefully; a second signal exits at once.
+func shutdownContext(g *Globals) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		g.Logger.Info("shutting down; a second signal exits at once", "signal", sig.String())
+		cancel()
+		if sig, ok = <-sigs; ok {
+			g.Logger.Warn("second signal, exiting now", "signal", sig.String())
+			os.Exit(1)
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(sigs)
+		cancel()
+	}
+}
+
+// commandServer is what every serving command starts with: its listeners
+// (bound first, so a port in use fails early), its registry, and a mux with
+// /metrics, /-/healthy and /-/ready.
+type commandServer struct {
+	listeners []net.Listener
+	reg       *prometheus.Registry
+	mux       *http.ServeMux
+	ready     readiness
+}
+
+func newCommandServer(f *webFlags, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
+	listeners, err := f.bind(onListen)
+	if err != nil {
+		return nil, err
+	}
+	s := &commandServer{listeners: listeners, reg: newRegistry(), mux: http.NewServeMux()}
+	s.mux.Handle("/metrics", metricsHandler(s.reg, logger))
+	addLifecycle(s.mux, &s.ready)
+	return s, nil
+}
+
+// close releases the listeners if serve was never reached.
+func (s *commandServer) close() { closeAll(s.listeners) }
+
+// serve marks the command ready and serves until ctx ends; see serveHTTP.
+func (s *commandServer) serve(ctx context.Context, f *webFlags, grace time.Duration, logger *slog.Logger) error {
+	return serveHTTP(ctx, s.listeners, s.mux, f, grace, logger)
 }
 
 // readiness backs /-/ready: a command marks itself ready once its start-up
