@@ -902,3 +902,26 @@ func hBuild(t *testing.T) string {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestPhaseOverTLS: `lavender phase` reaches an exporter behind TLS with a
+// private CA through --tls.ca-file, and refuses it without.
+func TestPhaseOverTLS(t *testing.T) {
+	const user, pass = "trainer", "s3cret"
+	webConfig, client := hWebConfig(t, user, pass)
+	p := hStart(t, client, "exporter", "--path.procfs="+hProcfs(t), "--runlog.dir="+t.TempDir(), "--web.config.file="+webConfig)
+	passwordFile := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(passwordFile, []byte(pass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(filepath.Dir(webConfig), "cert.pem") // self-signed: the cert is its own CA
+	args := []string{"phase", "start", "Train", "--url", p.base, "--username", user, "--password-file", passwordFile}
+	if _, _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("without --tls.ca-file: %v, want a certificate error", err)
+	}
+	if _, _, err := runCLI(t, append(args, "--tls.ca-file", caFile)...); err != nil {
+		t.Errorf("with --tls.ca-file: %v", err)
+	}
+	if _, _, err := runCLI(t, append(args, "--tls.ca-file", passwordFile)...); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("with a CA file that is not PEM: %v", err)
+	}
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -27,11 +29,26 @@ type phaseClientFlags struct {
 	URL          string        `name:"url" default:"http://127.0.0.1:9877" help:"Base URL of the lavender exporter."`
 	Username     string        `name:"username" aliases:"web.user" help:"Basic-auth user name, when the exporter's --web.config.file asks for one."`
 	PasswordFile string        `name:"password-file" help:"File holding the basic-auth password (trailing newline ignored)."`
+	CAFile       string        `name:"tls.ca-file" type:"existingfile" help:"PEM file of the CA that signed the exporter's TLS certificate, for an https --url with a private CA."`
 	Timeout      time.Duration `name:"timeout" default:"10s" help:"Timeout of each request to the exporter."`
 }
 
 func (f *phaseClientFlags) client() (*exporter.Client, error) {
-	opts := []exporter.ClientOption{exporter.WithHTTPClient(&http.Client{Timeout: f.Timeout})}
+	httpClient := &http.Client{Timeout: f.Timeout}
+	if f.CAFile != "" {
+		pem, err := os.ReadFile(f.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls.ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls.ca-file %s: no PEM certificate in it", f.CAFile)
+		}
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		httpClient.Transport = transport
+	}
+	opts := []exporter.ClientOption{exporter.WithHTTPClient(httpClient)}
 	if f.PasswordFile != "" || f.Username != "" {
 		if f.Username == "" {
 			return nil, errors.New("--password-file needs --username")
