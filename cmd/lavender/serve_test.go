@@ -418,3 +418,35 @@ func httpDoQuiet(url string) (int, error) {
 	resp.Body.Close()
 	return resp.StatusCode, nil
 }
+
+// TestServeMetricsPassPromtool runs promtool check metrics on a full scrape
+// of serve after a push: the exporter's, the bridge's and the watchdog's
+// metrics together, as Prometheus sees them.
+func TestServeMetricsPassPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("LAVENDER_E2E") == "1" {
+			t.Fatal("LAVENDER_E2E=1 but promtool is not installed")
+		}
+		t.Skip("promtool not installed")
+	}
+	procfs := newFakeProcfs(t)
+	procfs.setSwap(swap32GiBinKB, 0.54)
+	r := startServe(t, procfs, "--watchdog.interval=20ms")
+	httpDo(t, "POST", r.base+"/api/v1/heartbeat", []byte(`{"phase":"Pretrain 1/3","event":"start"}`))
+	code, scrape := httpDo(t, "GET", r.base+"/metrics", nil)
+	if code != 200 {
+		t.Fatalf("scrape: %d", code)
+	}
+	for _, name := range []string{"lavender_swap_used_ratio", "lavender_phase_active", "lavender_bark_pushes_total",
+		"lavender_webhook_requests_total", "lavender_watchdog_polls_total", "lavender_runlog_write_errors_total", "lavender_build_info"} {
+		if !strings.Contains(scrape, name) {
+			t.Errorf("scrape lacks %s", name)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(scrape)
+	if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
