@@ -167,8 +167,11 @@ func (w *Watchdog) due(now time.Time) bool {
 // send pushes, and on a push that no target accepted schedules a retry with
 // a backoff, so a Bark outage neither loses the warning nor fills the run log.
 func (w *Watchdog) send(ctx context.Context, s SwapFigures, now time.Time) {
-	ok, failed := w.push.PushSwap(ctx, s)
+	// Disarm before the push goes out, so that lavender_watchdog_armed is
+	// already 0 when the phone (or a test's Bark server) sees the push.
 	w.armed = false
+	w.armedGauge.Set(0)
+	ok, failed := w.push.PushSwap(ctx, s)
 	if ok > 0 || failed == 0 {
 		w.lastSent, w.retryAt, w.backoff = now, time.Time{}, 0
 		return

@@ -199,3 +199,31 @@ func TestWatchdogConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// armedProbe records the armed gauge at the moment of each push.
+type armedProbe struct {
+	wd     **Watchdog
+	atPush []float64
+}
+
+func (p *armedProbe) PushSwap(context.Context, SwapFigures) (int, int) {
+	p.atPush = append(p.atPush, testutil.ToFloat64((*p.wd).armedGauge))
+	return 1, 0
+}
+
+func TestWatchdogDisarmedBeforeThePushLeaves(t *testing.T) {
+	var wd *Watchdog
+	probe := &armedProbe{wd: &wd}
+	read := func(context.Context) (SwapFigures, error) {
+		return SwapFigures{Ratio: 0.6, UsedBytes: gib(19.2), TotalBytes: gib(32)}, nil
+	}
+	var err error
+	wd, err = NewWatchdog(WatchdogConfig{Interval: time.Second, Threshold: 0.5, Repeat: time.Hour, Hysteresis: 0.05}, read, probe, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd.Poll(context.Background())
+	if len(probe.atPush) != 1 || probe.atPush[0] != 0 {
+		t.Errorf("armed gauge at push time: %v, want [0]: a watcher that sees the push must not see it armed", probe.atPush)
+	}
+}

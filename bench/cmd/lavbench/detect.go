@@ -27,16 +27,11 @@ func runDetect(ctx context.Context, args []string) error {
 	if *trials < 1 || *trials > 100 {
 		return fmt.Errorf("trials 1-100")
 	}
-	dir, cleanup, err := tempDir()
+	dir, bark, cleanup, err := newRig()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	bark, err := newBarkServer()
-	if err != nil {
-		return err
-	}
-	defer bark.close()
 	procfs, err := newFakeProcfs(dir, 0.30)
 	if err != nil {
 		return err

@@ -44,16 +44,11 @@ func runServeRSS(ctx context.Context, args []string) error {
 	if *scrapes < 0 || *scrapes > 1_000_000 || *webhooks < 0 || *webhooks > 100_000 {
 		return fmt.Errorf("scrapes 0-1e6, webhooks 0-1e5")
 	}
-	dir, cleanup, err := tempDir()
+	dir, bark, cleanup, err := newRig()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	bark, err := newBarkServer()
-	if err != nil {
-		return err
-	}
-	defer bark.close()
 	fmt.Printf("## serve RSS after %d scrapes + %d webhooks (real /proc, watchdog at its default 5s)\n\n", *scrapes, *webhooks)
 	fmt.Println("| environment | RSS at ready | after scrapes | after webhooks | scrapes/s | webhooks/s |")
 	fmt.Println("|---|---|---|---|---|---|")
@@ -111,16 +106,11 @@ func runFootprint(ctx context.Context, args []string) error {
 	if *seconds < 10 || *seconds > 7200 {
 		return fmt.Errorf("seconds 10-7200")
 	}
-	dir, cleanup, err := tempDir()
+	dir, bark, cleanup, err := newRig()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	bark, err := newBarkServer()
-	if err != nil {
-		return err
-	}
-	defer bark.close()
 	type inst struct {
 		name       string
 		p          *proc

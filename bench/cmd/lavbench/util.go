@@ -322,6 +322,24 @@ func tempDir() (string, func(), error) {
 	return d, func() { os.RemoveAll(d) }, err
 }
 
+// newRig is what most sections start with: a temp dir and a Bark stand-in;
+// cleanup stops the one and removes the other.
+func newRig() (dir string, bark *barkServer, cleanup func(), err error) {
+	dir, removeDir, err := tempDir()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	bark, err = newBarkServer()
+	if err != nil {
+		removeDir()
+		return "", nil, nil, err
+	}
+	return dir, bark, func() {
+		bark.close()
+		removeDir()
+	}, nil
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

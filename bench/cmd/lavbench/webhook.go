@@ -117,16 +117,11 @@ func runWebhook(ctx context.Context, args []string) error {
 	if *targets < 0 || *targets > 10 || *seconds < 1 || *seconds > 120 {
 		return fmt.Errorf("targets 0-10, seconds 1-120")
 	}
-	dir, cleanup, err := tempDir()
+	dir, bark, cleanup, err := newRig()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	bark, err := newBarkServer()
-	if err != nil {
-		return err
-	}
-	defer bark.close()
 	var keys []string
 	for i := range *targets {
 		keys = append(keys, "KEY"+strconv.Itoa(i))
