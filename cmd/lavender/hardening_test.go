@@ -187,11 +187,7 @@ func hSwapWebhook(i int) []byte {
 }
 
 // hProcfs is a fake procfs with swap 10 % full, so no watchdog pushes.
-func hProcfs(t *testing.T) string {
-	p := newFakeProcfs(t)
-	p.setSwap(swap32GiBinKB, 0.10)
-	return p.dir
-}
+func hProcfs(t *testing.T) string { return fakeProcfsAt(t, 0.10) }
 
 // hServeArgs are serve's flags for a test: fake procfs, no watchdog, the
 // given Bark config and logs dirs.
@@ -683,7 +679,7 @@ func TestBarkEnvPermissionWarning(t *testing.T) {
 				t.Errorf("%s with mode %04o: warning %v, want %v:\n%s", args[0], mode, got, wantWarning, logs)
 			}
 		}
-		stdout, stderr, err := expRunCLI(t, "bark", "check", "--bark.config-dir="+barkDir)
+		stdout, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir="+barkDir)
 		if err != nil {
 			t.Fatalf("bark check: %v %s", err, stderr)
 		}

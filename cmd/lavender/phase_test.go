@@ -22,7 +22,7 @@ func TestPhaseRunParsesCommand(t *testing.T) {
 		{[]string{"phase", "run", "--every", "2s", "Train", "--", "sh", "-c", "exit 3"}, 2 * time.Second, "sh|-c|exit 3"},
 		{[]string{"phase", "run", "Train", "--every=30s", "--", "--weird-name"}, 30 * time.Second, "--weird-name"},
 	} {
-		cli := expParseArgs(t, tc.args...)
+		cli := parseCLI(t, tc.args...)
 		c := cli.Phase.Run
 		cmd := c.Command
 		if len(cmd) > 0 && cmd[0] == "--" {
@@ -37,7 +37,7 @@ func TestPhaseRunParsesCommand(t *testing.T) {
 func TestPhaseRunCommand(t *testing.T) {
 	base, logDir := expStartExporter(t)
 	var stdout, stderr phaseOutput
-	cli := expParseArgs(t, "phase", "run", "Train 1/2", "--every", "10ms", "--url", base, "--",
+	cli := parseCLI(t, "phase", "run", "Train 1/2", "--every", "10ms", "--url", base, "--",
 		"sh", "-c", `read line; echo "got $line"; echo oops >&2; exit 7`)
 	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), strings.NewReader("batch\n"))
 	if err != nil || code != 7 {
@@ -49,7 +49,7 @@ func TestPhaseRunCommand(t *testing.T) {
 	if strings.Contains(stderr.String(), "level=WARN") {
 		t.Errorf("warnings with a reachable exporter: %s", stderr.String())
 	}
-	_, body := expGet(t, base+"/api/v1/phases")
+	_, body := httpDo(t, "GET", base+"/api/v1/phases", nil)
 	if !strings.Contains(body, `"name":"Train 1/2","status":"failed"`) {
 		t.Errorf("phases: %s", body)
 	}
@@ -84,7 +84,7 @@ func runlogEntries(t *testing.T, dir string) []string {
 // still comes back; the wrapper warns once.
 func TestPhaseRunWithoutExporter(t *testing.T) {
 	var stdout, stderr phaseOutput
-	cli := expParseArgs(t, "phase", "run", "Train", "--every", "5ms", "--url", "http://127.0.0.1:1", "--",
+	cli := parseCLI(t, "phase", "run", "Train", "--every", "5ms", "--url", "http://127.0.0.1:1", "--",
 		"sh", "-c", "sleep 0.1; echo done")
 	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), nil)
 	if err != nil || code != 0 || stdout.String() != "done\n" {
@@ -101,7 +101,7 @@ func TestPhaseRunUsageErrors(t *testing.T) {
 		{"phase", "run", "Train", "--url", "127.0.0.1:9877", "--", "true"},
 		{"phase", "run", "bad\tname", "--", "true"},
 	} {
-		cli := expParseArgs(t, args...)
+		cli := parseCLI(t, args...)
 		var stdout bytes.Buffer
 		code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, io.Discard), nil)
 		if err == nil || code == 0 {

@@ -18,7 +18,7 @@ func runCLI(t *testing.T, args ...string) (string, string, error) {
 	exitCode := -1
 	err := run(args, &stdout, &stderr, func(code int) { exitCode = code })
 	if exitCode > 0 && err == nil {
-		err = fmt.Errorf("exit %d", exitCode)
+		err = fmt.Errorf("exit %d: %s", exitCode, stderr.String())
 	}
 	return stdout.String(), stderr.String(), err
 }

@@ -34,7 +34,7 @@ func (s *secretSweep) add(what string, v ...any) {
 
 // cli runs a one-shot command at debug level, as a user would.
 func (s *secretSweep) cli(args ...string) {
-	stdout, stderr, err := expRunCLI(s.t, append([]string{"--log.level=debug"}, args...)...)
+	stdout, stderr, err := runCLI(s.t, append([]string{"--log.level=debug"}, args...)...)
 	// The arguments are the test's input, not lavender's output.
 	s.add("lavender "+strings.ReplaceAll(strings.Join(args, " "), secretMarker, "<marker>"), stdout, stderr, err)
 }

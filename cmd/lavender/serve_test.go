@@ -54,6 +54,13 @@ func (p *fakeProcfs) setSwap(totalKB uint64, usedRatio float64) {
 
 const swap32GiBinKB = 32 << 20
 
+// fakeProcfsAt is a fake procfs with 32 GiB of swap, usedRatio full.
+func fakeProcfsAt(t *testing.T, usedRatio float64) string {
+	p := newFakeProcfs(t)
+	p.setSwap(swap32GiBinKB, usedRatio)
+	return p.dir
+}
+
 type serveRig struct {
 	t      *testing.T
 	base   string
