@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"lavender/runlog"
 )
 
 const (
@@ -260,35 +262,8 @@ func saveTable(dir string, t *phaseTable) error {
 		return fmt.Errorf("exporter: save phases: %w", err)
 	}
 	path := phaseFilePath(filepath.Join(dir, t.run.File))
-	if err := writeFileAtomic(path, append(data, '\n')); err != nil {
+	if err := runlog.WriteFileAtomic(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("exporter: save phases %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(0o644)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if err := errors.Join(werr, tmp.Close()); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // makes the rename itself durable
-		d.Close()
 	}
 	return nil
 }

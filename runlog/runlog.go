@@ -293,7 +293,7 @@ func (l *Log) rewrite(entry string, now, modTime time.Time) error {
 	started := startedAt(filepath.Base(l.path), modTime)
 	f := salvage(data, started, now)
 	compact(f, entry, l.maxBytes)
-	if err := writeAtomic(l.path, f.Bytes()); err != nil {
+	if err := WriteFileAtomic(l.path, f.Bytes()); err != nil {
 		return fmt.Errorf("runlog: compact %s: %w", l.path, err)
 	}
 	return nil
@@ -370,9 +370,11 @@ func startedAt(name string, modTime time.Time) time.Time {
 	return modTime
 }
 
-// writeAtomic replaces path with data: temp file in the same dir, fsync,
-// rename, then fsync the dir so the rename itself survives a crash.
-func writeAtomic(path string, data []byte) error {
+// WriteFileAtomic replaces path with data: temp file in the same dir,
+// fsync, rename, then fsync the dir so the rename itself survives a crash.
+// A reader sees the old content or the new, never a mix. The exporter saves
+// its phase table beside the run log the same way.
+func WriteFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
