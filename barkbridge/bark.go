@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"lavender/runlog"
 )
 
 // maxResponseBytes bounds how much of Bark's answer is read; its JSON is
@@ -94,7 +96,7 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 	isJSON := json.Unmarshal(body, &reply) == nil && reply.Code != nil
 	detail := ""
 	if isJSON {
-		detail = t.scrub(truncate(reply.Message, 200))
+		detail = t.scrub(runlog.Truncate(reply.Message, 200))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &PushError{

@@ -6,9 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/prometheus/alertmanager/template"
+
+	"lavender/runlog"
 )
 
 const (
@@ -146,24 +147,12 @@ func sanitizeMessage(s string) string {
 }
 
 // clipMessage sanitizes s and bounds it to MaxMessageBytes.
-func clipMessage(s string) string { return truncate(sanitizeMessage(s), MaxMessageBytes) }
-
-// truncate cuts s to at most max bytes on a rune boundary, ending in "…".
-func truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
-}
+func clipMessage(s string) string { return runlog.Truncate(sanitizeMessage(s), MaxMessageBytes) }
 
 // subject is the short name of a push in the run log: one line, bounded.
 func subject(s string) string {
 	s = strings.Join(strings.Fields(sanitizeMessage(s)), " ")
-	return truncate(s, maxSubjectBytes)
+	return runlog.Truncate(s, maxSubjectBytes)
 }
 
 // runlogLine is the one builder of a push's run-log entry:

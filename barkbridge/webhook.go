@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
+
+	"lavender/runlog"
 )
 
 // webhookVersion is the only payload version Alertmanager has sent so far.
@@ -34,7 +36,7 @@ func DecodeWebhook(body []byte) (*WebhookMessage, error) {
 		return nil, fmt.Errorf("malformed JSON: %w", err)
 	}
 	if msg.Version != webhookVersion {
-		return nil, fmt.Errorf("unsupported webhook version %q, want %q", truncate(msg.Version, 32), webhookVersion)
+		return nil, fmt.Errorf("unsupported webhook version %q, want %q", runlog.Truncate(msg.Version, 32), webhookVersion)
 	}
 	return &msg, nil
 }
@@ -267,7 +269,7 @@ func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
 			fmt.Fprintf(&answer, "… and %d more failures\n", len(failures)-failureLines)
 			break
 		}
-		answer.WriteString(truncate(strings.Join(strings.Fields(sanitizeMessage(f)), " "), 200) + "\n")
+		answer.WriteString(runlog.Truncate(strings.Join(strings.Fields(sanitizeMessage(f)), " "), 200) + "\n")
 		failureLines++
 	}
 	return status, answer.String()

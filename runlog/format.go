@@ -210,11 +210,16 @@ func sanitize(s string) string {
 }
 
 // clipLine cuts s to MaxLineBytes on a rune boundary, ending in "…".
-func clipLine(s string) string {
-	if len(s) <= MaxLineBytes {
+func clipLine(s string) string { return Truncate(s, MaxLineBytes) }
+
+// Truncate cuts s to at most max bytes (max >= 3) on a rune boundary,
+// ending in "…", so the result stays valid UTF-8. The bridge bounds its
+// pushes with it too.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	cut := MaxLineBytes - len(ellipsis)
+	cut := max - len(ellipsis)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
