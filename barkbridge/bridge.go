@@ -176,6 +176,7 @@ func (b *Bridge) Reload() error {
 	b.targets = res.Targets
 	b.mu.Unlock()
 	b.metrics.trackTargets(old, res.Targets)
+	b.history.keepOnly(res.Targets)
 	b.metrics.reloadOK.Set(1)
 	b.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
 	if len(res.Targets) == 0 {

@@ -39,7 +39,7 @@ type BarkStatus struct {
 // pushHistory remembers, bounded, what the status page shows.
 type pushHistory struct {
 	mu      sync.Mutex
-	results map[string]TargetStatus // by target name; pruned to live targets on read
+	results map[string]TargetStatus // by target name; pruned to the loaded targets on reload
 	events  []Event                 // ring of maxEvents, oldest at head once full
 	head    int
 }
@@ -65,23 +65,32 @@ func (h *pushHistory) event(e Event) {
 	h.head = (h.head + 1) % maxEvents
 }
 
+// keepOnly forgets the results of targets a reload removed, so the map
+// stays bounded by the targets in use.
+func (h *pushHistory) keepOnly(targets []Target) {
+	live := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		live[t.Name()] = true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name := range h.results {
+		if !live[name] {
+			delete(h.results, name)
+		}
+	}
+}
+
 func (h *pushHistory) snapshot(targets []Target) BarkStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := BarkStatus{Targets: make([]TargetStatus, 0, len(targets)), Events: make([]Event, 0, len(h.events))}
-	live := make(map[string]bool, len(targets))
 	for _, t := range targets {
-		live[t.Name()] = true
 		ts, ok := h.results[t.Name()]
 		if !ok {
 			ts = TargetStatus{Target: t.Name()}
 		}
 		s.Targets = append(s.Targets, ts)
-	}
-	for name := range h.results {
-		if !live[name] { // removed by a reload: keep the map bounded
-			delete(h.results, name)
-		}
 	}
 	for i := len(h.events) - 1; i >= 0; i-- {
 		s.Events = append(s.Events, h.events[(h.head+i)%len(h.events)])

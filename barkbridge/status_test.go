@@ -2,6 +2,8 @@ package barkbridge
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -65,5 +67,24 @@ func TestStatusEventsAreBoundedAndEscaped(t *testing.T) {
 	html := string(f.bridge.StatusHTML())
 	if strings.Contains(html, "<script>") || strings.Contains(html, "<b>hi") || !strings.Contains(html, "&lt;script&gt;") {
 		t.Errorf("alert text not escaped:\n%s", html)
+	}
+}
+
+func TestStatusForgetsTargetsAReloadRemoved(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"a.bark.env": srv.template(), "b.bark.env": srv.template()}, nil)
+	f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.6, UsedBytes: 19 * bytesPerGiB, TotalBytes: 32 * bytesPerGiB})
+	if n := len(f.bridge.history.results); n != 2 {
+		t.Fatalf("%d results after a push to two targets", n)
+	}
+	if err := os.Remove(filepath.Join(f.dir, "b.bark.env")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.bridge.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	s := f.bridge.Status()
+	if len(f.bridge.history.results) != 1 || len(s.Targets) != 1 || s.Targets[0].Target != "a.bark.env:1" || s.Targets[0].Result != "ok" {
+		t.Errorf("after the reload: results %v, status %+v", f.bridge.history.results, s.Targets)
 	}
 }
