@@ -141,9 +141,10 @@ func serveHTTP(ctx context.Context, listeners []net.Listener, h http.Handler, f 
 // metrics: the Go runtime, the process, and lavender_build_info.
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	// The Go and process collectors describe lavender itself; they are
+	// replayed for a second (see exporter.NewCachingCollector).
 	reg.MustRegister(
-		collectors.NewGoCollector(),
-		// Replayed for a second: see exporter.NewCachingCollector.
+		exporter.NewCachingCollector(collectors.NewGoCollector(), time.Second),
 		exporter.NewCachingCollector(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), time.Second),
 		versioncollector.NewCollector("lavender"),
 	)
