@@ -79,11 +79,15 @@ func (f *barkFlags) barkConfig(rl runlog.Options) barkbridge.Config {
 // BridgeCmd serves the Alertmanager webhook that pushes to Bark.
 type BridgeCmd struct {
 	webFlags
+	runtimeFlags
 	runlogFlags
 	barkFlags
 }
 
 func (c *BridgeCmd) Run(g *Globals) error {
+	if err := c.runtimeFlags.apply(g.Logger); err != nil {
+		return err
+	}
 	ctx, stop := shutdownContext(g)
 	defer stop()
 	return c.serve(ctx, g, nil)

@@ -19,6 +19,7 @@ import (
 type ExporterCmd struct {
 	runlogFlags
 	webFlags
+	runtimeFlags
 	procfsFlags
 }
 
@@ -38,6 +39,9 @@ func (f *procfsFlags) validate() error {
 }
 
 func (c *ExporterCmd) Run(g *Globals) error {
+	if err := c.runtimeFlags.apply(g.Logger); err != nil {
+		return err
+	}
 	ctx, stop := shutdownContext(g)
 	defer stop()
 	return c.serve(ctx, g, nil)

@@ -18,6 +18,7 @@ import (
 // and the built-in swap watchdog, on one listener and one registry.
 type ServeCmd struct {
 	webFlags
+	runtimeFlags
 	runlogFlags
 	procfsFlags
 	barkFlags
@@ -33,6 +34,9 @@ type ServeCmd struct {
 
 // Run serves until SIGINT or SIGTERM; a second signal exits at once.
 func (c *ServeCmd) Run(g *Globals) error {
+	if err := c.runtimeFlags.apply(g.Logger); err != nil {
+		return err
+	}
 	ctx, stop := shutdownContext(g)
 	defer stop()
 	return c.serve(ctx, g, nil, nil)
