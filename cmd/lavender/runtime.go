@@ -3,32 +3,61 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 )
 
 // runtimeFlags are the Go runtime settings of the long-running commands.
+// Both defaults come from Prometheus projects and are measured in
+// docs/benchmarks.md.
 //
 // GOMAXPROCS defaults to 1, as node_exporter's --runtime.gomaxprocs does:
 // lavender's work is a few hundred microseconds per request, and with more
 // Ps the scheduler wakes idle threads that spin for work on every request.
 // On a 2-CPU VM that doubled the CPU per scrape and took it from the load
-// generator (docs/benchmarks.md); on a 64-core training box it would also
-// spread GC workers over cores the training run wants.
+// generator; on a 64-core training box it would also spread GC workers
+// over cores the training run wants.
+//
+// GOGC defaults to 75, as the Prometheus server's does since 2.53: with a
+// live heap near 1 MiB the heap goal is Go's 4 MiB floor, which GOGC
+// scales, and a watchdog for memory pressure should hold little memory.
+// A GOGC in the environment is left as the runtime applied it.
 type runtimeFlags struct {
-	GoMaxProcs int `name:"runtime.gomaxprocs" default:"1" env:"LAVENDER_RUNTIME_GOMAXPROCS,GOMAXPROCS" help:"Number of CPUs Go may run lavender's code on at once (GOMAXPROCS); 0 keeps Go's default of one per CPU."`
+	GoMaxProcs int  `name:"runtime.gomaxprocs" default:"1" env:"LAVENDER_RUNTIME_GOMAXPROCS,GOMAXPROCS" help:"Number of CPUs Go may run lavender's code on at once (GOMAXPROCS); 0 keeps Go's default of one per CPU."`
+	GoGC       *int `name:"runtime.gogc" placeholder:"PERCENT" help:"Garbage collector target percentage (GOGC). Default 75, or GOGC from the environment when set (GOGC=off turns the collector off)."`
 }
 
-// setGOMAXPROCS is runtime.GOMAXPROCS; the command tests replace it so
-// that starting a command does not change their own process.
-var setGOMAXPROCS = runtime.GOMAXPROCS
+const defaultGOGC = 75
+
+// setGOMAXPROCS and setGCPercent are the runtime's; the command tests
+// replace them so that starting a command does not change their process.
+var (
+	setGOMAXPROCS = runtime.GOMAXPROCS
+	setGCPercent  = debug.SetGCPercent
+)
 
 func (f runtimeFlags) apply(logger *slog.Logger) error {
 	if f.GoMaxProcs < 0 {
 		return fmt.Errorf("--runtime.gomaxprocs must be 0 (one per CPU) or more, not %d", f.GoMaxProcs)
 	}
+	if f.GoGC != nil && *f.GoGC < 1 {
+		return fmt.Errorf("--runtime.gogc must be at least 1, not %d (GOGC=off in the environment turns the collector off)", *f.GoGC)
+	}
 	if f.GoMaxProcs > 0 {
 		setGOMAXPROCS(f.GoMaxProcs)
 	}
-	logger.Debug("Go runtime", "GOMAXPROCS", setGOMAXPROCS(0))
+	switch {
+	case f.GoGC != nil:
+		setGCPercent(*f.GoGC)
+	case os.Getenv("GOGC") != "":
+		// The runtime read it at start.
+	default:
+		setGCPercent(defaultGOGC)
+	}
+	gogc := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(gogc)
+	logger.Debug("Go runtime", "GOMAXPROCS", setGOMAXPROCS(0), "GOGC", int64(gogc[0].Value.Uint64())) // -1 is off
 	return nil
 }

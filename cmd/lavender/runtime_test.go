@@ -5,74 +5,83 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestMain keeps commands started through run() from changing the test
-// binary's own GOMAXPROCS; TestRuntimeFlags checks what they would set.
+// binary's own runtime settings; TestRuntimeFlags checks what they would set.
 func TestMain(m *testing.M) {
-	setGOMAXPROCS = func(n int) int { return runtime.GOMAXPROCS(0) }
+	setGOMAXPROCS = func(int) int { return runtime.GOMAXPROCS(0) }
+	setGCPercent = func(int) int { p := debug.SetGCPercent(100); debug.SetGCPercent(p); return p }
 	os.Exit(m.Run())
 }
 
 func TestRuntimeFlags(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		env     map[string]string
-		args    []string
-		want    int // what reaches runtime.GOMAXPROCS; 0: not called to set
-		wantErr string
+		name      string
+		env       map[string]string
+		args      []string
+		wantProcs []int // what reaches runtime.GOMAXPROCS(n > 0)
+		wantGOGC  []int // what reaches debug.SetGCPercent
+		wantErr   string
 	}{
-		{name: "default is one, as node_exporter", want: 1},
-		{name: "flag", args: []string{"--runtime.gomaxprocs=4"}, want: 4},
-		{name: "zero keeps Go's default", args: []string{"--runtime.gomaxprocs=0"}, want: 0},
-		{name: "GOMAXPROCS from the environment", env: map[string]string{"GOMAXPROCS": "3"}, want: 3},
-		{name: "LAVENDER_ variable", env: map[string]string{"LAVENDER_RUNTIME_GOMAXPROCS": "2"}, want: 2},
-		{name: "flag beats environment", env: map[string]string{"GOMAXPROCS": "3"}, args: []string{"--runtime.gomaxprocs=2"}, want: 2},
-		{name: "negative", args: []string{"--runtime.gomaxprocs=-1"}, wantErr: "--runtime.gomaxprocs must be 0 (one per CPU) or more, not -1"},
+		{name: "defaults: one P, as node_exporter; GOGC 75, as Prometheus", wantProcs: []int{1}, wantGOGC: []int{75}},
+		{name: "flags", args: []string{"--runtime.gomaxprocs=4", "--runtime.gogc=120"}, wantProcs: []int{4}, wantGOGC: []int{120}},
+		{name: "zero keeps Go's GOMAXPROCS", args: []string{"--runtime.gomaxprocs=0"}, wantGOGC: []int{75}},
+		{name: "GOMAXPROCS and GOGC from the environment",
+			env:       map[string]string{"GOMAXPROCS": "3", "GOGC": "off"},
+			wantProcs: []int{3}}, // the runtime applied GOGC itself
+		{name: "LAVENDER_ variables", env: map[string]string{"LAVENDER_RUNTIME_GOMAXPROCS": "2", "LAVENDER_RUNTIME_GOGC": "60"},
+			wantProcs: []int{2}, wantGOGC: []int{60}},
+		{name: "flags beat the environment", env: map[string]string{"GOMAXPROCS": "3", "GOGC": "200"},
+			args: []string{"--runtime.gomaxprocs=2", "--runtime.gogc=50"}, wantProcs: []int{2}, wantGOGC: []int{50}},
+		{name: "negative GOMAXPROCS", args: []string{"--runtime.gomaxprocs=-1"}, wantErr: "--runtime.gomaxprocs must be 0 (one per CPU) or more, not -1"},
+		{name: "GOGC zero", args: []string{"--runtime.gogc=0"}, wantErr: "--runtime.gogc must be at least 1, not 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("GOMAXPROCS", "")
-			os.Unsetenv("GOMAXPROCS")
+			for _, k := range []string{"GOMAXPROCS", "GOGC", "LAVENDER_RUNTIME_GOMAXPROCS", "LAVENDER_RUNTIME_GOGC"} {
+				t.Setenv(k, "")
+				os.Unsetenv(k)
+			}
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
 			for _, cmd := range []string{"serve", "exporter", "bridge"} {
 				cli := parseCLI(t, append([]string{cmd}, tc.args...)...)
-				var flags runtimeFlags
-				switch cmd {
-				case "serve":
-					flags = cli.Serve.runtimeFlags
-				case "exporter":
-					flags = cli.Exporter.runtimeFlags
-				case "bridge":
-					flags = cli.Bridge.runtimeFlags
-				}
-				var set []int
-				saved := setGOMAXPROCS
+				flags := map[string]runtimeFlags{
+					"serve": cli.Serve.runtimeFlags, "exporter": cli.Exporter.runtimeFlags, "bridge": cli.Bridge.runtimeFlags,
+				}[cmd]
+				var procs, gogc []int
+				savedProcs, savedGC := setGOMAXPROCS, setGCPercent
 				setGOMAXPROCS = func(n int) int {
 					if n > 0 {
-						set = append(set, n)
+						procs = append(procs, n)
 					}
 					return 1
 				}
+				setGCPercent = func(n int) int { gogc = append(gogc, n); return 100 }
 				err := flags.apply(slog.New(slog.NewTextHandler(io.Discard, nil)))
-				setGOMAXPROCS = saved
+				setGOMAXPROCS, setGCPercent = savedProcs, savedGC
 				if tc.wantErr != "" {
 					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 						t.Errorf("%s: error %v, want %q", cmd, err, tc.wantErr)
+					}
+					if len(procs)+len(gogc) != 0 {
+						t.Errorf("%s: changed the runtime (%v, %v) despite the error", cmd, procs, gogc)
 					}
 					continue
 				}
 				if err != nil {
 					t.Fatalf("%s: %v", cmd, err)
 				}
-				switch {
-				case tc.want == 0 && len(set) != 0:
-					t.Errorf("%s: set GOMAXPROCS to %v, want it left alone", cmd, set)
-				case tc.want != 0 && (len(set) != 1 || set[0] != tc.want):
-					t.Errorf("%s: set GOMAXPROCS to %v, want [%d]", cmd, set, tc.want)
+				if !slices.Equal(procs, tc.wantProcs) {
+					t.Errorf("%s: GOMAXPROCS set to %v, want %v", cmd, procs, tc.wantProcs)
+				}
+				if !slices.Equal(gogc, tc.wantGOGC) {
+					t.Errorf("%s: GOGC set to %v, want %v", cmd, gogc, tc.wantGOGC)
 				}
 			}
 		})

@@ -355,9 +355,9 @@ func TestServeResume(t *testing.T) {
 	}
 }
 
-// TestServeSIGTERM runs the real binary: it runs on one P unless told
-// otherwise, SIGTERM ends it with status 0, and the run log ends with RUN
-// stop.
+// TestServeSIGTERM runs the real binary: it has the --runtime.* defaults
+// when the environment sets nothing, SIGTERM ends it with status 0, and
+// the run log ends with RUN stop.
 func TestServeSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -373,7 +373,7 @@ func TestServeSIGTERM(t *testing.T) {
 	cmd := exec.Command(bin, "serve", "--web.listen-address=127.0.0.1:"+port, "--path.procfs="+procfs.dir,
 		"--runlog.dir="+logDir, "--bark.config-dir="+t.TempDir(), "--watchdog.interval=50ms")
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMAXPROCS=") && !strings.HasPrefix(kv, "LAVENDER_") {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "LAVENDER_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -386,9 +386,11 @@ func TestServeSIGTERM(t *testing.T) {
 		code, _ := httpDoQuiet("http://127.0.0.1:" + port + "/-/ready")
 		return code == 200
 	})
-	if code, body := httpDo(t, http.MethodGet, "http://127.0.0.1:"+port+"/metrics", nil); code != 200 ||
-		!strings.Contains(body, "\ngo_sched_gomaxprocs_threads 1\n") {
-		t.Errorf("GET /metrics: %d, want go_sched_gomaxprocs_threads 1 (--runtime.gomaxprocs default)", code)
+	code, body := httpDo(t, http.MethodGet, "http://127.0.0.1:"+port+"/metrics", nil)
+	for _, want := range []string{"\ngo_sched_gomaxprocs_threads 1\n", "\ngo_gc_gogc_percent 75\n"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET /metrics: %d, want %q (the --runtime.* defaults)", code, strings.TrimSpace(want))
+		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
