@@ -134,18 +134,27 @@ func runScrape(ctx context.Context, args []string) error {
 					order[0], order[1] = order[1], order[0]
 				}
 				for _, pr := range order {
+					t0, err := cpuTicks(pr.p.pid())
+					if err != nil {
+						return err
+					}
 					res, err := runWrk(ctx, *wrk, pr.url, c, *seconds, gz)
 					if err != nil {
 						return err
 					}
+					t1, err := cpuTicks(pr.p.pid())
+					if err != nil {
+						return err
+					}
+					res.cpuPerReq = float64(t1-t0) / userHZ / float64(res.requests) * 1e6
 					results[key{c, gz, pr.name}] = append(results[key{c, gz, pr.name}], res)
 				}
 			}
 		}
 	}
 	fmt.Println()
-	fmt.Println("| clients | encoding | program | req/s median (min-max) | p50 median | p99 median (min-max) | ratio lavender/node_exporter (medians) |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| clients | encoding | program | req/s median (min-max) | p50 median | p99 median (min-max) | server CPU per request, median | ratio lavender/node_exporter (medians) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, c := range conns {
 		for _, gz := range encodings {
 			enc := "identity"
@@ -155,11 +164,12 @@ func runScrape(ctx context.Context, args []string) error {
 			var med [2]float64
 			for i, pr := range peers {
 				rs := results[key{c, gz, pr.name}]
-				var rps, p50, p99 []float64
+				var rps, p50, p99, cpu []float64
 				for _, x := range rs {
 					rps = append(rps, x.rps)
 					p50 = append(p50, x.p50)
 					p99 = append(p99, x.p99)
+					cpu = append(cpu, x.cpuPerReq)
 				}
 				med[i] = median(rps)
 				lo, hi := minMax(rps)
@@ -168,8 +178,8 @@ func runScrape(ctx context.Context, args []string) error {
 				if i == 1 {
 					ratio = fmt.Sprintf("**%.2f×**", med[0]/med[1])
 				}
-				fmt.Printf("| %d | %s | %s | %.0f (%.0f-%.0f) | %.3f ms | %.3f ms (%.3f-%.3f) | %s |\n",
-					c, enc, pr.name, med[i], lo, hi, median(p50), median(p99), lo99, hi99, ratio)
+				fmt.Printf("| %d | %s | %s | %.0f (%.0f-%.0f) | %.3f ms | %.3f ms (%.3f-%.3f) | %.0f µs | %s |\n",
+					c, enc, pr.name, med[i], lo, hi, median(p50), median(p99), lo99, hi99, median(cpu), ratio)
 			}
 		}
 	}
@@ -239,10 +249,13 @@ func scrapeSize(url string, gz bool) (size, samples int, err error) {
 
 type wrkResult struct {
 	rps, p50, p99 float64 // p50/p99 in ms
+	requests      int
+	cpuPerReq     float64 // server CPU (user+system) per request, µs; set by the caller
 }
 
 var (
 	wrkRPS  = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkReqs = regexp.MustCompile(`(\d+) requests in `)
 	wrkPct  = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
 	wrkBad  = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
 	wrkErrs = regexp.MustCompile(`Socket errors: .*`)
@@ -274,6 +287,12 @@ func runWrk(ctx context.Context, wrk, url string, conns, seconds int, gz bool) (
 		return r, fmt.Errorf("no Requests/sec in wrk output:\n%s", out)
 	}
 	r.rps, _ = strconv.ParseFloat(string(m[1]), 64)
+	if m := wrkReqs.FindSubmatch(out); m != nil {
+		r.requests, _ = strconv.Atoi(string(m[1]))
+	}
+	if r.requests == 0 {
+		return r, fmt.Errorf("no request count in wrk output:\n%s", out)
+	}
 	for _, pm := range wrkPct.FindAllSubmatch(out, -1) {
 		v, _ := strconv.ParseFloat(string(pm[2]), 64)
 		switch string(pm[3]) {
