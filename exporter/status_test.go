@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -250,5 +251,53 @@ func TestSwapHistoryRing(t *testing.T) {
 	}
 	if latest, err := h.Latest(); err != nil || !latest.Time.Equal(now.Add(-5*time.Second)) {
 		t.Errorf("latest %v %v: the newest reading must be kept even between steps", latest.Time, err)
+	}
+}
+
+// TestSwapHistoryConcurrentReaders is for -race: the page reads the history
+// (Window, Samples, Latest, and the whole page) while the watchdog's poll
+// appends to it. It once failed CI when Window read the ring unlocked.
+func TestSwapHistoryConcurrentReaders(t *testing.T) {
+	r := newStatusRig(t, "swap54")
+	var tick atomic.Int64
+	start := time.Date(2026, 4, 24, 0, 0, 0, 0, time.UTC)
+	hist := NewSwapHistory(r.procfs, time.Second, func() time.Time {
+		return start.Add(time.Duration(tick.Add(1)) * time.Second)
+	})
+	r.page.cfg.History = hist
+
+	const reads = 2 * HistorySamples // enough to fill the ring and wrap it
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range reads {
+			if _, err := hist.Read(context.Background()); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	pages := 0
+	for {
+		select {
+		case <-done:
+			if got := len(hist.Samples()); got != HistorySamples {
+				t.Errorf("%d samples after %d reads, want %d", got, reads, HistorySamples)
+			}
+			if pages == 0 {
+				t.Error("the page was never read while the history filled")
+			}
+			return
+		default:
+		}
+		if w := hist.Window(); w != HistorySamples*time.Second {
+			t.Fatalf("window %s, want %s", w, HistorySamples*time.Second)
+		}
+		_ = hist.Samples()
+		_, _ = hist.Latest()
+		if code, _ := r.get(t, "/"); code != http.StatusOK {
+			t.Fatalf("status page answered %d", code)
+		}
+		pages++
 	}
 }
