@@ -1,0 +1,69 @@
+// Package layout holds the test that keeps lavender's packages layered: which
+// package may use which, transitively, as the README's Development section
+// says. A new package must be added to the table before it builds here.
+package layout
+
+import (
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "lavender"
+
+// mayUse lists, for every package of the module, the packages of the module
+// it may depend on, directly or through another. Tests are not counted.
+var mayUse = map[string][]string{
+	"runlog":     {},
+	"exporter":   {"runlog"},
+	"barkbridge": {"runlog"},
+	// cmd wires everything; bench drives the built binary and may read any
+	// package's constants; deploy holds only tests of the deploy files.
+	"cmd/lavender":       {"*"},
+	"bench/cmd/lavbench": {"*"},
+	"deploy":             {"*"},
+	"internal/layout":    {},
+}
+
+type listed struct {
+	ImportPath string
+	Deps       []string
+}
+
+func TestPackagesKeepTheirLayer(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json=ImportPath,Deps", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		name := strings.TrimPrefix(p.ImportPath, module+"/")
+		allowed, known := mayUse[name]
+		if !known {
+			t.Errorf("package %s is not in the layer table: add it to mayUse with what it may use", name)
+			continue
+		}
+		if slices.Contains(allowed, "*") {
+			continue
+		}
+		for _, dep := range p.Deps {
+			if !strings.HasPrefix(dep, module+"/") {
+				continue
+			}
+			if d := strings.TrimPrefix(dep, module+"/"); !slices.Contains(allowed, d) {
+				t.Errorf("%s depends on %s; it may use only %v", name, d, allowed)
+			}
+		}
+	}
+	if seen < len(mayUse)-1 {
+		t.Errorf("go list found %d packages, fewer than the table's %d", seen, len(mayUse))
+	}
+}
