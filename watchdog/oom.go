@@ -19,7 +19,7 @@ type OOMRule struct {
 
 	baselined  bool
 	base       uint64 // oom_kill at the last reading
-	lastVictim Victim // the newest victim already seen, so none is reported twice
+	lastVictim Victim // the newest kernel log record at the last reading
 	pending    *Alert // kills not yet delivered
 	retryAt    time.Time
 	backoff    time.Duration
@@ -47,9 +47,12 @@ func (r *OOMRule) Observe(s Sample, now time.Time) []Alert {
 			r.baselined, r.base, r.lastVictim = true, o.Kills, o.Victim
 		case o.Kills > r.base:
 			r.struck(s, now, o.Kills-r.base)
-			r.base = o.Kills
+			r.base, r.lastVictim = o.Kills, o.Victim
 			return []Alert{*r.pending}
 		}
+		// A victim that appears without a rise belongs to a kill already
+		// counted: never name it for a later one.
+		r.lastVictim = o.Victim
 	}
 	if r.pending != nil && !now.Before(r.retryAt) {
 		return []Alert{*r.pending}
@@ -65,8 +68,9 @@ func (r *OOMRule) struck(s Sample, now time.Time, n uint64) {
 	a := r.pending
 	a.At, a.Sample = now, s
 	a.Kills += n
+	// Only a record that appeared since the last reading is this rise's.
 	if v := s.OOM.Victim; v.Known() && v != r.lastVictim {
-		a.Victim, r.lastVictim = v, v
+		a.Victim = v
 	}
 	a.Phase = ""
 	if p, ok := s.ActivePhase(); ok {
