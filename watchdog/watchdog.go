@@ -24,7 +24,9 @@ import (
 // Pusher sends one push carrying alerts (several when several rules fired
 // in the same poll) to every target, and says how many targets accepted it
 // and how many failed. barkbridge provides it, so the watchdog and the
-// webhook share one formatter, sender and run-log line.
+// webhook share one formatter, sender and run-log line. A sender that does
+// not push some alerts (resolutions, say) leaves them out and answers
+// (0, 0) for a push left empty: the rules then count it as delivered.
 type Pusher interface {
 	Push(ctx context.Context, alerts []Alert) (ok, failed int)
 }
