@@ -40,19 +40,18 @@ func (r *OOMRule) Name() string { return "oom" }
 // Observe compares the kill counter with the last reading.
 func (r *OOMRule) Observe(s Sample, now time.Time) []Alert {
 	if o := s.OOM; o.Available {
-		switch {
-		case !r.baselined || o.Kills < r.base:
-			// Start, or a counter that went backwards: kills before this
-			// reading are not news.
-			r.baselined, r.base, r.lastVictim = true, o.Kills, o.Victim
-		case o.Kills > r.base:
+		rise := r.baselined && o.Kills > r.base
+		if rise {
 			r.struck(s, now, o.Kills-r.base)
-			r.base, r.lastVictim = o.Kills, o.Victim
+		}
+		// Every reading is the next one's baseline. At start, or after a
+		// counter that went backwards, that is all it is: kills before it
+		// are not news. A victim that appears without a rise belongs to
+		// a kill already counted, so it is never named for a later one.
+		r.baselined, r.base, r.lastVictim = true, o.Kills, o.Victim
+		if rise {
 			return []Alert{*r.pending}
 		}
-		// A victim that appears without a rise belongs to a kill already
-		// counted: never name it for a later one.
-		r.lastVictim = o.Victim
 	}
 	if r.pending != nil && !now.Before(r.retryAt) {
 		return []Alert{*r.pending}
