@@ -1,0 +1,146 @@
+package watchdog
+
+import "time"
+
+// Rule is one condition the watchdog pushes for. It is a small state
+// machine fed by the watchdog's poll: it owns its threshold, hysteresis,
+// reminders and backoff, and knows neither Bark nor where the time comes
+// from. The watchdog calls a rule from one goroutine at a time.
+type Rule interface {
+	// Name is the rule's name in alerts, metrics and logs: "swap",
+	// "pressure", "oom", and later "failed", "stalled", "done".
+	Name() string
+	// Observe reads one sample taken at now and returns what to push now,
+	// if anything. A rule that returns a firing or reminder alert counts
+	// it as sent at once (it disarms before the push leaves) and learns
+	// the outcome from Pushed.
+	Observe(s Sample, now time.Time) []Alert
+	// Pushed tells the rule whether the push that carried a reached a
+	// phone: delivered is true when a target accepted it, or when there
+	// was no target to try. On false the rule retries with a backoff.
+	Pushed(a Alert, delivered bool, now time.Time)
+	// State is the rule's state for metrics and the status page.
+	State() RuleState
+}
+
+// RuleState is what a rule shows of itself.
+type RuleState struct {
+	Name string
+	// Armed is true while the rule will push on the next crossing of its
+	// threshold, false from its push until the incident ends.
+	Armed bool
+	// Since is when the current incident began; zero while armed.
+	Since time.Time
+}
+
+// Status says what an Alert tells the phone.
+type Status string
+
+const (
+	Firing   Status = "firing"   // an incident began (or its first push is retried)
+	Reminder Status = "reminder" // an incident the phone already knows lasts
+	Resolved Status = "resolved" // an incident the phone knows of ended
+)
+
+// Alert is what a rule wants pushed: the facts, not the text. The sender
+// formats it with the same formatter as the webhook's alerts.
+type Alert struct {
+	Rule   string
+	Status Status
+	// Began is when the incident began: the same for its firing push, its
+	// reminders and its resolution, so a sender can derive a stable
+	// notification id from Rule and Began, and say how long it lasted.
+	Began time.Time
+	// At is the time of the poll that raised the alert.
+	At time.Time
+	// Sample is the reading that raised it (for a resolution: the one that
+	// ended the incident).
+	Sample Sample
+
+	Kills  uint64 // oom: kills the push reports (since the last delivered oom push)
+	Victim Victim // oom: the victim the kernel log named, if any
+	Phase  string // oom: the active phase, "" if none; phase rules: the phase
+}
+
+// Lasted is how long the incident had lasted when the alert was raised.
+func (a Alert) Lasted() time.Duration { return max(a.At.Sub(a.Began), 0) }
+
+// episode is the state shared by the rules that page while a condition
+// lasts (swap, pressure): one push when it begins, a reminder every repeat
+// while it lasts, a retry with a doubling backoff while every target
+// fails, and re-arming once the condition has clearly ended.
+type episode struct {
+	repeat time.Duration // reminder cadence; 0: none
+	retry  time.Duration // first retry after a push no target accepted
+
+	disarmed  bool          // a push of this incident has been attempted
+	began     time.Time     // when this incident began
+	delivered bool          // a push of this incident reached a phone
+	lastSent  time.Time     // last push of this incident that reached Bark or had no target
+	retryAt   time.Time     // after a push no target accepted: when to try again
+	backoff   time.Duration // doubles while every push fails, up to repeat
+}
+
+// due reports whether a push should go out at now while the condition holds.
+func (e *episode) due(now time.Time) bool {
+	switch {
+	case !e.retryAt.IsZero():
+		return !now.Before(e.retryAt)
+	case !e.disarmed:
+		return true
+	default:
+		return e.repeat > 0 && !now.Before(e.lastSent.Add(e.repeat))
+	}
+}
+
+// fire disarms before the push leaves, so that an armed gauge already
+// reads 0 when the phone sees the push, and says what the push is.
+func (e *episode) fire(now time.Time) Status {
+	if !e.disarmed {
+		e.disarmed, e.began = true, now
+	}
+	// Until an outcome arrives, count the push as sent: a rule whose
+	// pushes are never reported does not push on every poll.
+	e.lastSent = now
+	if e.delivered {
+		return Reminder
+	}
+	return Firing
+}
+
+// pushed records the outcome of the push fire announced.
+func (e *episode) pushed(delivered bool, now time.Time) {
+	if !e.disarmed {
+		return // the incident ended meanwhile
+	}
+	if delivered {
+		e.delivered = true
+		e.lastSent, e.retryAt, e.backoff = now, time.Time{}, 0
+		return
+	}
+	e.backoff = nextBackoff(e.backoff, e.retry, e.repeat)
+	e.retryAt = now.Add(e.backoff)
+}
+
+// rearm ends the incident. It reports when the incident began and whether
+// the phone heard of it, so the rule can push its resolution.
+func (e *episode) rearm() (began time.Time, notify bool) {
+	began, notify = e.began, e.disarmed && e.delivered
+	*e = episode{repeat: e.repeat, retry: e.retry}
+	return began, notify
+}
+
+func (e *episode) state(name string) RuleState {
+	return RuleState{Name: name, Armed: !e.disarmed, Since: e.began}
+}
+
+// nextBackoff doubles the wait after a push no target accepted, from retry
+// up to repeat (no cap when repeat is 0), so a Bark outage neither loses
+// the warning nor fills the run log.
+func nextBackoff(prev, retry, repeat time.Duration) time.Duration {
+	b := max(retry, 2*prev)
+	if repeat > 0 {
+		b = min(b, repeat)
+	}
+	return b
+}

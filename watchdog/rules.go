@@ -1,0 +1,50 @@
+package watchdog
+
+import "time"
+
+// RuleFlags are the watchdog's flags, as cmd reads them; NewRules turns
+// them into the rules, so cmd holds no rule logic.
+type RuleFlags struct {
+	Interval          time.Duration // --watchdog.interval: also the first retry after a failed push
+	Threshold         float64       // --watchdog.threshold: swap used ratio
+	Hysteresis        float64       // --watchdog.hysteresis: for swap and pressure alike
+	Repeat            time.Duration // --watchdog.repeat
+	PressureThreshold float64       // --watchdog.pressure-threshold; 0: no pressure rule
+	OOM               bool          // --watchdog.oom
+}
+
+// DefaultRuleFlags are the flags' defaults.
+var DefaultRuleFlags = RuleFlags{
+	Interval:          DefaultInterval,
+	Threshold:         DefaultThreshold,
+	Hysteresis:        DefaultHysteresis,
+	Repeat:            DefaultRepeat,
+	PressureThreshold: DefaultPressureThreshold,
+	OOM:               true,
+}
+
+// NewRules builds the rules the flags ask for, in the order their alerts
+// appear in a push: swap, pressure, oom. Errors name the flag at fault.
+func NewRules(f RuleFlags) ([]Rule, error) {
+	swap, err := NewSwapRule(SwapConfig{Threshold: f.Threshold, Hysteresis: f.Hysteresis, Repeat: f.Repeat, Retry: f.Interval})
+	if err != nil {
+		return nil, err
+	}
+	rules := []Rule{swap}
+	// Checked even when 0, so a bad value never passes silently.
+	pressure, err := NewPressureRule(PressureConfig{Threshold: f.PressureThreshold, Hysteresis: f.Hysteresis, Repeat: f.Repeat, Retry: f.Interval})
+	if err != nil {
+		return nil, err
+	}
+	if f.PressureThreshold > 0 {
+		rules = append(rules, pressure)
+	}
+	if f.OOM {
+		oom, err := NewOOMRule(OOMConfig{Repeat: f.Repeat, Retry: f.Interval})
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, oom)
+	}
+	return rules, nil
+}

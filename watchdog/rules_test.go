@@ -1,0 +1,178 @@
+package watchdog
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// step is one poll of a rule-level script: after advancing the clock, the
+// rule observes s; pushed is the outcome of whatever it raised.
+type step struct {
+	after  time.Duration
+	s      Sample
+	failed bool   // every target failed the push of this poll
+	want   string // the alerts raised, "" for none
+	why    string
+}
+
+// runScript drives rule through steps on a fake clock starting at t0.
+func runScript(t *testing.T, rule Rule, steps []step) {
+	t.Helper()
+	now := t0
+	for i, st := range steps {
+		now = now.Add(st.after)
+		alerts := rule.Observe(st.s, now)
+		var got []string
+		for _, a := range alerts {
+			got = append(got, describe(a))
+			rule.Pushed(a, !st.failed, now)
+		}
+		if g := strings.Join(got, "; "); g != st.want {
+			t.Fatalf("step %d at +%s (%s): got %q, want %q", i, now.Sub(t0), st.why, g, st.want)
+		}
+	}
+}
+
+// describe is an alert in a form a table can spell: rule, status, when the
+// incident began (since t0), and the OOM facts when there are any.
+func describe(a Alert) string {
+	s := fmt.Sprintf("%s %s began+%s", a.Rule, a.Status, a.Began.Sub(t0))
+	if a.Kills > 0 {
+		s += fmt.Sprintf(" kills=%d", a.Kills)
+	}
+	if a.Victim.Known() {
+		s += fmt.Sprintf(" victim=%s/%d", a.Victim.Name, a.Victim.PID)
+	}
+	if a.Phase != "" {
+		s += fmt.Sprintf(" phase=%q", a.Phase)
+	}
+	return s
+}
+
+func swapAt(ratio float64) Sample { return Sample{Swap: swapOf(ratio)} }
+
+func TestSwapRule(t *testing.T) {
+	rule, err := NewSwapRule(SwapConfig{Threshold: 0.5, Hysteresis: 0.05, Repeat: time.Minute, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := 5 * time.Second
+	runScript(t, rule, []step{
+		{0, swapAt(0.49), false, "", "below"},
+		{s, Sample{}, false, "", "no swap at all"},
+		{s, swapAt(0.50), true, "swap firing began+10s", "at the threshold; every target fails"},
+		{s, swapAt(0.60), true, "swap firing began+10s", "retry after 5s, fails again"},
+		{s, swapAt(0.60), false, "", "backoff now 10s"},
+		{s, swapAt(0.60), false, "swap firing began+10s", "retry 10s later gets through: still the first push the phone sees"},
+		{time.Minute - s, swapAt(0.60), false, "", "a poll short of the reminder"},
+		{s, swapAt(0.60), false, "swap reminder began+10s", "reminder, same incident"},
+		{s, swapAt(0.46), false, "", "inside the hysteresis band"},
+		{s, swapAt(0.44), false, "swap resolved began+10s", "below threshold minus hysteresis: resolved"},
+		{s, swapAt(0.30), false, "", "resolved once"},
+		{s, swapAt(0.70), true, "swap firing began+1m45s", "a new incident begins, every target fails"},
+		{s, swapAt(0.10), false, "", "it ends before any push got through: nothing to resolve on the phone"},
+		{s, swapAt(0.70), false, "swap firing began+1m55s", "armed again"},
+	})
+}
+
+func pressureAt(some float64) Sample {
+	return Sample{Swap: swapOf(0.26), Pressure: Pressure{Available: true, Some: some, Full: some / 2}}
+}
+
+func TestPressureRule(t *testing.T) {
+	rule, err := NewPressureRule(PressureConfig{Threshold: 0.10, Hysteresis: 0.05, Repeat: time.Minute, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := 5 * time.Second
+	runScript(t, rule, []step{
+		{0, pressureAt(0.09), false, "", "below"},
+		{s, Sample{Swap: swapOf(0.9)}, false, "", "no PSI: silent, whatever swap says"},
+		{s, pressureAt(0.105), false, "pressure firing began+10s", "at 10.5% it fires"},
+		{s, pressureAt(0.30), false, "", "still high"},
+		{s, pressureAt(0.06), false, "", "inside the hysteresis band"},
+		{s, pressureAt(0.12), false, "", "back above: not re-armed, no reminder due"},
+		{time.Minute - 3*s, pressureAt(0.12), false, "pressure reminder began+10s", "reminder after repeat"},
+		{s, Sample{}, false, "", "PSI gone mid-incident: no news either way"},
+		{s, pressureAt(0.049), false, "pressure resolved began+10s", "below 5%: resolved"},
+		{s, pressureAt(0.10), true, "pressure firing began+1m25s", "exactly at the threshold; fails"},
+		{s, pressureAt(0.10), false, "pressure firing began+1m25s", "retried after the interval"},
+	})
+}
+
+func TestPressureRuleOff(t *testing.T) {
+	rule, err := NewPressureRule(PressureConfig{Threshold: 0, Hysteresis: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runScript(t, rule, []step{
+		{0, pressureAt(1), false, "", "threshold 0 turns the rule off"},
+		{time.Hour, pressureAt(0.5), false, "", "still off"},
+	})
+}
+
+func oomAt(kills uint64, victim Victim, phases ...PhaseState) Sample {
+	return Sample{Swap: swapOf(0.56), OOM: OOM{Available: true, Kills: kills, Victim: victim}, Phases: phases}
+}
+
+func TestOOMRule(t *testing.T) {
+	rule, err := NewOOMRule(OOMConfig{Repeat: 20 * time.Second, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := 5 * time.Second
+	old := Victim{PID: 17, Name: "chrome", Seq: 100}
+	py := Victim{PID: 4242, Name: "python3", Seq: 200}
+	pretrain := PhaseState{Name: "Pretrain 1/3", Status: PhaseActive, Started: t0}
+	eval := PhaseState{Name: "Eval", Status: PhaseActive, Started: t0.Add(time.Minute)}
+	done := PhaseState{Name: "Tokenize", Status: PhaseOK, Started: t0.Add(2 * time.Minute)}
+	runScript(t, rule, []step{
+		{0, Sample{}, false, "", "no oom_kill on this kernel"},
+		{s, oomAt(7, old), false, "", "the first reading is the baseline: kills from before lavender never push"},
+		{s, oomAt(7, old), false, "", "no rise"},
+		{s, oomAt(8, old, pretrain, done), false, "oom firing began+15s kills=1 phase=\"Pretrain 1/3\"", "a rise pushes at once; the old victim is not this kill's"},
+		{s, oomAt(8, py), false, "", "the kernel log names a victim late: no rise, no push"},
+		{s, oomAt(11, py, pretrain, eval), false, "oom firing began+25s kills=3 phase=\"Eval\"", "three kills at once; the victim was already seen; the phase started last"},
+		{s, oomAt(12, Victim{PID: 4242, Name: "python3", Seq: 300}), false, "oom firing began+30s kills=1 victim=python3/4242", "a new record for a reused pid"},
+		{s, oomAt(2, Victim{}), false, "", "the counter went backwards: a new baseline"},
+		{s, oomAt(3, Victim{}), true, "oom firing began+40s kills=1", "a rise; every target fails"},
+		{s, oomAt(3, Victim{}), true, "oom firing began+40s kills=1", "retried 5s later, fails"},
+		{s, oomAt(5, Victim{}), true, "oom firing began+40s kills=3", "new kills push at once, merged with the undelivered one"},
+		{s, Sample{}, false, "", "oom_kill unreadable, and the backoff (20s, capped at repeat) runs"},
+		{3 * s, oomAt(5, Victim{}), false, "oom firing began+40s kills=3", "the retry gets through"},
+		{s, oomAt(5, Victim{}), false, "", "nothing pending"},
+	})
+	if st := rule.State(); !st.Armed {
+		t.Errorf("state %+v after a delivered push", st)
+	}
+}
+
+func TestOOMRuleStateWhileAPushIsPending(t *testing.T) {
+	rule, _ := NewOOMRule(OOMConfig{})
+	rule.Observe(oomAt(1, Victim{}), t0)
+	for _, a := range rule.Observe(oomAt(2, Victim{}), t0.Add(time.Second)) {
+		rule.Pushed(a, false, t0.Add(time.Second))
+	}
+	if st := rule.State(); st.Armed || !st.Since.Equal(t0.Add(time.Second)) {
+		t.Errorf("state %+v while a kill waits for a push", st)
+	}
+}
+
+func TestActivePhase(t *testing.T) {
+	for _, tc := range []struct {
+		phases []PhaseState
+		want   string
+	}{
+		{nil, ""},
+		{[]PhaseState{{Name: "a", Status: PhaseFailed, Started: t0.Add(time.Hour)}}, ""},
+		{[]PhaseState{{Name: "a", Status: PhaseActive, Started: t0}, {Name: "b", Status: PhaseOK, Started: t0.Add(time.Hour)}}, "a"},
+		{[]PhaseState{{Name: "b", Status: PhaseActive, Started: t0.Add(time.Hour)}, {Name: "a", Status: PhaseActive, Started: t0}}, "b"},
+	} {
+		p, ok := Sample{Phases: tc.phases}.ActivePhase()
+		if p.Name != tc.want || ok != (tc.want != "") {
+			t.Errorf("%+v: %q %v, want %q", tc.phases, p.Name, ok, tc.want)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package watchdog
+
+import (
+	"context"
+	"time"
+)
+
+// Sample is one reading of the host, stamped by the watchdog's clock. A
+// Sample is never changed once recorded: the history and every Alert share
+// it by value.
+type Sample struct {
+	Time     time.Time
+	Swap     Swap
+	Pressure Pressure
+	OOM      OOM
+	// Phases is the phase table at the time of the reading, for the phase
+	// rules (failed, stalled, done) and to say which phase an OOM kill hit.
+	// The history keeps it only in the latest sample (see History).
+	Phases []PhaseState
+}
+
+// Swap is the host's swap use. TotalBytes == 0 means the host has no swap;
+// Ratio is then 0 and no rule pages on it.
+type Swap struct {
+	UsedBytes  uint64
+	TotalBytes uint64
+	Ratio      float64 // UsedBytes/TotalBytes, 0..1
+}
+
+// Pressure is the memory pressure the kernel reports in
+// <procfs>/pressure/memory (PSI), as ratios 0..1 rather than the file's
+// percentages. Available is false on a kernel without PSI (no file, or
+// EOPNOTSUPP): the pressure rule is then silent.
+type Pressure struct {
+	Available bool
+	Some      float64 // "some avg10": share of the last 10 s in which at least one task stalled on memory
+	Full      float64 // "full avg10": share of the last 10 s in which every non-idle task stalled at once
+}
+
+// OOM is the kernel's count of OOM kills. Available is false where
+// <procfs>/vmstat has no oom_kill (kernels before 4.13).
+type OOM struct {
+	Available bool
+	Kills     uint64 // vmstat oom_kill: kills since boot
+	// Victim is the newest "Out of memory: Killed process" record of the
+	// kernel log, if the log was readable (root or CAP_SYSLOG); zero
+	// otherwise.
+	Victim Victim
+}
+
+// Victim is a process the OOM killer killed, as the kernel log names it.
+type Victim struct {
+	PID  int
+	Name string
+	// Seq is the kernel log record's sequence number, if the reader knows
+	// it: two kills of processes that reuse a pid and a name stay apart.
+	Seq uint64
+}
+
+// Known reports whether the kernel log named a victim.
+func (v Victim) Known() bool { return v.PID > 0 }
+
+// PhaseStatus is a phase's state, as the exporter's phase table spells it.
+type PhaseStatus string
+
+const (
+	PhaseActive PhaseStatus = "active"
+	PhaseOK     PhaseStatus = "ok"
+	PhaseFailed PhaseStatus = "failed"
+)
+
+// PhaseState is one phase of the current run, as the phase rules need it.
+type PhaseState struct {
+	Name          string
+	Status        PhaseStatus
+	Started       time.Time
+	Ended         time.Time // zero while active
+	LastHeartbeat time.Time
+	// Step and Total are the progress the heartbeats carry; HasStep is
+	// false for a phase that never reported a step (Step 0 is a step).
+	// Total 0 means unknown.
+	HasStep    bool
+	Step       int64
+	Total      int64
+	ProgressAt time.Time // when Step last moved
+}
+
+// ActivePhase is the active phase that started last: the one a person
+// means by "during". ok is false when no phase is active.
+func (s Sample) ActivePhase() (p PhaseState, ok bool) {
+	for _, ph := range s.Phases {
+		if ph.Status == PhaseActive && (!ok || ph.Started.After(p.Started)) {
+			p, ok = ph, true
+		}
+	}
+	return p, ok
+}
+
+// Reader reads the host once. cmd supplies it from the exporter's readers.
+// It returns an error only when the reading is unusable (swap could not be
+// read); a piece the host does not offer (PSI, oom_kill, the kernel log) is
+// marked unavailable instead. Time is set by the watchdog.
+type Reader func(ctx context.Context) (Sample, error)
