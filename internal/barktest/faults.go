@@ -96,7 +96,8 @@ func Reset() Fault {
 			if tc, ok := raw.(*net.TCPConn); ok {
 				tc.SetLinger(0)
 			}
-			conn.Close()
+			// The raw socket: a TLS close_notify first would read as EOF.
+			raw.Close()
 		}
 	})
 }

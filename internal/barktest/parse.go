@@ -235,13 +235,15 @@ func unhex(c byte) byte {
 // object's members become parameters of their own. A "device_keys" array
 // is kept joined with commas, as its string form would be.
 func readJSONParams(body []byte, p *params) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err != nil {
+	// fiber's body parser is json.Unmarshal into a map: its errors are
+	// bark-server's. The second pass only learns the keys' order.
+	var whole map[string]any
+	if err := json.Unmarshal(body, &whole); err != nil {
 		return err
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return fmt.Errorf("json: cannot unmarshal %v into map[string]interface {}", tok)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil {
+		return err
 	}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -280,8 +282,7 @@ func readJSONParams(body []byte, p *params) error {
 			p.set(key, fmt.Sprintf("%v", v))
 		}
 	}
-	_, err = dec.Token()
-	return err
+	return nil
 }
 
 // push builds the Push bark-server would hand to Apple from the merged
