@@ -18,6 +18,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -393,4 +395,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// ConfigDir writes *.bark.env files (name → content) mode 0600 into a
+// fresh dir, mode 0700, and returns it: --bark.config-dir.
+func ConfigDir(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bark")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatalf("barktest: %v", err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatalf("barktest: %v", err)
+		}
+	}
+	return dir
 }

@@ -9,6 +9,8 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -257,5 +259,21 @@ func TestFailFirstPerKey(t *testing.T) {
 	}
 	if code, _, _ := get(http.DefaultClient, s.URL+"/TABLET/b"); code != 200 {
 		t.Errorf("TABLET got %d, want its own fault's 200", code)
+	}
+}
+
+func TestConfigDir(t *testing.T) {
+	s := New(t)
+	dir := ConfigDir(t, map[string]string{"phone.bark.env": s.Template(Key) + "\n"})
+	info, err := os.Stat(dir)
+	if err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("dir: %v %v", info, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "phone.bark.env"))
+	if err != nil || string(data) != s.URL+"/KEY/$0\n" {
+		t.Errorf("file: %q %v", data, err)
+	}
+	if info, _ := os.Stat(filepath.Join(dir, "phone.bark.env")); info.Mode().Perm() != 0o600 {
+		t.Errorf("file mode %v", info.Mode())
 	}
 }

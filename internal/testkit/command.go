@@ -99,24 +99,32 @@ type Options struct {
 	Dir string
 	// Stdin is the standard input (nil: none).
 	Stdin io.Reader
+	// KillAtEnd ends the process with SIGKILL at cleanup. By default the
+	// cleanup sends SIGTERM and fails the test unless the process exits
+	// with status 0 within 30 s: every test then also checks the graceful
+	// shutdown. Set it for a test that leaves the process where a clean
+	// exit is not the point (a kill -9 test, a fault left in place).
+	KillAtEnd bool
 }
 
-// Command is a lavender process started by StartCommand.
+// Command is a process started by StartCommand or StartProgram.
 type Command struct {
-	Args []string // without the binary
+	Name string   // the program's base name, for messages
+	Args []string // without the program
 	// Stdout and Stderr collect the output; lavender logs to Stderr.
 	Stdout, Stderr *SyncBuffer
 
-	t    testing.TB
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited
-	err  error         // Wait's result, valid once done is closed
+	t         testing.TB
+	killAtEnd bool
+	cmd       *exec.Cmd
+	done      chan struct{} // closed once the process has exited
+	err       error         // Wait's result, valid once done is closed
 }
 
-// StartCommand starts `lavender args…` (building it first, once) and
-// ends it when the test ends: SIGKILL to its process group if it is still
-// running. At cleanup a data race the child reported fails the test, and a
-// failed test gets the child's output in its log.
+// StartCommand starts `lavender args…` (building it first, once) and ends
+// it when the test ends (see Options.KillAtEnd). At cleanup a data race
+// the child reported fails the test, and a failed test gets the child's
+// output in its log.
 //
 // A serving command is best started with --web.listen-address=127.0.0.1:0
 // and found with Addr or URL, which read the address back from its log.
@@ -128,8 +136,15 @@ func StartCommand(t testing.TB, args ...string) *Command {
 // StartCommandWith is StartCommand with Options.
 func StartCommandWith(t testing.TB, o Options, args ...string) *Command {
 	t.Helper()
-	bin := Binary(t)
-	c := &Command{Args: args, Stdout: &SyncBuffer{}, Stderr: &SyncBuffer{}, t: t, done: make(chan struct{})}
+	return StartProgram(t, o, Binary(t), args...)
+}
+
+// StartProgram is StartCommandWith for another program (Prometheus,
+// Alertmanager in the end-to-end tests), with the same cleanup.
+func StartProgram(t testing.TB, o Options, bin string, args ...string) *Command {
+	t.Helper()
+	c := &Command{Name: filepath.Base(bin), Args: args, Stdout: &SyncBuffer{}, Stderr: &SyncBuffer{},
+		t: t, killAtEnd: o.KillAtEnd, done: make(chan struct{})}
 	c.cmd = exec.Command(bin, args...)
 	c.cmd.Dir = o.Dir
 	c.cmd.Stdin = o.Stdin
@@ -141,7 +156,7 @@ func StartCommandWith(t testing.TB, o Options, args ...string) *Command {
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c.cmd.WaitDelay = 5 * time.Second // output pipes held open by a grandchild
 	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("testkit: start lavender %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("testkit: start %s: %v", c, err)
 	}
 	go func() {
 		c.err = c.cmd.Wait()
@@ -161,19 +176,25 @@ func childEnv() []string {
 	return env
 }
 
+func (c *Command) String() string { return strings.Join(append([]string{c.Name}, c.Args...), " ") }
+
 func (c *Command) cleanup() {
+	pgid := c.cmd.Process.Pid
 	if !c.Exited() {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.done
+		if c.killAtEnd {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-c.done
+		} else if err := c.stop(); err != nil {
+			c.t.Errorf("%s at the end of the test: %v", c, err)
+		}
 	}
 	// Anything left in the group (nothing is expected) goes too.
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	out := c.Stderr.String()
 	if strings.Contains(out, "WARNING: DATA RACE") {
-		c.t.Errorf("lavender %s reported a data race:\n%s", strings.Join(c.Args, " "), tail(out, 64<<10))
+		c.t.Errorf("%s reported a data race:\n%s", c, tail(out, 64<<10))
 	} else if c.t.Failed() {
-		c.t.Logf("----- lavender %s -----\nstdout:\n%s\nstderr:\n%s", strings.Join(c.Args, " "),
-			tail(c.Stdout.String(), 16<<10), tail(out, 64<<10))
+		c.t.Logf("----- %s -----\nstdout:\n%s\nstderr:\n%s", c, tail(c.Stdout.String(), 16<<10), tail(out, 64<<10))
 	}
 }
 
@@ -223,18 +244,26 @@ func (c *Command) Wait(timeout time.Duration) error {
 // clean exit (status 0), and reports a process that had already exited.
 func (c *Command) Stop() error {
 	if c.Exited() {
-		return fmt.Errorf("lavender %s had exited before Stop: %v", c.Args[0], c.err)
+		return fmt.Errorf("%s had exited before Stop: %v", c, c.err)
 	}
-	if err := c.Signal(syscall.SIGTERM); err != nil {
+	return c.stop()
+}
+
+// stop is Stop for a process that may exit at any moment.
+func (c *Command) stop() error {
+	if err := c.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("SIGTERM: %w", err)
 	}
 	err := c.Wait(waitLimit)
 	if errors.Is(err, ErrStillRunning) {
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 		<-c.done
-		return fmt.Errorf("lavender %s did not exit within %v of SIGTERM; killed", c.Args[0], waitLimit)
+		return fmt.Errorf("%s did not exit within %v of SIGTERM; killed", c, waitLimit)
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("%s: exit after SIGTERM: %w", c, err)
+	}
+	return nil
 }
 
 // ExitCode is the exit status once the process has exited; -1 while it
@@ -294,9 +323,9 @@ func (c *Command) waitLog(t testing.TB, what string, cond func() bool) {
 	switch {
 	case cond():
 	case c.Exited():
-		t.Fatalf("lavender %s exited (%v) before logging %s:\n%s", strings.Join(c.Args, " "), c.err, what, tail(c.Stderr.String(), 16<<10))
+		t.Fatalf("%s exited (%v) before logging %s:\n%s", c, c.err, what, tail(c.Stderr.String(), 16<<10))
 	case !ok:
-		t.Fatalf("gave up after %v waiting for lavender to log %s:\n%s", waitLimit, what, tail(c.Stderr.String(), 16<<10))
+		t.Fatalf("gave up after %v waiting for %s to log %s:\n%s", waitLimit, c, what, tail(c.Stderr.String(), 16<<10))
 	}
 }
 

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -119,5 +120,50 @@ func TestAddrFailsWhenTheCommandExits(t *testing.T) {
 	msg := fails(t, func(tb testing.TB) { c.Addr(tb) })
 	if !strings.Contains(msg, "exited") || !strings.Contains(msg, "256.0.0.1") {
 		t.Errorf("Addr failed with %q", msg)
+	}
+}
+
+// cleanupRecorder is a testing.TB that keeps Errorf and Cleanup to itself.
+type cleanupRecorder struct {
+	testing.TB
+	errors   []string
+	cleanups []func()
+}
+
+func (r *cleanupRecorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+func (r *cleanupRecorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *cleanupRecorder) Failed() bool     { return len(r.errors) > 0 }
+func (r *cleanupRecorder) runCleanups() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// TestCleanupChecksTheGracefulExit: by default the end of the test sends
+// SIGTERM and wants exit status 0; KillAtEnd kills without a check.
+func TestCleanupChecksTheGracefulExit(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	// Exits 3 on SIGTERM, as a command with a broken shutdown would.
+	script := `trap 'exit 3' TERM; echo started; while :; do sleep 0.05; done`
+	for _, killAtEnd := range []bool{false, true} {
+		r := &cleanupRecorder{TB: t}
+		c := StartProgram(r, Options{KillAtEnd: killAtEnd}, sh, "-c", script)
+		WaitFor(t, waitLimit, func() bool { return strings.Contains(c.Stdout.String(), "started") }, "the script to start")
+		r.runCleanups()
+		if !c.Exited() {
+			t.Fatalf("KillAtEnd=%v: still running after cleanup", killAtEnd)
+		}
+		got := strings.Join(r.errors, "\n")
+		switch {
+		case !killAtEnd && (c.ExitCode() != 3 || !strings.Contains(got, "sh -c") || !strings.Contains(got, "exit after SIGTERM: exit status 3")):
+			t.Errorf("SIGTERM at cleanup: exit %d, errors %q", c.ExitCode(), got)
+		case killAtEnd && (c.ExitCode() != -1 || got != ""):
+			t.Errorf("KillAtEnd: exit %d, errors %q", c.ExitCode(), got)
+		}
 	}
 }
