@@ -135,7 +135,18 @@ func IdleTalk() Fault {
 		}
 		e.record(http.StatusOK, "success")
 		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		e.s.conns.Add(1)
+		// Close may have begun: it waits for the talkers it knows of, so a
+		// talker starts only while the server is open.
+		e.s.mu.Lock()
+		select {
+		case <-e.s.release:
+			e.s.mu.Unlock()
+			conn.Close()
+			return
+		default:
+			e.s.conns.Add(1)
+		}
+		e.s.mu.Unlock()
 		go func() {
 			defer e.s.conns.Done()
 			defer conn.Close()

@@ -225,7 +225,7 @@ func (c *Command) Exited() bool {
 func (c *Command) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
 
 // ErrStillRunning is Wait's error when the process outlived the timeout.
-var ErrStillRunning = errors.New("testkit: lavender is still running")
+var ErrStillRunning = errors.New("testkit: the process is still running")
 
 // Wait waits up to timeout for the process to exit and returns exec's
 // verdict: nil for exit status 0, an *exec.ExitError otherwise, or
