@@ -35,7 +35,10 @@ const Key = "KEY"
 // never turns a slow push into a failure; it only ends a test that hangs.
 const waitLimit = 30 * time.Second
 
-// Push is one request that reached a push route, as bark-server reads it.
+// Push is one request that reached a push route, as bark-server reads it
+// (a JSON batch with "device_keys" is one Push per key). A request that
+// does not parse (bad JSON, no device key) is recorded too, with the
+// request's fields and its 400.
 //
 // One request is not recorded because Go's HTTP server refuses it before
 // any handler: a path with a malformed escape ("%zz"). It gets 400 in plain
@@ -54,9 +57,10 @@ type Push struct {
 	// unescaped, before any default is applied.
 	Params map[string]string
 
-	// What bark-server hands to Apple, defaults applied: Sound is "1107" if
-	// unset and gets ".caf" appended; a push with no title, subtitle or body
-	// gets the body "Empty Message" (an encrypted push does, for one).
+	// What bark-server hands to Apple, defaults applied: Sound is "1107"
+	// when unset, and a sound given without ".caf" gets it appended; a push
+	// with no title, subtitle or body gets the body "Empty Message" (an
+	// encrypted push does, for one: read Params["body"] to see what was sent).
 	DeviceKey, ID            string
 	Title, Subtitle, Body    string
 	Sound, Group, URL, Level string
