@@ -1,0 +1,6 @@
+//go:build !race
+
+package testkit
+
+// raceBuild: see race.go.
+const raceBuild = false
