@@ -17,14 +17,19 @@ const module = "lavender"
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
 	"runlog":     {},
+	"watchdog":   {},
 	"exporter":   {"runlog"},
-	"barkbridge": {"runlog"},
+	"barkbridge": {"runlog", "watchdog"},
 	// cmd wires everything; bench drives the built binary and may read any
 	// package's constants; deploy holds only tests of the deploy files.
 	"cmd/lavender":       {"*"},
 	"bench/cmd/lavbench": {"*"},
 	"deploy":             {"*"},
 	"internal/layout":    {},
+	// The shared test helpers use nothing of ours, so any package's
+	// in-package tests can import them without a cycle.
+	"internal/barktest": {"internal/testkit"},
+	"internal/testkit":  {},
 }
 
 type listed struct {
