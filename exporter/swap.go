@@ -306,10 +306,10 @@ func (c *swapCollector) noteResult(source string, err error, counter *atomic.Uin
 	c.mu.Unlock()
 	switch {
 	case err != nil && msg != prev:
-		c.logger.Warn("swap metrics left out of the scrape", "file", source, "err", err)
+		c.logger.Warn("procfs metrics left out of the scrape", "file", source, "err", err)
 	case err != nil:
-		c.logger.Debug("swap metrics still unreadable", "file", source, "err", err)
+		c.logger.Debug("procfs metrics still unreadable", "file", source, "err", err)
 	case prev != "":
-		c.logger.Info("swap metrics readable again", "file", source)
+		c.logger.Info("procfs metrics readable again", "file", source)
 	}
 }
