@@ -5,8 +5,17 @@
 #   bench/run.sh scrape webhook  # only some sections
 #
 # Sections: deps scrape detect detect-prom webhook serve-rss footprint runlog gobench
-# (deps always runs). Results go to stdout as Markdown tables; the child
-# processes' logs live in a temporary directory that is removed at the end.
+# (deps always runs), and pressure, which only runs when named:
+#
+#   sudo bench/run.sh pressure   # a real thrash, at most PRESSURE_SECONDS
+#
+# pressure needs root, PSI, swapon and a memory cgroup (v2, or v1's memory
+# hierarchy); elsewhere it says why and skips. It makes a 2 GiB swap file
+# and runs a memory hog, lavender serve and node_exporter in a 256 MiB
+# memory cgroup, and it always removes the swap file and the cgroup.
+#
+# Results go to stdout as Markdown tables; the child processes' logs live
+# in a temporary directory that is removed at the end.
 #
 # Environment (all optional):
 #   ROUNDS=3              alternating wrk rounds per scrape setting
@@ -20,6 +29,9 @@
 #   BENCH_COUNT=6         -count for the Go benchmarks (benchstat wants >= 6)
 #   BENCH_OUT=dir         keep the Go benchmark output there (default: temp dir)
 #   NO_INSTALL=1          only check for the Debian packages, never apt-get them
+#   PRESSURE_SECONDS=150  longest the thrash may last (at most 180)
+#   PRESSURE_SWAP_DIR=/var/tmp  where the swap file goes (a disk filesystem:
+#                         swapon refuses tmpfs and overlayfs)
 #
 # Every server binds 127.0.0.1 on a free port; lavbench (bench/cmd/lavbench)
 # starts and kills the children, and the trap below kills whatever is left.
@@ -37,6 +49,11 @@ WEBHOOK_SECONDS=${WEBHOOK_SECONDS:-8}
 FOOTPRINT_SECONDS=${FOOTPRINT_SECONDS:-600}
 RUNLOG_SECONDS=${RUNLOG_SECONDS:-5}
 BENCH_COUNT=${BENCH_COUNT:-6}
+PRESSURE_SECONDS=${PRESSURE_SECONDS:-150}
+PRESSURE_SWAP_DIR=${PRESSURE_SWAP_DIR:-/var/tmp}
+# Named after this shell, so the trap can undo them if lavbench is killed.
+pressure_swap=$PRESSURE_SWAP_DIR/lavender-bench-pressure.$$.swap
+pressure_cgroup=lavender-bench-pressure-$$
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/lavender-bench.XXXXXX")
 cleanup() {
@@ -46,6 +63,22 @@ cleanup() {
 	pids=$(jobs -p || true)
 	if [[ -n $pids ]]; then kill $pids 2>/dev/null || true; fi
 	rm -rf "$work"
+	undo_pressure
+}
+# undo_pressure removes the pressure section's cgroup and swap file if a
+# killed lavbench left them; lavbench removes them itself otherwise. The
+# cgroup only ever holds lavbench's children.
+undo_pressure() {
+	local cg pid
+	for cg in "/sys/fs/cgroup/$pressure_cgroup" "/sys/fs/cgroup/memory/$pressure_cgroup"; do
+		[[ -d $cg ]] || continue
+		for pid in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+		for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$cg" 2>/dev/null && break; sleep 0.5; done
+	done
+	if [[ -e $pressure_swap ]]; then
+		swapoff "$pressure_swap" 2>/dev/null || true
+		rm -f "$pressure_swap"
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -141,6 +174,12 @@ fi
 if want footprint; then
 	say "footprint: idle serve for $FOOTPRINT_SECONDS s"
 	"$lb" footprint -lavender "$lav" -seconds "$FOOTPRINT_SECONDS"
+fi
+
+if want pressure; then
+	say "pressure: a real thrash in a memory cgroup (at most $PRESSURE_SECONDS s)"
+	"$lb" pressure -lavender "$lav" -node-exporter "$(command -v prometheus-node-exporter)" \
+		-swap-file "$pressure_swap" -cgroup "$pressure_cgroup" -seconds "$PRESSURE_SECONDS"
 fi
 
 if want runlog; then

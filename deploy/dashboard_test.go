@@ -191,6 +191,8 @@ func TestDashboard(t *testing.T) {
 		{"Swap used", "timeseries", []string{"lavender_swap_used_ratio"}},
 		{"Swap bytes", "timeseries", []string{"lavender_swap_used_bytes", "lavender_swap_total_bytes"}},
 		{"Swap in/out rate", "timeseries", []string{"rate(lavender_swap_in_bytes_total", "rate(lavender_swap_out_bytes_total"}},
+		{"Memory pressure", "timeseries", []string{"rate(lavender_pressure_memory_waiting_seconds_total", "rate(lavender_pressure_memory_stalled_seconds_total"}},
+		{"OOM kills", "timeseries", []string{"increase(lavender_oom_kills_total"}},
 		{"Active phases", "state-timeline", []string{"lavender_phase_active"}},
 		{"Phase durations", "", []string{"lavender_phase_duration_seconds"}},
 		{"Heartbeat age of active phases", "timeseries", []string{"time() - lavender_phase_last_heartbeat_timestamp_seconds", "lavender_phase_active"}},
@@ -222,6 +224,7 @@ func TestDashboard(t *testing.T) {
 	for title, value := range map[string]float64{
 		"Swap used":                      0.5,
 		"Swap in/out rate":               1048576,
+		"Memory pressure":                0.1, // MemoryPressureHigh
 		"Heartbeat age of active phases": 600,
 	} {
 		p := byTitle[title]
@@ -238,8 +241,10 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("panel %q has no threshold step at %v", title, value)
 		}
 	}
-	if u := byTitle["Swap used"].FieldConf.Defaults.Unit; u != "percentunit" {
-		t.Errorf("Swap used unit = %q, want percentunit (0–1 shown as %%)", u)
+	for _, title := range []string{"Swap used", "Memory pressure"} {
+		if u := byTitle[title].FieldConf.Defaults.Unit; u != "percentunit" {
+			t.Errorf("%s unit = %q, want percentunit (0–1 shown as %%)", title, u)
+		}
 	}
 }
 

@@ -176,13 +176,17 @@ func (s e2eSwap) ratio() float64     { return float64(s.UsedKB) / float64(s.Tota
 
 func newE2EProcfs(t *testing.T) *e2eProcfs {
 	p := &e2eProcfs{t: t, dir: t.TempDir()}
-	p.write("vmstat", "pgpgin 1000\npgpgout 2000\npswpin 100\npswpout 200\n")
+	p.write("vmstat", "pgpgin 1000\npgpgout 2000\npswpin 100\npswpout 200\noom_kill 2\n")
+	if err := os.Mkdir(filepath.Join(p.dir, "pressure"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p.write("pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=1500000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=500000\n")
 	return p
 }
 
 func (p *e2eProcfs) write(name, content string) {
 	p.t.Helper()
-	tmp := filepath.Join(p.dir, "."+name+".tmp")
+	tmp := filepath.Join(p.dir, filepath.Dir(name), "."+filepath.Base(name)+".tmp")
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
 		p.t.Fatal(err)
 	}

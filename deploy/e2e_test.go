@@ -358,6 +358,9 @@ func (c *e2eChain) checkDashboard(now e2eSwap) {
 		{"Swap bytes", "C", float64(now.totalBytes())},
 		{"Swap in/out rate", "A", 0}, // the fake vmstat stands still
 		{"Swap in/out rate", "B", 0},
+		{"Memory pressure", "A", 0}, // the fake PSI totals stand still
+		{"Memory pressure", "B", 0},
+		{"OOM kills", "A", 0}, // 2 kills since boot, none while scraped
 	} {
 		got, ok := values[w.panel][w.ref]
 		if !ok {

@@ -209,6 +209,18 @@ func TestAlertsShape(t *testing.T) {
 			annotations: []string{"summary", "description"},
 		},
 		{
+			alert:       "MemoryPressureHigh",
+			exprHas:     []string{"rate(lavender_pressure_memory_waiting_seconds_total[1m]) >= 0.1"},
+			forAtLeast:  time.Minute,
+			forAtMost:   time.Minute,
+			annotations: []string{"summary", "description", "pressure_ratio", "pressure_window_seconds", "swap_used_bytes", "swap_total_bytes"},
+		},
+		{
+			alert:       "OOMKill",
+			exprHas:     []string{"increase(lavender_oom_kills_total[5m]) > 0"},
+			annotations: []string{"summary", "description", "oom_kills", "active_phase", "swap_used_bytes", "swap_total_bytes"},
+		},
+		{
 			alert:       "SwapThrashing",
 			exprHas:     []string{"rate(lavender_swap_in_bytes_total["},
 			forAtLeast:  5 * time.Minute,
@@ -249,19 +261,35 @@ func TestAlertsShape(t *testing.T) {
 	// The numbers barkbridge parses must stay machine-readable: no
 	// humanize* (which prints "16.3Gi"), and byte figures through %.0f,
 	// since a bare float64 prints as 1.8554258719e+10.
-	swap := alerts["SwapUsageHigh"]
-	for _, a := range []string{"swap_used_ratio", "swap_used_bytes", "swap_total_bytes"} {
-		if strings.Contains(swap.Annotations[a], "humanize") {
-			t.Errorf("annotation %s uses humanize: %q", a, swap.Annotations[a])
-		}
-	}
-	for a, metric := range map[string]string{"swap_used_bytes": "lavender_swap_used_bytes", "swap_total_bytes": "lavender_swap_total_bytes"} {
-		v := swap.Annotations[a]
-		for _, s := range []string{metric + "{instance=%q,job=%q}", "$labels.instance $labels.job | query", `printf "%.0f"`} {
-			if !strings.Contains(v, s) {
-				t.Errorf("annotation %s = %q lacks %q", a, v, s)
+	for _, tc := range []struct {
+		alert   string
+		numbers []string // annotations barkbridge parses as numbers
+	}{
+		{"SwapUsageHigh", []string{"swap_used_ratio", "swap_used_bytes", "swap_total_bytes"}},
+		{"MemoryPressureHigh", []string{"pressure_ratio", "pressure_window_seconds", "swap_used_bytes", "swap_total_bytes"}},
+		{"OOMKill", []string{"oom_kills", "swap_used_bytes", "swap_total_bytes"}},
+	} {
+		r := alerts[tc.alert]
+		for _, a := range tc.numbers {
+			if strings.Contains(r.Annotations[a], "humanize") {
+				t.Errorf("%s annotation %s uses humanize: %q", tc.alert, a, r.Annotations[a])
 			}
 		}
+		for a, metric := range map[string]string{"swap_used_bytes": "lavender_swap_used_bytes", "swap_total_bytes": "lavender_swap_total_bytes"} {
+			v := r.Annotations[a]
+			for _, s := range []string{metric + "{instance=%q,job=%q}", "$labels.instance $labels.job | query", `printf "%.0f"`} {
+				if !strings.Contains(v, s) {
+					t.Errorf("%s annotation %s = %q lacks %q", tc.alert, a, v, s)
+				}
+			}
+		}
+	}
+	// A ratio through %v could print as 1e-05; printf keeps it decimal.
+	if v := alerts["MemoryPressureHigh"].Annotations["pressure_ratio"]; !strings.Contains(v, `printf "%.4f" $value`) {
+		t.Errorf("MemoryPressureHigh pressure_ratio = %q, want printf \"%%.4f\" $value", v)
+	}
+	if v := alerts["OOMKill"].Annotations["oom_kills"]; !strings.Contains(v, `printf "%.0f"`) {
+		t.Errorf("OOMKill oom_kills = %q, want a whole number through printf \"%%.0f\"", v)
 	}
 
 	for name, r := range alerts {

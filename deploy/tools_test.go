@@ -53,11 +53,14 @@ func TestAmtoolRoutes(t *testing.T) {
 	amtool := needTool(t, "amtool", "prometheus-alertmanager")
 	config := filepath.Join("deploy", "alertmanager", "alertmanager.yml")
 	for labels, want := range map[string]string{
-		"alertname=SwapUsageHigh":   "bark",
-		"alertname=PhaseStalled":    "bark",
-		"alertname=LavenderDown":    "default",
-		"alertname=SwapThrashing":   "default",
-		"alertname=SwapUsageHigher": "default",
+		"alertname=SwapUsageHigh":      "bark",
+		"alertname=PhaseStalled":       "bark",
+		"alertname=MemoryPressureHigh": "bark",
+		"alertname=OOMKill":            "bark",
+		"alertname=OOMKills":           "default",
+		"alertname=LavenderDown":       "default",
+		"alertname=SwapThrashing":      "default",
+		"alertname=SwapUsageHigher":    "default",
 	} {
 		// stdout only: amtool warns on stderr that --config.file wins
 		// over --alertmanager.url.

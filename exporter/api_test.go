@@ -197,6 +197,13 @@ func TestGatherAndLint(t *testing.T) {
 	if err != nil || n < 20 {
 		t.Errorf("%d samples (%v)", n, err)
 	}
+	// The lint covered the pressure and OOM counters too.
+	for _, name := range []string{"lavender_pressure_memory_waiting_seconds_total",
+		"lavender_pressure_memory_stalled_seconds_total", "lavender_oom_kills_total"} {
+		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 1 {
+			t.Errorf("%s: %d samples (%v), want 1", name, n, err)
+		}
+	}
 }
 
 // promtool check metrics on a real scrape over HTTP, with the collectors

@@ -20,10 +20,25 @@ type SwapSample struct {
 	UsedRatio  float64   `json:"used_ratio"`
 	UsedBytes  uint64    `json:"used_bytes"`
 	TotalBytes uint64    `json:"total_bytes"`
+	// PressureSomeAvg10 is the share of the last 10 s in which a task
+	// waited for memory (PSI "some avg10"), 0–1; nil on a kernel without
+	// PSI or when pressure/memory could not be read.
+	PressureSomeAvg10 *float64 `json:"pressure_some_avg10,omitempty"`
 }
 
-// SwapHistory reads swap and remembers the latest reading and, bounded, the
-// last hour of them for the status page. The watchdog reads through it, so
+// Reading is what one poll of the history reads: swap from meminfo and
+// memory pressure from pressure/memory.
+type Reading struct {
+	Swap Swap
+	// Pressure has Available false on a kernel without PSI, and after a
+	// failed read, which PressureErr then holds. A pressure failure never
+	// fails the swap reading: the swap rule must not go blind for it.
+	Pressure    Pressure
+	PressureErr error
+}
+
+// SwapHistory reads swap and memory pressure and remembers the latest
+// reading and, bounded, the last hour of them for the status page. The watchdog reads through it, so
 // the page costs no extra reads; without a watchdog, Run samples by itself.
 // The scrape path never touches it.
 type SwapHistory struct {
@@ -54,23 +69,40 @@ func NewSwapHistory(procfs string, step time.Duration, now func() time.Time) *Sw
 // appends without taking the lock.
 func (h *SwapHistory) Window() time.Duration { return h.step * HistorySamples }
 
-// Read reads swap with ReadSwap and records it. A reading less than a step
-// after the last kept sample only updates the latest figure.
+// Read reads swap and memory pressure (see ReadAll) and returns the swap
+// figures.
 func (h *SwapHistory) Read(ctx context.Context) (Swap, error) {
+	r, err := h.ReadAll(ctx)
+	return r.Swap, err
+}
+
+// ReadAll reads swap with ReadSwap and memory pressure with ReadPressure,
+// and records both. A reading less than a step after the last kept sample
+// only updates the latest figure. err is the swap read's: without swap
+// figures nothing is recorded.
+func (h *SwapHistory) ReadAll(ctx context.Context) (Reading, error) {
 	s, err := ReadSwap(ctx, h.procfs)
+	r := Reading{Swap: s}
+	if err == nil {
+		r.Pressure, r.PressureErr = ReadPressure(h.procfs)
+	}
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.latestErr = err
 	if err != nil {
-		return s, err
+		return r, err
 	}
 	sample := SwapSample{Time: now, UsedRatio: s.UsedRatio, UsedBytes: s.UsedBytes, TotalBytes: s.TotalBytes}
+	if r.Pressure.Available {
+		some := r.Pressure.SomeAvg10
+		sample.PressureSomeAvg10 = &some
+	}
 	h.latest = sample
 	if last, ok := h.lastLocked(); !ok || now.Sub(last.Time) >= h.step {
 		h.appendLocked(sample)
 	}
-	return s, nil
+	return r, nil
 }
 
 // Run reads every step until ctx ends; use it when no watchdog reads.

@@ -15,11 +15,16 @@ import (
 // StatusPath serves the status page's data as JSON.
 const StatusPath = "/api/v1/status"
 
+// DefaultPressureThreshold is the memory pressure (PSI some, 0–1) at which
+// MemoryPressureHigh fires: psi-notify's and nohang's warning level.
+const DefaultPressureThreshold = 0.10
+
 //go:embed status.html status.css
 var statusFiles embed.FS
 
 var statusTemplate = template.Must(template.New("status.html").Funcs(template.FuncMap{
 	"percent": func(r float64) string { return strconv.Itoa(int(math.Round(r*100))) + "%" },
+	"deref":   func(r *float64) float64 { return *r },
 	"gib":     func(b uint64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<30)) },
 	"age":     func(now, t time.Time) string { return humanDuration(now.Sub(t)) },
 	"seconds": func(s float64) string { return humanDuration(time.Duration(s * float64(time.Second))) },
@@ -50,6 +55,11 @@ type StatusConfig struct {
 	Sections  []StatusSection  // e.g. the bridge
 	Links     []string         // paths listed in the footer, e.g. "/metrics"
 	Now       func() time.Time // default time.Now
+
+	// PressureThreshold is the memory pressure (PSI some avg10, 0–1) shown
+	// in the warning colour and drawn as the chart's second line; default
+	// DefaultPressureThreshold.
+	PressureThreshold float64
 }
 
 // StatusPage serves "/" (HTML) and StatusPath (JSON): swap now and over
@@ -66,6 +76,9 @@ func NewStatusPage(e *Exporter, cfg StatusConfig) *StatusPage {
 	}
 	if cfg.Threshold <= 0 {
 		cfg.Threshold = 0.5
+	}
+	if cfg.PressureThreshold <= 0 {
+		cfg.PressureThreshold = DefaultPressureThreshold
 	}
 	return &StatusPage{exp: e, cfg: cfg}
 }
@@ -87,12 +100,16 @@ type Status struct {
 	Phases    []Phase        `json:"phases"`
 	RunLog    string         `json:"run_log"`
 	Sections  map[string]any `json:"sections,omitempty"`
+
+	// PressureThreshold is the memory pressure line, 0–1.
+	PressureThreshold float64 `json:"pressure_threshold"`
 }
 
 // Snapshot gathers the page's data. It reads only memory and the run log
 // (at most its cap), never procfs: swap comes from the history.
 func (p *StatusPage) Snapshot() Status {
 	s := Status{Time: p.cfg.Now(), Threshold: p.cfg.Threshold, Sections: map[string]any{}}
+	s.PressureThreshold = p.cfg.PressureThreshold
 	if h := p.cfg.History; h != nil {
 		latest, err := h.Latest()
 		switch {
@@ -128,8 +145,9 @@ func (p *StatusPage) handlePage(w http.ResponseWriter, r *http.Request) {
 		CSS:    statusCSS,
 		Links:  p.cfg.Links,
 		High:   s.Swap != nil && s.Swap.TotalBytes > 0 && s.Swap.UsedRatio >= s.Threshold,
-		Chart:  newChart(s.History, s.Threshold, s.Time, p.cfg.History),
+		Chart:  newChart(s.History, s.Threshold, s.PressureThreshold, s.Time, p.cfg.History),
 	}
+	view.PressureHigh = s.Swap != nil && s.Swap.PressureSomeAvg10 != nil && *s.Swap.PressureSomeAvg10 >= s.PressureThreshold
 	for _, sec := range p.cfg.Sections {
 		view.Sections = append(view.Sections, sec.StatusHTML())
 	}
@@ -151,19 +169,24 @@ type pageView struct {
 	High     bool
 	Chart    chart
 	Sections []template.HTML
+
+	PressureHigh bool // pressure at or above its threshold
 }
 
 // chart is the swap history as an inline SVG: x is the last window, y the
-// used ratio from 0 to 1.
+// used ratio from 0 to 1. Memory pressure shares the 0–1 axis, so a page
+// shows at a glance whether tasks stalled before swap filled.
 type chart struct {
-	Width, Height float64
-	Points        string  // polyline points, "x,y x,y …"
-	ThresholdY    float64 // y of the threshold line
-	Samples       int
-	Window        string
+	Width, Height      float64
+	Points             string  // swap polyline points, "x,y x,y …"
+	PressurePoints     string  // pressure polyline points; "" without PSI
+	ThresholdY         float64 // y of the swap threshold line
+	PressureThresholdY float64 // y of the pressure threshold line
+	Samples            int
+	Window             string
 }
 
-func newChart(samples []SwapSample, threshold float64, now time.Time, h *SwapHistory) chart {
+func newChart(samples []SwapSample, threshold, pressureThreshold float64, now time.Time, h *SwapHistory) chart {
 	c := chart{Width: 600, Height: 150, Samples: len(samples)}
 	window := DefaultHistoryStep * HistorySamples
 	if h != nil {
@@ -171,13 +194,18 @@ func newChart(samples []SwapSample, threshold float64, now time.Time, h *SwapHis
 	}
 	c.Window = humanDuration(window)
 	c.ThresholdY = c.y(threshold)
+	c.PressureThresholdY = c.y(pressureThreshold)
 	start := now.Add(-window)
-	var pts []string
+	var pts, pressure []string
 	for _, s := range samples {
-		x := float64(s.Time.Sub(start)) / float64(window) * c.Width
-		pts = append(pts, strconv.FormatFloat(min(max(x, 0), c.Width), 'f', 1, 64)+","+strconv.FormatFloat(c.y(s.UsedRatio), 'f', 1, 64))
+		x := strconv.FormatFloat(min(max(float64(s.Time.Sub(start))/float64(window)*c.Width, 0), c.Width), 'f', 1, 64)
+		pts = append(pts, x+","+strconv.FormatFloat(c.y(s.UsedRatio), 'f', 1, 64))
+		if s.PressureSomeAvg10 != nil {
+			pressure = append(pressure, x+","+strconv.FormatFloat(c.y(*s.PressureSomeAvg10), 'f', 1, 64))
+		}
 	}
 	c.Points = strings.Join(pts, " ")
+	c.PressurePoints = strings.Join(pressure, " ")
 	return c
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,10 +37,13 @@ type statusRig struct {
 func newStatusRig(t *testing.T, procfsTree string) *statusRig {
 	t.Helper()
 	r := &statusRig{env: newTestEnv(t), procfs: t.TempDir()}
-	for _, name := range []string{"meminfo", "vmstat"} {
+	if err := os.Mkdir(filepath.Join(r.procfs, "pressure"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"meminfo", "vmstat", pressureFile} {
 		data, err := os.ReadFile(filepath.Join("testdata/procfs", procfsTree, name))
 		if err != nil {
-			continue // some trees lack vmstat on purpose
+			continue // some trees lack vmstat or PSI on purpose
 		}
 		if err := os.WriteFile(filepath.Join(r.procfs, name), data, 0o644); err != nil {
 			t.Fatal(err)
@@ -118,6 +122,58 @@ func TestStatusPageContent(t *testing.T) {
 	// The threshold line sits at 50 % of the 150-unit-high chart.
 	if !strings.Contains(page, `y1="75" y2="75"`) {
 		t.Error("threshold line not at 50 %")
+	}
+
+	// Memory pressure (some avg10 23.15 %) beside swap: the figure, above
+	// the 10 % line so in the warning colour, and its own line in the
+	// chart, at the same x as swap's points, with its label.
+	for _, want := range []string{
+		`id="pressure-percent">23%<`,
+		`<strong class="high" id="pressure-percent">`,
+		`<span class="key pressure">memory pressure</span>`,
+		`class="threshold pressure-threshold" x1="0" x2="600" y1="135" y2="135"`, // 10 %
+		"are 50% (swap) and 10% (pressure)",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	pp := regexp.MustCompile(`<polyline class="pressure" points="([^"]+)"`).FindStringSubmatch(page)
+	if pp == nil || len(strings.Fields(pp[1])) != 4 {
+		t.Fatalf("chart: want a pressure polyline with 4 points, got %v", pp)
+	}
+	swapPts, pressurePts := strings.Fields(pts[1]), strings.Fields(pp[1])
+	for i := range pressurePts {
+		sx, sy, _ := strings.Cut(swapPts[i], ",")
+		px, py, _ := strings.Cut(pressurePts[i], ",")
+		// 150 * (1 - 0.2315) = 115.3; swap at 54 % is at 69.0.
+		if px != sx || py != "115.3" || sy != "69.0" {
+			t.Errorf("point %d: swap %s, pressure %s; want the same x, y 69.0 and 115.3", i, swapPts[i], pressurePts[i])
+		}
+	}
+}
+
+// A kernel without PSI: no pressure line, and the page says why.
+func TestStatusPageWithoutPSI(t *testing.T) {
+	r := newStatusRig(t, "nopsi")
+	for range 3 {
+		if _, err := r.hist.Read(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r.env.clock.Advance(10 * time.Second)
+	}
+	_, page := r.get(t, "/")
+	if strings.Contains(page, `<polyline class="pressure"`) || strings.Contains(page, `class="threshold pressure-threshold"`) {
+		t.Error("a pressure line drawn on a host without PSI")
+	}
+	if !strings.Contains(page, "memory pressure: not available (kernel without PSI)") {
+		t.Error("the page does not say that pressure is unavailable")
+	}
+	if !regexp.MustCompile(`<polyline class="ratio" points="[^"]+"`).MatchString(page) {
+		t.Error("the swap line is gone too")
+	}
+	if h := r.hist.Samples(); len(h) != 3 || h[0].PressureSomeAvg10 != nil {
+		t.Errorf("samples %+v: want 3 without pressure", h)
 	}
 }
 
@@ -204,19 +260,28 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatalf("GET %s = %d", StatusPath, code)
 	}
 	var s struct {
-		Swap      SwapSample
-		Threshold float64
-		History   []SwapSample
-		Run       Run
-		Phases    []Phase
-		RunLog    string `json:"run_log"`
-		Sections  map[string]map[string]string
+		Swap              SwapSample
+		Threshold         float64
+		PressureThreshold float64 `json:"pressure_threshold"`
+		History           []SwapSample
+		Run               Run
+		Phases            []Phase
+		RunLog            string `json:"run_log"`
+		Sections          map[string]map[string]string
 	}
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Swap.TotalBytes != 32<<30 || len(s.History) != 1 || s.Threshold != 0.5 {
 		t.Errorf("swap %+v history %d threshold %v", s.Swap, len(s.History), s.Threshold)
+	}
+	for what, p := range map[string]*float64{"swap": s.Swap.PressureSomeAvg10, "history": s.History[0].PressureSomeAvg10} {
+		if p == nil || math.Abs(*p-0.2315) > 1e-9 {
+			t.Errorf("%s: pressure_some_avg10 %v, want 0.2315", what, p)
+		}
+	}
+	if s.PressureThreshold != 0.1 {
+		t.Errorf("pressure threshold %v, want 0.1", s.PressureThreshold)
 	}
 	if len(s.Phases) != 1 || s.Phases[0].Name != "SFT" || !strings.Contains(s.RunLog, "START SFT") || s.Run.File == "" {
 		t.Errorf("phases %+v run %+v log %q", s.Phases, s.Run, s.RunLog)

@@ -84,14 +84,19 @@ func clampRatio(r float64) float64 {
 	return r
 }
 
-// SwapActivity holds the kernel's cumulative swap traffic since boot.
+// SwapActivity holds the kernel's cumulative swap traffic since boot, and
+// the OOM kills, which come from the same file.
 type SwapActivity struct {
 	InPages, OutPages uint64 // pswpin, pswpout
+	// OOMKills is oom_kill, the OOM killer's victims since boot.
+	// HaveOOMKills is false on kernels before 4.13, which lack the line.
+	OOMKills     uint64
+	HaveOOMKills bool
 }
 
-// ReadSwapActivity reads pswpin and pswpout from <procfs>/vmstat. gopsutil's
-// SwapMemoryWithContext would read the same lines, but it also calls
-// sysinfo(2), assumes 4 KiB pages and hides a missing file, so the two
+// ReadSwapActivity reads pswpin, pswpout and oom_kill from <procfs>/vmstat.
+// gopsutil's SwapMemoryWithContext would read the first two, but it also
+// calls sysinfo(2), assumes 4 KiB pages and hides a missing file, so the
 // lines are parsed here.
 func ReadSwapActivity(procfs string) (SwapActivity, error) {
 	if procfs == "" {
@@ -119,6 +124,8 @@ func ReadSwapActivity(procfs string) (SwapActivity, error) {
 			dst, haveIn = &a.InPages, true
 		case "pswpout":
 			dst, haveOut = &a.OutPages, true
+		case "oom_kill":
+			dst, a.HaveOOMKills = &a.OOMKills, true
 		default:
 			continue
 		}
@@ -167,8 +174,9 @@ func readProcFile(path string, buf *[]byte) ([]byte, error) {
 // Sources of swap figures, the values of the "file" label on
 // lavender_swap_read_errors_total.
 const (
-	sourceMeminfo = "meminfo"
-	sourceVmstat  = "vmstat"
+	sourceMeminfo  = "meminfo"
+	sourceVmstat   = "vmstat"
+	sourcePressure = pressureFile
 )
 
 var (
@@ -189,20 +197,34 @@ var (
 	swapOutDesc = prometheus.NewDesc("lavender_swap_out_bytes_total",
 		"Bytes swapped out since boot (pswpout in vmstat times the page size).", nil, nil)
 	swapReadErrorsDesc = prometheus.NewDesc("lavender_swap_read_errors_total",
-		"Failed reads of the swap figures, by procfs file.", []string{"file"}, nil)
+		"Failed reads of the swap, pressure and OOM figures, by procfs file.", []string{"file"}, nil)
+	// Named as node_exporter's pressure collector names them
+	// (node_pressure_memory_*), with lavender's prefix.
+	pressureWaitingDesc = prometheus.NewDesc("lavender_pressure_memory_waiting_seconds_total",
+		"Total time in seconds that at least one task waited for memory (PSI some); absent on a kernel without PSI.", nil, nil)
+	pressureStalledDesc = prometheus.NewDesc("lavender_pressure_memory_stalled_seconds_total",
+		"Total time in seconds that all non-idle tasks stalled on memory at once (PSI full); absent on a kernel without PSI.", nil, nil)
+	oomKillsDesc = prometheus.NewDesc("lavender_oom_kills_total",
+		"Processes killed by the OOM killer since boot (oom_kill in vmstat); absent on kernels before 4.13.", nil, nil)
 )
 
-// swapCollector reads meminfo and vmstat at scrape time, as node_exporter
-// does. A failed read leaves that file's metrics out of the scrape, counts an
-// error and logs one line; repeats of the same failure are logged at debug
-// level so a broken procfs does not flood the log every scrape.
+// swapCollector reads meminfo, vmstat and pressure/memory at scrape time,
+// each once, as node_exporter does. A failed read leaves that file's
+// metrics out of the scrape, counts an error and logs one line; repeats of
+// the same failure are logged at debug level so a broken procfs does not
+// flood the log every scrape. A kernel without PSI is no failure: the
+// pressure metrics are left out and one info line says why.
 type swapCollector struct {
 	procfs   string
 	pageSize uint64
 	logger   *slog.Logger
+	read     procFileReader // of pressure/memory; readProcFile but in tests
 
-	meminfoErrors atomic.Uint64
-	vmstatErrors  atomic.Uint64
+	meminfoErrors  atomic.Uint64
+	vmstatErrors   atomic.Uint64
+	pressureErrors atomic.Uint64
+
+	noPSILogged atomic.Bool
 
 	mu      sync.Mutex
 	lastErr map[string]string // source -> last error text, "" when healthy
@@ -213,13 +235,15 @@ func newSwapCollector(procfs string, pageSize int, logger *slog.Logger) *swapCol
 		procfs:   procfs,
 		pageSize: uint64(pageSize),
 		logger:   logger,
+		read:     readProcFile,
 		lastErr:  map[string]string{},
 	}
 }
 
 func (c *swapCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{swapTotalDesc, swapUsedDesc, swapFreeDesc, swapCachedDesc,
-		swapUsedRatioDesc, memAvailableRatioDesc, swapInDesc, swapOutDesc, swapReadErrorsDesc} {
+		swapUsedRatioDesc, memAvailableRatioDesc, swapInDesc, swapOutDesc, swapReadErrorsDesc,
+		pressureWaitingDesc, pressureStalledDesc, oomKillsDesc} {
 		ch <- d
 	}
 }
@@ -240,9 +264,32 @@ func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
 	if err == nil {
 		ch <- prometheus.MustNewConstMetric(swapInDesc, prometheus.CounterValue, float64(a.InPages*c.pageSize))
 		ch <- prometheus.MustNewConstMetric(swapOutDesc, prometheus.CounterValue, float64(a.OutPages*c.pageSize))
+		if a.HaveOOMKills {
+			ch <- prometheus.MustNewConstMetric(oomKillsDesc, prometheus.CounterValue, float64(a.OOMKills))
+		}
+	}
+	p, err := readPressure(c.procfs, c.read)
+	c.noteResult(sourcePressure, err, &c.pressureErrors)
+	switch {
+	case err != nil:
+	case p.Available:
+		ch <- prometheus.MustNewConstMetric(pressureWaitingDesc, prometheus.CounterValue, p.SomeTotal.Seconds())
+		ch <- prometheus.MustNewConstMetric(pressureStalledDesc, prometheus.CounterValue, p.FullTotal.Seconds())
+	default:
+		c.noteNoPSI()
 	}
 	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.meminfoErrors.Load()), sourceMeminfo)
 	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.vmstatErrors.Load()), sourceVmstat)
+	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.pressureErrors.Load()), sourcePressure)
+}
+
+// noteNoPSI logs once per collector that the kernel has no PSI: the host
+// will not grow it before a reboot, so once is enough.
+func (c *swapCollector) noteNoPSI() {
+	if c.noPSILogged.CompareAndSwap(false, true) {
+		c.logger.Info("no memory pressure metrics: the kernel has no PSI (no "+pressureFile+" or EOPNOTSUPP)",
+			"path", filepath.Join(c.procfs, pressureFile))
+	}
 }
 
 func (c *swapCollector) noteResult(source string, err error, counter *atomic.Uint64) {
@@ -259,10 +306,10 @@ func (c *swapCollector) noteResult(source string, err error, counter *atomic.Uin
 	c.mu.Unlock()
 	switch {
 	case err != nil && msg != prev:
-		c.logger.Warn("swap metrics left out of the scrape", "file", source, "err", err)
+		c.logger.Warn("procfs metrics left out of the scrape", "file", source, "err", err)
 	case err != nil:
-		c.logger.Debug("swap metrics still unreadable", "file", source, "err", err)
+		c.logger.Debug("procfs metrics still unreadable", "file", source, "err", err)
 	case prev != "":
-		c.logger.Info("swap metrics readable again", "file", source)
+		c.logger.Info("procfs metrics readable again", "file", source)
 	}
 }

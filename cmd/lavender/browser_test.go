@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,8 +43,28 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
+// setPressure writes <procfs>/pressure/memory with "some avg10" at ratio
+// (0–1) and "full" a little below it.
+func (p *fakeProcfs) setPressure(ratio float64) {
+	p.t.Helper()
+	dir := filepath.Join(p.dir, "pressure")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		p.t.Fatal(err)
+	}
+	content := fmt.Sprintf("some avg10=%.2f avg60=0.00 avg300=0.00 total=1000000\nfull avg10=%.2f avg60=0.00 avg300=0.00 total=500000\n",
+		ratio*100, ratio*90)
+	tmp := filepath.Join(dir, ".memory.tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "memory")); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 // TestStatusPageInChromium loads the status page of a real serve, at 54 %
-// swap with two phases and a push, in headless Chromium.
+// swap and 23 % memory pressure with two phases and a push, in headless
+// Chromium.
 func TestStatusPageInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -65,10 +86,12 @@ func TestStatusPageInChromium(t *testing.T) {
 			t.Fatalf("heartbeat %s: %d %s", hb, code, body)
 		}
 	}
-	// Swap climbs to 54 %, a few chart samples at each level.
+	// Swap climbs to 54 % and pressure to 23 %, a few chart samples at
+	// each level.
 	samples := 0
-	for _, ratio := range []float64{0.30, 0.38, 0.46, 0.54} {
+	for i, ratio := range []float64{0.30, 0.38, 0.46, 0.54} {
 		procfs.setSwap(swap32GiBinKB, ratio)
+		procfs.setPressure([]float64{0.02, 0.08, 0.15, 0.23}[i])
 		samples += 4
 		waitFor(t, "chart samples", func() bool {
 			_, body := httpDo(t, "GET", r.base+"/api/v1/status", nil)
@@ -117,7 +140,10 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatalf("chromium: %v", err)
 	}
 	text := browse(t, ctx, chromedp.Text(chromedp.CSS("body")))
-	points := browse(t, ctx, chromedp.Evaluate[int](`document.querySelector('#swap-chart polyline').points.numberOfItems`))
+	points := browse(t, ctx, chromedp.Evaluate[int](`document.querySelector('#swap-chart polyline.ratio').points.numberOfItems`))
+	pressurePoints := browse(t, ctx, chromedp.Evaluate[int](`document.querySelector('#swap-chart polyline.pressure').points.numberOfItems`))
+	// The pressure line is drawn in its own colour, not swap's.
+	colours := browse(t, ctx, chromedp.Evaluate[[]string](`['polyline.ratio', 'polyline.pressure'].map(s => getComputedStyle(document.querySelector('#swap-chart ' + s)).stroke)`))
 	scripts := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('script').length`))
 	phone := browse(t, ctx, chromedp.FullScreenshot(100))
 	if err := chromedp.Do(ctx,
@@ -129,7 +155,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	desktop := browse(t, ctx, chromedp.FullScreenshot(100))
 
-	for _, want := range []string{"54%", "17.3 of 32.0 GiB used", "Building model", "Pretrain 1/3", evil,
+	for _, want := range []string{"54%", "17.3 of 32.0 GiB used", "memory pressure 23%", "at or above 10%", "Building model", "Pretrain 1/3", evil,
 		"BARK swap 54% sent ok=1 fail=0", "phone.bark.env:1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("visible text lacks %q", want)
@@ -137,6 +163,12 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	if points < samples {
 		t.Errorf("the swap chart has %d points, want at least %d", points, samples)
+	}
+	if pressurePoints < samples {
+		t.Errorf("the pressure line has %d points, want at least %d", pressurePoints, samples)
+	}
+	if len(colours) != 2 || colours[0] == colours[1] || colours[1] == "none" {
+		t.Errorf("line colours %q: want swap and pressure in two different colours", colours)
 	}
 	if scripts != 0 || dialogs.Load() != 0 {
 		t.Errorf("the <script> phase name ran: %d script elements, %d dialogs", scripts, dialogs.Load())

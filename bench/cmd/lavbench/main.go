@@ -32,6 +32,8 @@ var commands = []command{
 	{"footprint", "RSS and CPU of an idle lavender serve", runFootprint},
 	{"runlog", "run-log appends per second with compaction, one or more writer processes", runRunlog},
 	{"runlog-writer", "(internal) one run-log writer process", runRunlogWriter},
+	{"pressure", "a real thrash (root): swap file, memory hog in a memory cgroup; pressure vs swap crossings and pushes, scrape p99 under thrash", runPressure},
+	{"pressure-hog", "(internal) the memory hog of the pressure section", runPressureHog},
 }
 
 func main() {

@@ -183,13 +183,22 @@ func mib(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
 
 // barkServer answers like Bark (`{"code":200,...}`) on /<key>/<message>.
 // Keys starting with "hang" never answer until the client gives up (at most
-// one minute). Every accepted push is timestamped on arrivals.
+// one minute). Every accepted push is timestamped on arrivals, and with its
+// text on messages.
 type barkServer struct {
 	srv      *http.Server
 	url      string
 	arrivals chan time.Time
+	messages chan barkMessage
 	mu       sync.Mutex
 	count    int
+}
+
+// barkMessage is one accepted push: when it arrived and its text (the
+// path after the key, unescaped).
+type barkMessage struct {
+	at   time.Time
+	text string
 }
 
 func newBarkServer() (*barkServer, error) {
@@ -197,7 +206,7 @@ func newBarkServer() (*barkServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &barkServer{url: "http://" + l.Addr().String(), arrivals: make(chan time.Time, 1<<16)}
+	b := &barkServer{url: "http://" + l.Addr().String(), arrivals: make(chan time.Time, 1<<16), messages: make(chan barkMessage, 1<<10)}
 	b.srv = &http.Server{Handler: http.HandlerFunc(b.serve), ReadHeaderTimeout: 10 * time.Second}
 	go b.srv.Serve(l)
 	return b, nil
@@ -205,7 +214,7 @@ func newBarkServer() (*barkServer, error) {
 
 func (b *barkServer) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	key, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	key, text, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if strings.HasPrefix(key, "hang") {
 		select {
 		case <-r.Context().Done():
@@ -218,6 +227,10 @@ func (b *barkServer) serve(w http.ResponseWriter, r *http.Request) {
 	b.mu.Unlock()
 	select {
 	case b.arrivals <- now:
+	default:
+	}
+	select {
+	case b.messages <- barkMessage{at: now, text: text}:
 	default:
 	}
 	w.Header().Set("Content-Type", "application/json")
