@@ -1,0 +1,335 @@
+package barkbridge
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/runlog"
+)
+
+// Storm control defaults.
+const (
+	// DefaultMaxPerMinute is --bark.max-per-minute's default: pushes one
+	// target (one phone) gets in any 60 s.
+	DefaultMaxPerMinute = 10
+	// MaxMaxPerMinute bounds the setting, and so the memory of a target's
+	// window; no phone is helped by more than this.
+	MaxMaxPerMinute = 1000
+	// stormWindow is the sliding window the limit applies to.
+	stormWindow = time.Minute
+	// stormMaxTargets bounds the targets tracked at once; targets come
+	// from *.bark.env files, so this is a safety net, never a limit met.
+	stormMaxTargets = 1024
+	// stormMaxNames bounds the distinct alert names a summary counts; the
+	// rest are counted together as "others".
+	stormMaxNames = 32
+	// stormMaxNameBytes bounds one alert name in a summary.
+	stormMaxNameBytes = 64
+)
+
+// HeldPushesMetric counts the pushes storm control held back.
+const HeldPushesMetric = "lavender_bark_pushes_held_total"
+
+// stormLimiter allows at most max pushes per target in any window (60 s).
+//
+// The window, precisely: a push at time t occupies one of the target's max
+// slots during [t, t+60s). A push is allowed when a slot is free and no
+// alert is held; otherwise it is held. Held alerts go out as one summary
+// push as soon as a slot frees, that is when the oldest push in the window
+// turns 60 s old; the summary takes that slot, like any push. So a target
+// never gets more than max pushes (summaries included) in any 60 s, alerts
+// are held for at most 60 s, and later alerts never overtake held ones.
+//
+// Every push to a target should ask Allow, firing, resolved and watchdog
+// pushes alike; a push it refuses is held and must not be sent. Due (or
+// run, which calls it on a ticker) hands out the summaries to send. Clock
+// readings are passed in, so tests need no sleeping.
+type stormLimiter struct {
+	max    int // 0: storm control is off
+	window time.Duration
+	prefix string
+
+	held *prometheus.CounterVec // target
+
+	mu      sync.Mutex
+	targets map[string]*stormState
+}
+
+// stormState is one target's window and its held alerts.
+type stormState struct {
+	sent      []time.Time    // pushes in the window, oldest first; len <= max
+	held      map[string]int // held alerts by name, at most stormMaxNames names
+	others    int            // held alerts whose name did not fit in held
+	heldTotal int
+}
+
+// stormSummary is one summary push, to be sent to Target.
+type stormSummary struct {
+	Target string      // the name given to Allow, e.g. "phone.bark.env:3"
+	Text   string      // "[lavender-2] 37 more alerts in the last minute: SwapUsageHigh ×30, PhaseStalled ×7"
+	Held   int         // alerts the summary stands for
+	Counts []nameCount // by count, then name; the text may fold the tail into "others"
+	Others int         // held alerts beyond stormMaxNames distinct names
+}
+
+type nameCount struct {
+	Name  string
+	Count int
+}
+
+// Subject names the summary in the run log: "BARK 37 more alerts sent ok=1 fail=0".
+func (s stormSummary) Subject() string { return moreAlerts(s.Held) }
+
+// newStormLimiter makes a limiter of maxPerMinute pushes per target in any
+// 60 s; 0 turns storm control off. prefix starts the summary text.
+func newStormLimiter(maxPerMinute int, prefix string) (*stormLimiter, error) {
+	if maxPerMinute < 0 || maxPerMinute > MaxMaxPerMinute {
+		return nil, fmt.Errorf("barkbridge: max pushes per minute %d is not in [0, %d] (0 turns storm control off)", maxPerMinute, MaxMaxPerMinute)
+	}
+	return &stormLimiter{
+		max:    maxPerMinute,
+		window: stormWindow,
+		prefix: prefix,
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: HeldPushesMetric,
+			Help: "Pushes held back by storm control (--bark.max-per-minute), by target (file:line); they go out together in one summary push.",
+		}, []string{"target"}),
+		targets: make(map[string]*stormState),
+	}, nil
+}
+
+// Collector is the held-pushes counter, for the caller to register.
+func (l *stormLimiter) Collector() prometheus.Collector { return l.held }
+
+// trackTargets starts the counter of every target at zero, and forgets the
+// counters and held alerts of targets a reload removed: there is no longer
+// anywhere to send their summary.
+func (l *stormLimiter) trackTargets(names []string) {
+	keep := make(map[string]bool, len(names))
+	for _, n := range names {
+		keep[n] = true
+		l.held.WithLabelValues(n)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for n := range l.targets {
+		if !keep[n] {
+			delete(l.targets, n)
+			l.held.DeleteLabelValues(n)
+		}
+	}
+}
+
+// Allow reports whether a push of alertName may go to target now. When it
+// may not, the alert is held for the target's next summary, and counted.
+func (l *stormLimiter) Allow(target, alertName string, now time.Time) bool {
+	if l == nil || l.max == 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.targets[target]
+	if st == nil {
+		if len(l.targets) >= stormMaxTargets {
+			l.dropIdle(now)
+		}
+		if len(l.targets) >= stormMaxTargets {
+			return true // cannot track it: better a push too many than one lost
+		}
+		st = &stormState{}
+		l.targets[target] = st
+	}
+	st.prune(now, l.window)
+	if st.heldTotal == 0 && len(st.sent) < l.max {
+		st.sent = append(st.sent, now)
+		return true
+	}
+	st.hold(alertName)
+	l.held.WithLabelValues(target).Inc()
+	return false
+}
+
+// Due returns the summaries ready at now, one per target at most, sorted
+// by target, and counts each as a push in its target's window. Each held
+// alert is in exactly one summary.
+func (l *stormLimiter) Due(now time.Time) []stormSummary {
+	if l == nil || l.max == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []stormSummary
+	for target, st := range l.targets {
+		if st.heldTotal == 0 {
+			continue
+		}
+		st.prune(now, l.window)
+		if len(st.sent) >= l.max {
+			continue
+		}
+		out = append(out, st.summary(target, l.prefix))
+		st.sent = append(st.sent, now)
+		st.held, st.others, st.heldTotal = nil, 0, 0
+	}
+	l.dropIdle(now)
+	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
+	return out
+}
+
+// NextDue is the earliest time a summary will be due, for a caller that
+// sets a timer rather than polling; ok is false when nothing is held. A
+// summary that is due already gives the zero time.
+func (l *stormLimiter) NextDue() (at time.Time, ok bool) {
+	if l == nil {
+		return time.Time{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.targets {
+		if st.heldTotal == 0 {
+			continue
+		}
+		// Held alerts mean the window was full: a slot frees when the
+		// oldest push in it turns a window old. If one freed already
+		// (an Allow pruned it), the summary is due now: the zero time.
+		var t time.Time
+		if len(st.sent) >= l.max {
+			t = st.sent[len(st.sent)-l.max].Add(l.window)
+		}
+		if !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	return at, ok
+}
+
+// run calls Due every tick until ctx ends and sends what it returns. send
+// is called from run's goroutine only, one summary at a time.
+func (l *stormLimiter) run(ctx context.Context, tick time.Duration, now func() time.Time, send func(context.Context, stormSummary)) {
+	if l == nil || l.max == 0 {
+		return
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, s := range l.Due(now()) {
+				send(ctx, s)
+			}
+		}
+	}
+}
+
+// dropIdle forgets targets with nothing in their window and nothing held,
+// so memory follows the targets that are busy now. Caller holds mu.
+func (l *stormLimiter) dropIdle(now time.Time) {
+	for target, st := range l.targets {
+		st.prune(now, l.window)
+		if len(st.sent) == 0 && st.heldTotal == 0 {
+			delete(l.targets, target)
+		}
+	}
+}
+
+// prune drops the pushes that left the window: a push at t counts during
+// [t, t+window).
+func (st *stormState) prune(now time.Time, window time.Duration) {
+	i := 0
+	for i < len(st.sent) && !now.Before(st.sent[i].Add(window)) {
+		i++
+	}
+	if i > 0 {
+		st.sent = append(st.sent[:0], st.sent[i:]...)
+	}
+}
+
+func (st *stormState) hold(name string) {
+	name = summaryName(name)
+	st.heldTotal++
+	if _, ok := st.held[name]; !ok && len(st.held) >= stormMaxNames {
+		st.others++
+		return
+	}
+	if st.held == nil {
+		st.held = make(map[string]int)
+	}
+	st.held[name]++
+}
+
+// summary builds the target's summary push. The text lists names by count,
+// most first, then by name, and folds whatever does not fit the message
+// size into "others ×N", so the counts always add up to the total.
+func (st *stormState) summary(target, prefix string) stormSummary {
+	s := stormSummary{Target: target, Held: st.heldTotal, Others: st.others}
+	for name, n := range st.held {
+		s.Counts = append(s.Counts, nameCount{name, n})
+	}
+	sort.Slice(s.Counts, func(i, j int) bool {
+		a, b := s.Counts[i], s.Counts[j]
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		return a.Name < b.Name
+	})
+	head := moreAlerts(st.heldTotal) + " in the last minute: "
+	if prefix != "" {
+		head = prefix + " " + head
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	folded := st.others
+	for i, c := range s.Counts {
+		item := c.Name + " ×" + strconv.Itoa(c.Count)
+		// Leave room for ", others ×<up to 10 digits>" after this item.
+		if b.Len()+len(", ")+len(item)+len(", others ×")+10 > MaxMessageBytes {
+			for _, rest := range s.Counts[i:] {
+				folded += rest.Count
+			}
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(item)
+	}
+	if folded > 0 {
+		if b.Len() > len(head) {
+			b.WriteString(", ")
+		}
+		b.WriteString("others ×" + strconv.Itoa(folded))
+	}
+	s.Text = runlog.Truncate(b.String(), MaxMessageBytes) // only a huge prefix needs it
+	return s
+}
+
+func moreAlerts(n int) string {
+	if n == 1 {
+		return "1 more alert"
+	}
+	return strconv.Itoa(n) + " more alerts"
+}
+
+// summaryName makes an alert name fit a summary: one line, valid UTF-8,
+// bounded, never empty.
+func summaryName(name string) string {
+	name = strings.ToValidUTF8(name, "\uFFFD")
+	name = strings.Join(strings.FieldsFunc(name, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r)
+	}), " ")
+	name = runlog.Truncate(name, stormMaxNameBytes)
+	if name == "" {
+		return "unnamed"
+	}
+	return name
+}
