@@ -205,11 +205,14 @@ func (s sealed) Values() url.Values {
 // AES-GCM with a 12-character IV and the 16-byte tag appended, or AES-CBC
 // with a 16-character IV and PKCS#7 padding; the result is base64 (standard
 // alphabet, padded) and the IV goes along as the characters themselves.
-func (e *encryption) encrypt(p pushParams) (sealed, error) {
+func (e *encryption) encrypt(p pushParams) (sealed, error) { return e.encryptJSON(p) }
+
+// encryptJSON seals the JSON of v as encrypt does.
+func (e *encryption) encryptJSON(v any) (sealed, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // "<" as \u003c is valid but wastes the APNs budget
-	if err := enc.Encode(p); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return sealed{}, fmt.Errorf("barkbridge: encrypt: %w", err)
 	}
 	plaintext := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
