@@ -78,7 +78,7 @@ func appDecrypt(t *testing.T, mode, key, iv, ciphertext string) map[string]strin
 	return out
 }
 
-var testKeys = map[int]string{
+var encTestKeys = map[int]string{
 	16: "0123456789abcdef",
 	24: "0123456789abcdefGHIJKLMN",
 	32: "0123456789abcdefGHIJKLMNopqrstu!",
@@ -107,7 +107,7 @@ func TestEncryptionRoundTripEveryAlgorithm(t *testing.T) {
 		{"aes-128-cbc", 16, "cbc"}, {"aes-192-cbc", 24, "cbc"}, {"aes-256-cbc", 32, "cbc"},
 	} {
 		t.Run(tc.alg, func(t *testing.T) {
-			key := testKeys[tc.keyLen]
+			key := encTestKeys[tc.keyLen]
 			e, err := parseEncryption(tc.alg + ":" + key)
 			if err != nil {
 				t.Fatal(err)
@@ -161,7 +161,7 @@ func TestEncryptionRoundTripEveryAlgorithm(t *testing.T) {
 // The app leaves unset parameters to its defaults, so empty ones are not
 // sent; the JSON is compact and keeps "<" and "&" as they are.
 func TestEncryptionPlaintextShape(t *testing.T) {
-	e, err := parseEncryption("aes-128-cbc:" + testKeys[16])
+	e, err := parseEncryption("aes-128-cbc:" + encTestKeys[16])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestEncryptionPlaintextShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := base64.StdEncoding.DecodeString(s.Ciphertext)
-	block, _ := aes.NewCipher([]byte(testKeys[16]))
+	block, _ := aes.NewCipher([]byte(encTestKeys[16]))
 	plain := make([]byte, len(raw))
 	cipher.NewCBCDecrypter(block, []byte(s.IV)).CryptBlocks(plain, raw)
 	plain = plain[:len(plain)-int(plain[len(plain)-1])]
@@ -218,7 +218,7 @@ func TestEncryptionKnownAnswers(t *testing.T) {
 
 func TestEncryptionFreshIVEveryPush(t *testing.T) {
 	for _, alg := range []string{"aes-256-gcm", "aes-256-cbc"} {
-		e, err := parseEncryption(alg + ":" + testKeys[32])
+		e, err := parseEncryption(alg + ":" + encTestKeys[32])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +239,7 @@ func TestEncryptionFreshIVEveryPush(t *testing.T) {
 
 // A broken random source is an error, never a fixed or empty IV.
 func TestEncryptionRandomFailure(t *testing.T) {
-	e, err := parseEncryption("aes-128-gcm:" + testKeys[16])
+	e, err := parseEncryption("aes-128-gcm:" + encTestKeys[16])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,10 +315,10 @@ func TestParseEncryptionErrors(t *testing.T) {
 
 func TestParseEncryptionAccepts(t *testing.T) {
 	for _, tc := range []struct{ value, alg string }{
-		{"aes-256-gcm:" + testKeys[32], "aes-256-gcm"},
-		{"AES-128-CBC:" + testKeys[16], "aes-128-cbc"},
-		{`"aes-192-gcm:` + testKeys[24] + `"`, "aes-192-gcm"},
-		{`'aes-128-gcm:` + testKeys[16] + `'`, "aes-128-gcm"},
+		{"aes-256-gcm:" + encTestKeys[32], "aes-256-gcm"},
+		{"AES-128-CBC:" + encTestKeys[16], "aes-128-cbc"},
+		{`"aes-192-gcm:` + encTestKeys[24] + `"`, "aes-192-gcm"},
+		{`'aes-128-gcm:` + encTestKeys[16] + `'`, "aes-128-gcm"},
 		{"aes-128-gcm:abc:def:ghij:klm", "aes-128-gcm"}, // a key may hold colons
 		{"aes-128-gcm:a b c d e f g hi", "aes-128-gcm"}, // and inner spaces
 	} {

@@ -129,8 +129,8 @@ func TestEncryptedRequestOverHTTP(t *testing.T) {
 		},
 	} {
 		for _, alg := range []struct{ name, key, mode string }{
-			{"aes-256-gcm", testKeys[32], "gcm"},
-			{"aes-128-cbc", testKeys[16], "cbc"},
+			{"aes-256-gcm", encTestKeys[32], "gcm"},
+			{"aes-128-cbc", encTestKeys[16], "cbc"},
 		} {
 			t.Run(tc.name+"/"+alg.name, func(t *testing.T) {
 				e, err := parseEncryption(alg.name + ":" + alg.key)

@@ -14,7 +14,7 @@ import (
 
 var stormT0 = time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
 
-func at(d time.Duration) time.Time { return stormT0.Add(d) }
+func stormAt(d time.Duration) time.Time { return stormT0.Add(d) }
 
 func mustStorm(t *testing.T, max int) *stormLimiter {
 	t.Helper()
@@ -36,7 +36,7 @@ func TestStormHundredAlertsGiveTenPushesAndOneSummary(t *testing.T) {
 		if i%10 < 3 {
 			name = "PhaseStalled"
 		}
-		now := at(time.Duration(i) * 590 * time.Millisecond) // 0 … 58.41 s
+		now := stormAt(time.Duration(i) * 590 * time.Millisecond) // 0 … 58.41 s
 		if l.Allow(target, name, now) {
 			allowed++
 		}
@@ -51,13 +51,13 @@ func TestStormHundredAlertsGiveTenPushesAndOneSummary(t *testing.T) {
 		t.Errorf("%s = %g, want 90", HeldPushesMetric, got)
 	}
 	next, ok := l.NextDue()
-	if !ok || !next.Equal(at(time.Minute)) {
+	if !ok || !next.Equal(stormAt(time.Minute)) {
 		t.Fatalf("NextDue = %s %v, want the first push's time + 60 s", next, ok)
 	}
-	if got := l.Due(at(time.Minute - time.Nanosecond)); len(got) != 0 {
+	if got := l.Due(stormAt(time.Minute - time.Nanosecond)); len(got) != 0 {
 		t.Fatalf("summary a nanosecond early: %+v", got)
 	}
-	sums := l.Due(at(time.Minute))
+	sums := l.Due(stormAt(time.Minute))
 	if len(sums) != 1 {
 		t.Fatalf("%d summaries, want 1: %+v", len(sums), sums)
 	}
@@ -71,7 +71,7 @@ func TestStormHundredAlertsGiveTenPushesAndOneSummary(t *testing.T) {
 	}
 	// Only once.
 	for _, d := range []time.Duration{time.Minute, 61 * time.Second, 2 * time.Minute, time.Hour} {
-		if got := l.Due(at(d)); len(got) != 0 {
+		if got := l.Due(stormAt(d)); len(got) != 0 {
 			t.Errorf("second summary at %s: %+v", d, got)
 		}
 	}
@@ -87,7 +87,7 @@ func TestStormSummaryText(t *testing.T) {
 		prefix string
 		want   string
 	}{
-		{"issue example", append(repeat("SwapUsageHigh", 30), repeat("PhaseStalled", 7)...), "[lavender-2]",
+		{"issue example", append(repeatName("SwapUsageHigh", 30), repeatName("PhaseStalled", 7)...), "[lavender-2]",
 			"[lavender-2] 37 more alerts in the last minute: SwapUsageHigh ×30, PhaseStalled ×7"},
 		{"ties by name", []string{"B", "A", "C", "C"}, "[lavender-2]",
 			"[lavender-2] 4 more alerts in the last minute: C ×2, A ×1, B ×1"},
@@ -101,15 +101,15 @@ func TestStormSummaryText(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !l.Allow("t", "first", at(0)) {
+			if !l.Allow("t", "first", stormAt(0)) {
 				t.Fatal("first push held")
 			}
 			for _, n := range tc.held {
-				if l.Allow("t", n, at(time.Second)) {
+				if l.Allow("t", n, stormAt(time.Second)) {
 					t.Fatalf("%q allowed past the limit", n)
 				}
 			}
-			sums := l.Due(at(time.Minute))
+			sums := l.Due(stormAt(time.Minute))
 			if len(sums) != 1 || sums[0].Text != tc.want {
 				t.Fatalf("got %+v\nwant text %q", sums, tc.want)
 			}
@@ -117,7 +117,7 @@ func TestStormSummaryText(t *testing.T) {
 	}
 }
 
-func repeat(s string, n int) []string {
+func repeatName(s string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = s
@@ -128,7 +128,7 @@ func repeat(s string, n int) []string {
 func TestStormTargetsIndependent(t *testing.T) {
 	l := mustStorm(t, 10)
 	for i := range 30 {
-		now := at(time.Duration(i) * time.Second)
+		now := stormAt(time.Duration(i) * time.Second)
 		a := l.Allow("a.bark.env:1", "SwapUsageHigh", now)
 		if want := i < 10; a != want {
 			t.Fatalf("a, alert %d: allowed=%v", i, a)
@@ -140,14 +140,14 @@ func TestStormTargetsIndependent(t *testing.T) {
 		}
 	}
 	for i := range 12 {
-		b := l.Allow("b.bark.env:1", "PhaseStalled", at(40*time.Second))
+		b := l.Allow("b.bark.env:1", "PhaseStalled", stormAt(40*time.Second))
 		if want := i < 5; b != want {
 			t.Fatalf("b, late alert %d: allowed=%v", i, b)
 		}
 	}
 	// a's window closes at 60 s (first push at 0 s), b's at 60 s too (its
 	// first push was at 0 s).
-	sums := l.Due(at(time.Minute))
+	sums := l.Due(stormAt(time.Minute))
 	if len(sums) != 2 {
 		t.Fatalf("%d summaries, want one per target: %+v", len(sums), sums)
 	}
@@ -175,39 +175,39 @@ func TestStormWindowSlides(t *testing.T) {
 		{60 * time.Second, false},                 // its slot is free, but held alerts go first
 	}
 	for _, s := range steps {
-		if got := l.Allow(tg, "A", at(s.at)); got != s.allow {
+		if got := l.Allow(tg, "A", stormAt(s.at)); got != s.allow {
 			t.Fatalf("at %s allowed=%v, want %v", s.at, got, s.allow)
 		}
 	}
-	sums := l.Due(at(60 * time.Second))
+	sums := l.Due(stormAt(60 * time.Second))
 	if len(sums) != 1 || sums[0].Held != 3 {
 		t.Fatalf("summary at 60 s: %+v", sums)
 	}
 	// Window now: 20 s, 40 s, the summary at 60 s: full.
-	if l.Allow(tg, "B", at(61*time.Second)) {
+	if l.Allow(tg, "B", stormAt(61*time.Second)) {
 		t.Fatal("allowed at 61 s with pushes at 20, 40 and 60 s")
 	}
-	if next, _ := l.NextDue(); !next.Equal(at(80 * time.Second)) {
+	if next, _ := l.NextDue(); !next.Equal(stormAt(80 * time.Second)) {
 		t.Fatalf("NextDue = %s, want 80 s", next.Sub(stormT0))
 	}
-	if sums := l.Due(at(80 * time.Second)); len(sums) != 1 || sums[0].Text != "[lavender-2] 1 more alert in the last minute: B ×1" {
+	if sums := l.Due(stormAt(80 * time.Second)); len(sums) != 1 || sums[0].Text != "[lavender-2] 1 more alert in the last minute: B ×1" {
 		t.Fatalf("summary at 80 s: %+v", sums)
 	}
 	// Window: 40, 60, 80 s. At 100 s the 40 s push has left it.
-	if l.Allow(tg, "C", at(99*time.Second)) {
+	if l.Allow(tg, "C", stormAt(99*time.Second)) {
 		t.Fatal("allowed at 99 s")
 	}
-	if sums := l.Due(at(100 * time.Second)); len(sums) != 1 {
+	if sums := l.Due(stormAt(100 * time.Second)); len(sums) != 1 {
 		t.Fatalf("summary at 100 s: %+v", sums)
 	}
-	if !l.Allow(tg, "D", at(120*time.Second)) || !l.Allow(tg, "D", at(140*time.Second)) {
+	if !l.Allow(tg, "D", stormAt(120*time.Second)) || !l.Allow(tg, "D", stormAt(140*time.Second)) {
 		t.Fatal("held after the storm passed")
 	}
 
 	// A steady rate at the limit: 3 pushes in every 60 s, never held.
 	steady := mustStorm(t, 3)
 	for i := range 100 {
-		if !steady.Allow(tg, "A", at(time.Duration(i)*20*time.Second)) {
+		if !steady.Allow(tg, "A", stormAt(time.Duration(i)*20*time.Second)) {
 			t.Fatalf("steady push %d held", i)
 		}
 	}
@@ -221,7 +221,7 @@ func TestStormNeverMoreThanMaxInAnyWindow(t *testing.T) {
 	var pushes []time.Time
 	heldIn, summarized := 0, 0
 	for ms := 0; ms < 10*60*1000; ms += 137 { // bursts and gaps over ten minutes
-		now := at(time.Duration(ms) * time.Millisecond)
+		now := stormAt(time.Duration(ms) * time.Millisecond)
 		for _, s := range l.Due(now) {
 			pushes = append(pushes, now)
 			summarized += s.Held
@@ -235,7 +235,7 @@ func TestStormNeverMoreThanMaxInAnyWindow(t *testing.T) {
 			heldIn++
 		}
 	}
-	for _, s := range l.Due(at(time.Hour)) {
+	for _, s := range l.Due(stormAt(time.Hour)) {
 		summarized += s.Held
 	}
 	for i := range pushes {
@@ -256,15 +256,15 @@ func TestStormNeverMoreThanMaxInAnyWindow(t *testing.T) {
 
 func TestStormBoundedNames(t *testing.T) {
 	l := mustStorm(t, 1)
-	l.Allow("t", "first", at(0))
+	l.Allow("t", "first", stormAt(0))
 	long := strings.Repeat("VeryLongAlertName", 3) // 54 bytes with its number: kept whole
 	for i := range 100 {
 		for range i%3 + 1 {
-			l.Allow("t", fmt.Sprintf("%s%03d", long, i), at(time.Second))
+			l.Allow("t", fmt.Sprintf("%s%03d", long, i), stormAt(time.Second))
 		}
 	}
-	l.Allow("t", strings.Repeat("Ü", 100), at(time.Second)) // 200 bytes: clipped
-	sums := l.Due(at(time.Minute))
+	l.Allow("t", strings.Repeat("Ü", 100), stormAt(time.Second)) // 200 bytes: clipped
+	sums := l.Due(stormAt(time.Minute))
 	if len(sums) != 1 {
 		t.Fatalf("summaries %+v", sums)
 	}
@@ -300,11 +300,11 @@ func TestStormBoundedNames(t *testing.T) {
 func TestStormBoundedTargets(t *testing.T) {
 	l := mustStorm(t, 1)
 	for i := range stormMaxTargets {
-		l.Allow(fmt.Sprint("t", i), "A", at(0))
+		l.Allow(fmt.Sprint("t", i), "A", stormAt(0))
 	}
 	// Beyond the cap a target is not tracked: its pushes go out.
 	for range 3 {
-		if !l.Allow("extra", "A", at(time.Second)) {
+		if !l.Allow("extra", "A", stormAt(time.Second)) {
 			t.Fatal("untracked target held")
 		}
 	}
@@ -312,16 +312,16 @@ func TestStormBoundedTargets(t *testing.T) {
 		t.Fatalf("%d targets tracked, cap %d", n, stormMaxTargets)
 	}
 	// Once the others' windows are over they are forgotten.
-	if !l.Allow("extra", "A", at(time.Minute)) || l.Allow("extra", "A", at(time.Minute)) {
+	if !l.Allow("extra", "A", stormAt(time.Minute)) || l.Allow("extra", "A", stormAt(time.Minute)) {
 		t.Fatal("extra not limited once there was room")
 	}
 	if n := len(l.targets); n != 1 {
 		t.Fatalf("%d targets tracked after the idle ones left", n)
 	}
-	if sums := l.Due(at(2 * time.Minute)); len(sums) != 1 {
+	if sums := l.Due(stormAt(2 * time.Minute)); len(sums) != 1 {
 		t.Fatalf("summaries for extra: %+v", sums)
 	}
-	l.Due(at(3 * time.Minute))
+	l.Due(stormAt(3 * time.Minute))
 	if n := len(l.targets); n != 0 {
 		t.Fatalf("%d targets tracked when all are idle", n)
 	}
@@ -330,15 +330,15 @@ func TestStormBoundedTargets(t *testing.T) {
 func TestStormOffAndBadSettings(t *testing.T) {
 	l := mustStorm(t, 0)
 	for i := range 1000 {
-		if !l.Allow("t", "A", at(time.Duration(i)*time.Millisecond)) {
+		if !l.Allow("t", "A", stormAt(time.Duration(i)*time.Millisecond)) {
 			t.Fatal("storm control off, but a push was held")
 		}
 	}
-	if len(l.Due(at(time.Hour))) != 0 {
+	if len(l.Due(stormAt(time.Hour))) != 0 {
 		t.Fatal("summary with storm control off")
 	}
 	var nilLimiter *stormLimiter
-	if !nilLimiter.Allow("t", "A", at(0)) || nilLimiter.Due(at(0)) != nil {
+	if !nilLimiter.Allow("t", "A", stormAt(0)) || nilLimiter.Due(stormAt(0)) != nil {
 		t.Fatal("a nil limiter must allow everything")
 	}
 	for _, bad := range []int{-1, MaxMaxPerMinute + 1} {
@@ -358,13 +358,13 @@ func TestStormTrackTargets(t *testing.T) {
 	if n := testutil.CollectAndCount(l.Collector(), HeldPushesMetric); n != 2 {
 		t.Fatalf("%d series before any push, want 2 at zero", n)
 	}
-	l.Allow("b:1", "A", at(0))
-	l.Allow("b:1", "A", at(time.Second)) // held
-	l.trackTargets([]string{"a:1"})      // a reload removed b
+	l.Allow("b:1", "A", stormAt(0))
+	l.Allow("b:1", "A", stormAt(time.Second)) // held
+	l.trackTargets([]string{"a:1"})           // a reload removed b
 	if n := testutil.CollectAndCount(l.Collector(), HeldPushesMetric); n != 1 {
 		t.Errorf("%d series after b left, want 1", n)
 	}
-	if sums := l.Due(at(time.Minute)); len(sums) != 0 {
+	if sums := l.Due(stormAt(time.Minute)); len(sums) != 0 {
 		t.Errorf("summary for a removed target: %+v", sums)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
@@ -376,7 +376,7 @@ func TestStormRunSendsSummaries(t *testing.T) {
 	l := mustStorm(t, 1)
 	var (
 		mu  sync.Mutex
-		now = at(0)
+		now = stormAt(0)
 	)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	got := make(chan stormSummary, 4)
@@ -386,10 +386,10 @@ func TestStormRunSendsSummaries(t *testing.T) {
 		defer close(done)
 		l.run(ctx, time.Millisecond, clock, func(_ context.Context, s stormSummary) { got <- s })
 	}()
-	l.Allow("t", "A", at(0))
-	l.Allow("t", "B", at(time.Second))
+	l.Allow("t", "A", stormAt(0))
+	l.Allow("t", "B", stormAt(time.Second))
 	mu.Lock()
-	now = at(time.Minute)
+	now = stormAt(time.Minute)
 	mu.Unlock()
 	select {
 	case s := <-got:
