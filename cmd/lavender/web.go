@@ -243,6 +243,15 @@ func addLanding(mux *http.ServeMux, description string, links ...string) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", page)
+	// The toolkit's page answers 404 for other paths itself but serves
+	// any method at "/"; a write there is a mistake, so it gets 405.
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, fmt.Sprintf("method %s not allowed; use GET, HEAD", r.Method), http.StatusMethodNotAllowed)
+			return
+		}
+		page.ServeHTTP(w, r)
+	}))
 	return nil
 }
