@@ -53,6 +53,9 @@ func (s *secretSweep) files(dir string) {
 // request sends one request and adds the whole answer, headers included.
 func (s *secretSweep) request(p *hProc, method, path, body, user, pass string) int {
 	req, _ := http.NewRequest(method, p.base+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if user != "" {
 		req.SetBasicAuth(user, pass)
 	}
