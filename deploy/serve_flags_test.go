@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
@@ -85,4 +86,95 @@ func TestEveryServeResumes(t *testing.T) {
 			t.Errorf("%s runs %q without --run.resume: a restart would drop the running phases", where, args)
 		}
 	}
+}
+
+// writeAllow is the union of a command line's --web.write-allow values, or
+// lavender's default (this host only) when there are none.
+func writeAllow(t *testing.T, where string, args []string) []netip.Prefix {
+	t.Helper()
+	var out []netip.Prefix
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--web.write-allow="); ok {
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				t.Fatalf("%s: --web.write-allow=%s: %v", where, v, err)
+			}
+			out = append(out, p)
+		}
+	}
+	if out == nil {
+		out = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	return out
+}
+
+func covers(allow []netip.Prefix, p netip.Prefix) bool {
+	for _, a := range allow {
+		if a.Bits() <= p.Bits() && a.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDeployWriteAllow: lavender takes writes from its own host only unless
+// told otherwise (issue 13.3), so each deploy flavour must allow the
+// networks its writers come from: in compose, Alertmanager and the host's
+// training code on the compose network (the host arrives through the
+// network's gateway); in Kubernetes, Alertmanager's and the training pods'
+// pod network; under systemd, Alertmanager and training on the same host.
+func TestDeployWriteAllow(t *testing.T) {
+	t.Run("compose", func(t *testing.T) {
+		c := loadCompose(t)
+		args := stringList(dig(c, "services", "lavender", "command"))
+		allow := writeAllow(t, "compose", args)
+		configs, _ := dig(c, "networks", "default", "ipam", "config").([]any)
+		if len(configs) == 0 {
+			t.Fatal("docker-compose.yml gives the default network no fixed subnet, so --web.write-allow cannot name it")
+		}
+		for _, cfg := range configs {
+			subnet, err := netip.ParsePrefix(digString(cfg, "subnet"))
+			if err != nil {
+				t.Fatalf("default network subnet: %v", err)
+			}
+			if !covers(allow, subnet) {
+				t.Errorf("lavender's --web.write-allow %v does not cover the compose network %s that Alertmanager posts from", allow, subnet)
+			}
+		}
+		for _, svc := range []string{"lavender", "alertmanager"} {
+			if nets := dig(c, "services", svc, "networks"); nets != nil {
+				t.Errorf("service %s names its own networks (%v); it must stay on the default network lavender allows", svc, nets)
+			}
+		}
+	})
+	t.Run("kubernetes", func(t *testing.T) {
+		objs, _ := loadKubernetes(t)
+		found := 0
+		for _, o := range objs {
+			containers, _ := dig(o.Doc, "spec", "template", "spec", "containers").([]any)
+			for _, c := range containers {
+				args := stringList(dig(c, "args"))
+				if len(args) == 0 || (args[0] != "exporter" && args[0] != "bridge" && args[0] != "serve") {
+					continue
+				}
+				found++
+				allow := writeAllow(t, o.id(), args)
+				// Common pod CIDRs: kubeadm with flannel, k3s, Calico.
+				for _, podCIDR := range []string{"10.244.0.0/16", "10.42.0.0/16", "192.168.0.0/16"} {
+					if !covers(allow, netip.MustParsePrefix(podCIDR)) {
+						t.Errorf("%s: --web.write-allow %v leaves out the pod network %s its writers post from", o.id(), allow, podCIDR)
+					}
+				}
+			}
+		}
+		if found < 2 {
+			t.Fatalf("found %d lavender containers in deploy/kubernetes, want the exporter and the bridge", found)
+		}
+	})
+	t.Run("systemd", func(t *testing.T) {
+		args := serveCommands(t)["lavender.service"]
+		if allow := writeAllow(t, "lavender.service", args); !covers(allow, netip.MustParsePrefix("127.0.0.1/32")) {
+			t.Errorf("lavender.service: --web.write-allow %v leaves out this host, where Alertmanager and training run", allow)
+		}
+	})
 }
