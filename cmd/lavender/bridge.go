@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/barkbridge"
+	"lavender/cmd/lavender/internal/hangup"
 	"lavender/runlog"
 )
 
@@ -127,6 +128,11 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 func reloadOnSIGHUP(b *barkbridge.Bridge, logger *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	if hangup.Arrived() {
+		// A SIGHUP came while the command started: the targets may have
+		// been read before the change it announces.
+		hup <- syscall.SIGHUP
+	}
 	done := make(chan struct{})
 	go func() {
 		for {
