@@ -117,7 +117,11 @@ type PhaseRunCmd struct {
 // Run exits with the command's exit code: the wrapper must be invisible to
 // whatever runs it (a shell's set -e, a scheduler's retry policy).
 func (c *PhaseRunCmd) Run(g *Globals) error {
-	code, err := c.run(context.Background(), g, os.Stdin)
+	tty := exporter.ControllingTerminal()
+	if tty != nil {
+		defer tty.Close()
+	}
+	code, err := c.run(context.Background(), g, os.Stdin, tty)
 	if err != nil {
 		fmt.Fprintln(g.Stderr, "lavender:", err)
 	}
@@ -127,7 +131,7 @@ func (c *PhaseRunCmd) Run(g *Globals) error {
 	return nil
 }
 
-func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader) (int, error) {
+func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader, tty *os.File) (int, error) {
 	if c.Every <= 0 {
 		return 2, fmt.Errorf("--every must be positive, not %s", c.Every)
 	}
@@ -149,6 +153,8 @@ func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader) (int
 		Stdout: g.Stdout,
 		Stderr: g.Stderr,
 		Logger: g.Logger,
+		// The terminal, if any, goes to the command while it runs.
+		Terminal: tty,
 	}
 	return w.Run(ctx, c.Command[0], c.Command[1:]...)
 }
