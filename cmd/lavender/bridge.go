@@ -17,10 +17,15 @@ import (
 	"lavender/runlog"
 )
 
-// barkTargetFlags locate and time the Bark targets; every Bark command has them.
+// barkDirFlags locate the Bark targets; every Bark command has them.
+type barkDirFlags struct {
+	BarkConfigDir string `name:"bark.config-dir" default:"." type:"path" help:"Directory whose *.bark.env files hold the Bark URL templates, one a line, $0 where the message goes."`
+}
+
+// barkTargetFlags locate and time the Bark targets, for commands that push.
 type barkTargetFlags struct {
-	BarkConfigDir string        `name:"bark.config-dir" default:"." type:"path" help:"Directory whose *.bark.env files hold the Bark URL templates, one a line, $0 where the message goes."`
-	BarkTimeout   time.Duration `name:"bark.timeout" default:"5s" help:"Timeout of each Bark push; also bounds a webhook's answer."`
+	barkDirFlags
+	BarkTimeout time.Duration `name:"bark.timeout" default:"5s" help:"Timeout of each Bark push; also bounds a webhook's answer."`
 }
 
 // barkFlags are the bridge's flags. lavender serve embeds them too, so the
@@ -98,6 +103,9 @@ func (c *BridgeCmd) Run(g *Globals) error {
 // learn the bound address through onListen.
 func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr)) error {
 	if err := c.validateBark(); err != nil {
+		return err
+	}
+	if err := c.validateRunlog(); err != nil {
 		return err
 	}
 	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)

@@ -99,10 +99,24 @@ type Globals struct {
 	Stderr io.Writer
 }
 
-// runlogFlags are shared by every command that touches the run log.
+// runlogDirFlags locate the run logs; every command that touches them has it.
+type runlogDirFlags struct {
+	Dir string `name:"runlog.dir" default:"logs" help:"Directory of the per-run logs." type:"path"`
+}
+
+// runlogFlags are for the commands that write run logs.
 type runlogFlags struct {
-	Dir      string `name:"runlog.dir" default:"logs" help:"Directory of the per-run logs." type:"path"`
-	MaxBytes int    `name:"runlog.max-bytes" default:"1024" help:"Hard cap on a run log's size in bytes (at least 256)."`
+	runlogDirFlags
+	MaxBytes int `name:"runlog.max-bytes" default:"1024" help:"Hard cap on a run log's size in bytes (at least 256)."`
+}
+
+// validateRunlog names the flag, where runlog's own check would name the
+// package.
+func (f runlogFlags) validateRunlog() error {
+	if f.MaxBytes < runlog.MinMaxBytes {
+		return fmt.Errorf("--runlog.max-bytes must be at least %d, not %d", runlog.MinMaxBytes, f.MaxBytes)
+	}
+	return nil
 }
 
 func (f runlogFlags) options() runlog.Options {

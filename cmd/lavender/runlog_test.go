@@ -105,7 +105,7 @@ func TestRunlogErrors(t *testing.T) {
 	}{
 		{"show without a run", []string{"runlog", "show", "--runlog.dir", empty}, "no run log yet"},
 		{"path without a run", []string{"runlog", "path", "--runlog.dir", empty}, empty},
-		{"cap below the minimum", []string{"runlog", "new", "--runlog.dir", empty, "--runlog.max-bytes", "100"}, "minimum of 256"},
+		{"cap below the minimum", []string{"runlog", "new", "--runlog.dir", empty, "--runlog.max-bytes", "100"}, "--runlog.max-bytes must be at least 256, not 100"},
 		{"append needs a message", []string{"runlog", "append", "--runlog.dir", empty}, "expected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
