@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"encoding/binary"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -105,7 +106,7 @@ func (j *job) watchStops(done <-chan struct{}) {
 			}
 			return // reaped already (ECHILD)
 		}
-		if info.code != cldStopped {
+		if info.code() != cldStopped {
 			return // exited, killed or dumped
 		}
 		// Consume the stop report, then act on it.
@@ -116,15 +117,27 @@ func (j *job) watchStops(done <-chan struct{}) {
 			return
 		default:
 		}
-		j.childStopped()
+		j.childStopped(syscall.Signal(info.status()))
 	}
 }
 
-func (j *job) childStopped() {
-	if fg, err := tcgetpgrp(j.tty); err == nil && fg == j.childPgrp {
+func (j *job) childStopped(sig syscall.Signal) {
+	fg, err := tcgetpgrp(j.tty)
+	if err != nil {
+		return
+	}
+	if (sig == syscall.SIGTTIN || sig == syscall.SIGTTOU) && fg == j.ownPgrp {
+		// The command touched the terminal while the wrapper had it (the
+		// wrapper was started in the background and then brought to the
+		// foreground): hand the terminal on and let the command go on.
+		j.setForeground(j.childPgrp)
+		_ = syscall.Kill(-j.childPgrp, syscall.SIGCONT)
+		return
+	}
+	if fg == j.childPgrp {
 		j.setForeground(j.ownPgrp)
 	}
-	j.logger.Debug("command stopped; stopping the wrapper's process group too")
+	j.logger.Debug("command stopped; stopping the wrapper's process group too", "signal", sig)
 	// As the terminal would have stopped the wrapper's group had it kept
 	// the foreground. In an orphaned group the kernel discards SIGTSTP
 	// and this goes straight on.
@@ -185,15 +198,18 @@ const (
 	cldStopped = 5 // CLD_STOPPED
 )
 
-// siginfo is the head of Linux's siginfo_t as waitid fills it for a
-// child, padded to the kernel's 128 bytes.
-type siginfo struct {
-	signo, errno, code int32
-	_                  int32
-	pid                int32
-	uid                uint32
-	status             int32
-	_                  [128 - 28]byte
+// siginfo is Linux's siginfo_t as waitid fills it for a child: 128 bytes,
+// si_code at 8, and si_pid, si_uid and si_status at the start of a union
+// aligned like a pointer (16 on 64-bit systems, 12 on 32-bit ones).
+type siginfo [128]byte
+
+const sigchldOffset = 8 + 4 + (unsafe.Sizeof(uintptr(0))-12%unsafe.Sizeof(uintptr(0)))%unsafe.Sizeof(uintptr(0))
+
+func (s *siginfo) code() int32 { return int32(binary.NativeEndian.Uint32(s[8:])) }
+
+// status is the exit code, or for CLD_STOPPED the stop signal.
+func (s *siginfo) status() int32 {
+	return int32(binary.NativeEndian.Uint32(s[sigchldOffset+8:]))
 }
 
 func waitid(pid int, info *siginfo, options int) error {

@@ -237,7 +237,8 @@ func TestWrapperCtrlZ(t *testing.T) {
 	}
 	waitFor(t, "the wrapper to see the stop", func() bool {
 		data, _ := os.ReadFile(p.logs)
-		return strings.Contains(string(data), "command stopped")
+		// SIGTSTP is "stopped"; the stop signal read from waitid's siginfo.
+		return strings.Contains(string(data), "command stopped") && strings.Contains(string(data), "signal=stopped")
 	})
 	waitFor(t, "the command to be running with the terminal again", func() bool {
 		state, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.childPID))
