@@ -8,8 +8,12 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MaxRequestBytes bounds an API request body; a heartbeat is under 200 bytes.
@@ -55,6 +59,20 @@ func (e *Exporter) Register(mux *http.ServeMux) {
 	mux.Handle(HeartbeatPath, allow(http.HandlerFunc(e.handleHeartbeat), http.MethodPost))
 	mux.Handle(RunsPath, allow(http.HandlerFunc(e.handleRuns), http.MethodPost))
 	mux.Handle(PhasesPath, allow(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
+}
+
+// onlyPath answers 404 for every path but path. A mux pattern ending in a
+// slash ("/" above all) catches every path below it, and without this a
+// typo such as POST /webhooks would get the 405 of the page at "/", which
+// sends the user looking at the method instead of the path.
+func onlyPath(path string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s", r.URL.Path))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func allow(h http.Handler, methods ...string) http.Handler {
@@ -127,8 +145,8 @@ func (e *Exporter) handlePhases(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, PhasesResponse{Run: run, Phases: phases})
 }
 
-// decodeBody reads one JSON object of at most MaxRequestBytes into v. It
-// returns the status code to answer with on failure.
+// decodeBody reads one JSON object of at most MaxRequestBytes into v with
+// DecodeStrict. It returns the status code to answer with on failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (int, error) {
 	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	data, err := io.ReadAll(body)
@@ -142,18 +160,84 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (in
 	if emptyOK && len(bytes.TrimSpace(data)) == 0 {
 		return 0, nil
 	}
-	if !utf8.Valid(data) {
-		// encoding/json would quietly turn bad bytes into U+FFFD.
-		return http.StatusBadRequest, errors.New("malformed JSON: not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
-		return http.StatusBadRequest, fmt.Errorf("malformed JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return http.StatusBadRequest, errors.New("malformed JSON: data after the object")
+	if err := DecodeStrict(data, v); err != nil {
+		return http.StatusBadRequest, err
 	}
 	return 0, nil
+}
+
+// DecodeStrict reads data, one JSON value and nothing after it, into v and
+// refuses anything a typo or a second meaning could hide behind: a member
+// v does not define, a name that matches a field only when case is ignored,
+// a name given twice, invalid UTF-8 and lone surrogates (\ud800). Every
+// body lavender itself defines is read with it; encoding/json would skip the
+// unknown name, match "Event" to event with the last one winning, and turn
+// bad text into U+FFFD so that distinct names collide.
+//
+// It uses github.com/go-json-experiment/json (the encoding/json/v2
+// proposal), whose defaults already reject duplicates and invalid text and
+// match names case-sensitively.
+func DecodeStrict(data []byte, v any) error {
+	err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true))
+	if err == nil {
+		return nil
+	}
+	var semErr *jsonv2.SemanticError
+	if errors.As(err, &semErr) && errors.Is(err, jsonv2.ErrUnknownName) {
+		return fmt.Errorf("malformed JSON: unknown field %q", lastPointerToken(string(semErr.JSONPointer)))
+	}
+	var synErr *jsontext.SyntacticError
+	if errors.As(err, &synErr) && errors.Is(synErr.Err, jsontext.ErrDuplicateName) {
+		return fmt.Errorf("malformed JSON: duplicate field %q", lastPointerToken(string(synErr.JSONPointer)))
+	}
+	if semErr != nil && semErr.GoType != nil && semErr.JSONKind != 0 {
+		where := "the body"
+		if semErr.JSONPointer != "" {
+			where = strconv.Quote(lastPointerToken(string(semErr.JSONPointer)))
+		}
+		return fmt.Errorf("malformed JSON: %s must be %s, not %s", where, jsonKindOf(semErr.GoType.Kind()), jsonKindName(semErr.JSONKind))
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"jsontext: ", "json: "} {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	return fmt.Errorf("malformed JSON: %s", msg)
+}
+
+// jsonKindOf names what JSON a Go kind is read from, for error messages
+// that name no Go type.
+func jsonKindOf(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "a number"
+}
+
+func jsonKindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	}
+	return k.String()
+}
+
+// lastPointerToken is the member name at the end of an RFC 6901 pointer.
+func lastPointerToken(ptr string) string {
+	name := ptr[strings.LastIndexByte(ptr, '/')+1:]
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

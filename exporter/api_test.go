@@ -152,6 +152,41 @@ func TestAPIBadRequests(t *testing.T) {
 	}
 }
 
+// Lavender's own bodies are read strictly: a misspelt, case-variant or
+// repeated key, or a lone surrogate, is a 400 that names the problem and
+// changes nothing (issues 14.6 and 14.7). encoding/json would ignore the
+// typo, match "Event" to event with the last key winning, and turn \ud800
+// into U+FFFD.
+func TestAPIStrictJSON(t *testing.T) {
+	env := newTestEnv(t)
+	srv := env.server()
+	env.beat("Pretrain", EventStart, "")
+	for _, tc := range []struct {
+		name, path, body, want string
+	}{
+		{"misspelt status", HeartbeatPath, `{"phase":"Pretrain","event":"end","staus":"failed"}`, `unknown field "staus"`},
+		{"misspelt header", RunsPath, `{"headr":"x"}`, `unknown field "headr"`},
+		{"case variant after the key", HeartbeatPath, `{"phase":"Pretrain","event":"ping","Event":"bogus"}`, `unknown field "Event"`},
+		{"case variant alone", HeartbeatPath, `{"Phase":"Pretrain","event":"ping"}`, `unknown field "Phase"`},
+		{"duplicate key", HeartbeatPath, `{"phase":"Pretrain","event":"ping","event":"end"}`, `duplicate field "event"`},
+		{"duplicate header", RunsPath, `{"header":"a","header":"b"}`, `duplicate field "header"`},
+		{"lone surrogate", HeartbeatPath, `{"phase":"Pre\ud800train","event":"start"}`, `surrogate`},
+		{"nested unknown", HeartbeatPath, `{"phase":"Pretrain","event":"ping","x":{"y":1}}`, `unknown field "x"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := snapshotState(t, env)
+			code, _, body := request(t, http.MethodPost, srv.URL+tc.path, tc.body)
+			var e errorResponse
+			if err := json.Unmarshal(body, &e); err != nil || code != http.StatusBadRequest || !strings.Contains(e.Error, tc.want) {
+				t.Errorf("%s: %d %s, want 400 naming %s", tc.body, code, body, tc.want)
+			}
+			if after := snapshotState(t, env); after != before {
+				t.Errorf("state changed:\n%s\nwant\n%s", after, before)
+			}
+		})
+	}
+}
+
 // The 65th active phase is refused over HTTP with 409 and a clear message.
 func TestAPIPhaseCap(t *testing.T) {
 	env := newTestEnv(t)

@@ -43,13 +43,13 @@ func WithHTTPClient(h *http.Client) ClientOption {
 func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("exporter: client URL: %w", err)
+		return nil, fmt.Errorf("exporter URL: %w", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("exporter: client URL %q: want http://host:port or https://host:port", u.Redacted())
+		return nil, fmt.Errorf("exporter URL %q: want http://host:port or https://host:port", u.Redacted())
 	}
 	if u.User != nil {
-		return nil, errors.New("exporter: client URL carries credentials; use the username and password-file flags instead")
+		return nil, errors.New("exporter URL carries credentials; use the username and password-file flags instead")
 	}
 	c := &Client{base: u, http: &http.Client{Timeout: 10 * time.Second}}
 	for _, o := range opts {
@@ -65,7 +65,11 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	return fmt.Sprintf("exporter answered %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Message)
+	msg := fmt.Sprintf("exporter answered %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
 }
 
 // Heartbeat posts one event and returns the phase as the exporter now sees it.
@@ -101,7 +105,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	u := c.base.JoinPath(path)
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("exporter: %s %s: %w", method, path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -112,12 +116,17 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("exporter: %s %s: %w", method, path, err)
+		// url.Error would repeat the method and URL: "Post \"http://…\": dial …".
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxRequestBytes))
 	if err != nil {
-		return fmt.Errorf("exporter: %s %s: read answer: %w", method, path, err)
+		return fmt.Errorf("%s %s: read the answer: %w", method, u.Redacted(), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var e errorResponse
@@ -131,7 +140,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("exporter: %s %s: decode answer: %w", method, path, err)
+			return fmt.Errorf("%s %s: decode the answer: %w", method, u.Redacted(), err)
 		}
 	}
 	return nil

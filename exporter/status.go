@@ -85,7 +85,7 @@ func NewStatusPage(e *Exporter, cfg StatusConfig) *StatusPage {
 
 // Register adds "/" and StatusPath to mux; other unknown paths get 404.
 func (p *StatusPage) Register(mux *http.ServeMux) {
-	mux.Handle("/", allow(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead))
+	mux.Handle("/", onlyPath("/", allow(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead)))
 	mux.Handle(StatusPath, allow(http.HandlerFunc(p.handleJSON), http.MethodGet, http.MethodHead))
 }
 

@@ -224,13 +224,28 @@ func TestStatusPageStates(t *testing.T) {
 		if code, _ := r.get(t, "/nope"); code != 404 {
 			t.Errorf("GET /nope = %d, want 404", code)
 		}
-		resp, err := http.Post(r.srv.URL+"/", "text/plain", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 405 {
-			t.Errorf("POST / = %d, want 405", resp.StatusCode)
+		// A known path with a wrong method is 405 with Allow; a path that
+		// does not exist is 404 whatever the method (issue 14.5).
+		for _, tc := range []struct {
+			path  string
+			code  int
+			allow string
+		}{
+			{"/", 405, "GET, HEAD"},
+			{StatusPath, 405, "GET, HEAD"},
+			{"/webhooks", 404, ""},
+			{"/api/v1/heartbeats", 404, ""},
+			{"/nope", 404, ""},
+		} {
+			resp, err := http.Post(r.srv.URL+tc.path, "application/json", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code || resp.Header.Get("Allow") != tc.allow {
+				t.Errorf("POST %s = %d Allow %q (%s), want %d Allow %q", tc.path, resp.StatusCode, resp.Header.Get("Allow"), body, tc.code, tc.allow)
+			}
 		}
 	})
 }

@@ -34,8 +34,16 @@ type Wrapper struct {
 
 	Logger *slog.Logger
 
-	// Signals, if set, replaces signal.Notify for SIGINT and SIGTERM; every
-	// signal received on it is forwarded to the child. Tests use it.
+	// Terminal, if set, is the wrapper's controlling terminal (see
+	// ControllingTerminal). When the wrapper's process group is the
+	// terminal's foreground group, the command's own process group takes
+	// the foreground while it runs, so Ctrl-C reaches the command once
+	// (and only the command) and it can read the terminal; Ctrl-Z stops
+	// the command and then the wrapper, as a shell expects of its job.
+	Terminal *os.File
+
+	// Signals, if set, replaces signal.Notify for the forwarded signals;
+	// every signal received on it is forwarded to the child. Tests use it.
 	Signals <-chan os.Signal
 }
 
@@ -68,13 +76,17 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 		// Registered before the child starts, so no signal can slip through
 		// and kill the wrapper while the child runs on.
 		c := make(chan os.Signal, 4)
-		signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(c, forwardedSignals...)
 		defer signal.Stop(c)
 		sigc = c
 	}
 
 	cmd := exec.Command(name, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = w.Stdin, w.Stdout, w.Stderr
+	job := newJob(w.Terminal, logger)
+	job.prepare(cmd)
+	unlock := job.lockThread()
+	defer unlock()
 	if err := cmd.Start(); err != nil {
 		code := ExitNotFound
 		if errors.Is(err, fs.ErrPermission) {
@@ -83,6 +95,8 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 		return code, fmt.Errorf("phase run: %w", err)
 	}
 	done := make(chan struct{})
+	job.started(cmd.Process.Pid)
+	go job.watchStops(done)
 	go func() {
 		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
 		close(done)
@@ -111,14 +125,16 @@ wait:
 	for {
 		select {
 		case sig := <-sigc:
-			logger.Debug("forwarding signal to the command", "signal", sig)
 			if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				logger.Warn("could not forward signal", "signal", sig, "err", err)
+				continue
 			}
+			logger.Debug("forwarded signal to the command", "signal", sig)
 		case <-done:
 			break wait
 		}
 	}
+	job.exited()
 	// Let an in-flight start or ping finish (bounded by the client's
 	// timeout) so that end never overtakes start.
 	close(stopPings)

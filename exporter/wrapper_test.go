@@ -24,17 +24,50 @@ import (
 // childEnv makes the test binary act as the wrapped command; see TestMain.
 const childEnv = "LAVENDER_TEST_CHILD"
 
+// wrapperEnv makes the test binary act as `lavender phase run`, in a
+// process of its own; see runWrapperProcess.
+const wrapperEnv = "LAVENDER_TEST_WRAPPER"
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
 	}
+	if spec := os.Getenv(wrapperEnv); spec != "" {
+		os.Exit(runWrapperProcess(spec))
+	}
 	os.Exit(m.Run())
+}
+
+// runWrapperProcess runs a Wrapper as its own process, as `lavender phase
+// run` does: the terminal it has, if any, goes to the command. spec is
+// "LOGFILE CHILDMODE"; the wrapper logs at debug level to LOGFILE and runs
+// this binary in CHILDMODE. No exporter: heartbeats are not sent.
+func runWrapperProcess(spec string) int {
+	logFile, childMode, _ := strings.Cut(spec, " ")
+	f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return 98
+	}
+	os.Setenv(childEnv, childMode)
+	exe, err := os.Executable()
+	if err != nil {
+		return 98
+	}
+	w := &Wrapper{Phase: "Signals", Every: time.Hour, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Logger:   slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Terminal: ControllingTerminal()}
+	code, err := w.Run(context.Background(), exe, "-test.run=^$")
+	if err != nil {
+		fmt.Fprintln(f, "run:", err)
+	}
+	return code
 }
 
 // runChild is the wrapped command of the wrapper tests:
 //   - "cat N": copies stdin to stdout, writes to stderr, exits N at EOF;
 //   - "trap": says "ready" on stdout, exits 42 on SIGTERM and 43 on SIGINT;
-//   - "sleep": says "ready" and waits to be killed.
+//   - "sleep": says "ready" and waits to be killed;
+//   - "count FILE": records each signal it gets in FILE; see countSignals.
 func runChild(mode string) int {
 	switch verb, arg, _ := strings.Cut(mode, " "); verb {
 	case "cat":
@@ -54,6 +87,8 @@ func runChild(mode string) int {
 		fmt.Println("ready")
 		time.Sleep(time.Minute)
 		return 0
+	case "count":
+		return countSignals(arg)
 	}
 	return 99
 }
@@ -117,6 +152,30 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// countSignals writes "ready PID" to file, then one line per SIGINT,
+// SIGTERM or SIGHUP it receives, in order ("interrupt", "terminated",
+// "hangup"), and exits 0 at SIGWINCH after writing "done". The test sends
+// SIGWINCH straight to it once every signal it means to count has been
+// sent; WINCH's higher number makes the kernel and Go's runtime deliver any
+// pending SIGINT or SIGTERM before it.
+func countSignals(file string) int {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return 97
+	}
+	c := make(chan os.Signal, 16)
+	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
+	fmt.Fprintf(f, "ready %d\n", os.Getpid())
+	for sig := range c {
+		if sig == syscall.SIGWINCH {
+			fmt.Fprintln(f, "done")
+			return 0
+		}
+		fmt.Fprintln(f, sig)
+	}
+	return 0
 }
 
 func TestWrapperExitCode(t *testing.T) {

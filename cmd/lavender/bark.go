@@ -67,7 +67,7 @@ func (c *BarkSendCmd) send(ctx context.Context, g *Globals, cfgHook func(*barkbr
 
 // BarkCheckCmd validates the targets; it never contacts Bark.
 type BarkCheckCmd struct {
-	barkTargetFlags
+	barkDirFlags
 }
 
 func (c *BarkCheckCmd) Run(g *Globals) error {
@@ -86,6 +86,14 @@ func (c *BarkCheckCmd) Run(g *Globals) error {
 	if len(res.Targets) == 0 {
 		return fmt.Errorf("bark check: no Bark targets (*%s files) in %s", barkbridge.ConfigSuffix, c.BarkConfigDir)
 	}
-	_, err = fmt.Fprintf(g.Stdout, "%d Bark targets in %d files\n", len(res.Targets), len(res.Files))
+	_, err = fmt.Fprintf(g.Stdout, "%s in %s\n", plural(len(res.Targets), "Bark target"), plural(len(res.Files), "file"))
 	return err
+}
+
+// plural is "1 file", "2 files".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -47,7 +47,7 @@ func TestBarkCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out != "a.bark.env:1 ok (api.day.app)\na.bark.env:3 ok (bark.lan:8080)\n2 Bark targets in 1 files\n" {
+	if out != "a.bark.env:1 ok (api.day.app)\na.bark.env:3 ok (bark.lan:8080)\n2 Bark targets in 1 file\n" {
 		t.Errorf("stdout %q", out)
 	}
 

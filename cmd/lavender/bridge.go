@@ -13,13 +13,19 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/barkbridge"
+	"lavender/cmd/lavender/internal/hangup"
 	"lavender/runlog"
 )
 
-// barkTargetFlags locate and time the Bark targets; every Bark command has them.
+// barkDirFlags locate the Bark targets; every Bark command has them.
+type barkDirFlags struct {
+	BarkConfigDir string `name:"bark.config-dir" default:"." type:"path" help:"Directory whose *.bark.env files hold the Bark URL templates, one a line, $0 where the message goes."`
+}
+
+// barkTargetFlags locate and time the Bark targets, for commands that push.
 type barkTargetFlags struct {
-	BarkConfigDir string        `name:"bark.config-dir" default:"." type:"path" help:"Directory whose *.bark.env files hold the Bark URL templates, one a line, $0 where the message goes."`
-	BarkTimeout   time.Duration `name:"bark.timeout" default:"5s" help:"Timeout of each Bark push; also bounds a webhook's answer."`
+	barkDirFlags
+	BarkTimeout time.Duration `name:"bark.timeout" default:"5s" help:"Timeout of each Bark push; also bounds a webhook's answer."`
 }
 
 // barkFlags are the bridge's flags. lavender serve embeds them too, so the
@@ -99,6 +105,9 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 	if err := c.validateBark(); err != nil {
 		return err
 	}
+	if err := c.validateRunlog(); err != nil {
+		return err
+	}
 	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
 	if err != nil {
 		return err
@@ -127,6 +136,11 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 func reloadOnSIGHUP(b *barkbridge.Bridge, logger *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	if hangup.Arrived() {
+		// A SIGHUP came while the command started: the targets may have
+		// been read before the change it announces.
+		hup <- syscall.SIGHUP
+	}
 	done := make(chan struct{})
 	go func() {
 		for {

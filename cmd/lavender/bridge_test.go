@@ -117,6 +117,10 @@ func httpDo(t *testing.T, method, url string, body []byte) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(body) > 0 {
+		// As Alertmanager and `lavender phase` do.
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

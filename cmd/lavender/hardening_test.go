@@ -140,6 +140,9 @@ func (p *hProc) try(method, path string, body []byte, user, pass string) (int, s
 	if err != nil {
 		return 0, "", err
 	}
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if user != "" {
 		req.SetBasicAuth(user, pass)
 	}
@@ -267,6 +270,7 @@ func TestBodyLimitsEveryPOST(t *testing.T) {
 		over := append(bytes.Repeat([]byte(" "), tc.limit+1-len(`{}`)), `{}`...)
 		for _, chunked := range []bool{false, true} {
 			req, _ := http.NewRequest("POST", p.base+tc.path, bytes.NewReader(over))
+			req.Header.Set("Content-Type", "application/json")
 			if chunked {
 				req.ContentLength = -1
 				req.Body = io.NopCloser(bytes.NewReader(over))

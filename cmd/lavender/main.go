@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
+	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/prometheus/common/promslog"
@@ -32,15 +34,16 @@ func init() {
 // dots and dashes as underscores (--runlog.max-bytes is
 // LAVENDER_RUNLOG_MAX_BYTES).
 type CLI struct {
-	LogLevel  string `name:"log.level" default:"info" enum:"debug,info,warn,error" help:"Only log messages with the given severity or above (${enum})."`
-	LogFormat string `name:"log.format" default:"logfmt" enum:"logfmt,json" help:"Output format of log messages (${enum})."`
+	LogLevel    string           `name:"log.level" default:"info" enum:"debug,info,warn,error" help:"Only log messages with the given severity or above (${enum})."`
+	LogFormat   string           `name:"log.format" default:"logfmt" enum:"logfmt,json" help:"Output format of log messages (${enum})."`
+	VersionFlag kong.VersionFlag `name:"version" env:"-" help:"Print version information and exit."`
 
-	Serve    ServeCmd    `cmd:"" help:"Run everything in one process: metrics, heartbeat API, webhook, run log and the swap watchdog."`
+	Serve    ServeCmd    `cmd:"" help:"One process for all: metrics, API, webhook, run log, watchdog."`
 	Version  VersionCmd  `cmd:"" help:"Print version, revision and Go version."`
 	Runlog   RunlogCmd   `cmd:"" help:"Start, append to and read the per-run log."`
 	Exporter ExporterCmd `cmd:"" help:"Serve swap and training-phase metrics and the heartbeat API."`
-	Phase    PhaseCmd    `cmd:"" help:"Report training phases to the exporter: start, ping, end, or run a command as a phase."`
-	Bridge   BridgeCmd   `cmd:"" help:"Serve the Alertmanager webhook that turns alerts into silent Bark pushes."`
+	Phase    PhaseCmd    `cmd:"" help:"Report training phases, or run a command as a phase."`
+	Bridge   BridgeCmd   `cmd:"" help:"Serve the Alertmanager webhook that sends silent Bark pushes."`
 	Bark     BarkCmd     `cmd:"" help:"Send a Bark push now, or check the *.bark.env files."`
 }
 
@@ -48,8 +51,45 @@ type CLI struct {
 type VersionCmd struct{}
 
 func (VersionCmd) Run(g *Globals) error {
-	_, err := fmt.Fprintln(g.Stdout, version.Print("lavender"))
+	_, err := fmt.Fprintln(g.Stdout, versionText())
 	return err
+}
+
+// versionText is version.Print's report without the lines the build left
+// empty: a plain `go build` stamps no build user or date, and no tags.
+// The revision and the commit's date come from the VCS stamp that `go
+// build` embeds when it can.
+func versionText() string {
+	settings := map[string]string{}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
+		}
+	}
+	var b strings.Builder
+	b.WriteString("lavender, version " + version.Version)
+	var about []string
+	if version.Branch != "" {
+		about = append(about, "branch: "+version.Branch)
+	}
+	if rev := version.GetRevision(); rev != "" && rev != "unknown" {
+		about = append(about, "revision: "+rev)
+	}
+	if len(about) > 0 {
+		b.WriteString(" (" + strings.Join(about, ", ") + ")")
+	}
+	line := func(key, value string) {
+		if value != "" && value != "unknown" {
+			fmt.Fprintf(&b, "\n  %-18s%s", key+":", value)
+		}
+	}
+	line("build user", version.BuildUser)
+	line("build date", version.BuildDate)
+	line("commit date", settings["vcs.time"])
+	line("go version", version.GoVersion)
+	line("platform", version.GoOS+"/"+version.GoArch)
+	line("tags", version.GetTags())
+	return b.String()
 }
 
 // Globals are what every command's Run receives.
@@ -59,10 +99,24 @@ type Globals struct {
 	Stderr io.Writer
 }
 
-// runlogFlags are shared by every command that touches the run log.
+// runlogDirFlags locate the run logs; every command that touches them has it.
+type runlogDirFlags struct {
+	Dir string `name:"runlog.dir" default:"logs" help:"Directory of the per-run logs." type:"path"`
+}
+
+// runlogFlags are for the commands that write run logs.
 type runlogFlags struct {
-	Dir      string `name:"runlog.dir" default:"logs" help:"Directory of the per-run logs." type:"path"`
-	MaxBytes int    `name:"runlog.max-bytes" default:"1024" help:"Hard cap on a run log's size in bytes (at least 256)."`
+	runlogDirFlags
+	MaxBytes int `name:"runlog.max-bytes" default:"1024" help:"Hard cap on a run log's size in bytes (at least 256)."`
+}
+
+// validateRunlog names the flag, where runlog's own check would name the
+// package.
+func (f runlogFlags) validateRunlog() error {
+	if f.MaxBytes < runlog.MinMaxBytes {
+		return fmt.Errorf("--runlog.max-bytes must be at least %d, not %d", runlog.MinMaxBytes, f.MaxBytes)
+	}
+	return nil
 }
 
 func (f runlogFlags) options() runlog.Options {
@@ -92,9 +146,23 @@ func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
 		kong.DefaultEnvars("LAVENDER"),
 		kong.Writers(stdout, stderr),
 		kong.Exit(exit),
+		kong.Vars{"version": versionText()},
 	)
 	if err != nil {
 		return err
+	}
+	if len(args) == 0 {
+		// Bare `lavender`: the commands, one line each, rather than kong's
+		// `expected one of "serve", …`.
+		ctx, err := kong.Trace(parser, nil)
+		if err != nil {
+			return err
+		}
+		parser.Stdout = stderr
+		if err := ctx.PrintUsage(false); err != nil {
+			return err
+		}
+		return exitCode(1)
 	}
 	ctx, err := parser.Parse(args)
 	if err != nil {

@@ -30,7 +30,7 @@ type phaseClientFlags struct {
 	Username     string        `name:"username" aliases:"web.user" help:"Basic-auth user name, when the exporter's --web.config.file asks for one."`
 	PasswordFile string        `name:"password-file" help:"File holding the basic-auth password (trailing newline ignored)."`
 	CAFile       string        `name:"tls.ca-file" type:"existingfile" help:"PEM file of the CA that signed the exporter's TLS certificate, for an https --url with a private CA."`
-	Timeout      time.Duration `name:"timeout" default:"10s" help:"Timeout of each request to the exporter."`
+	Timeout      time.Duration `name:"timeout" default:"10s" env:"LAVENDER_PHASE_TIMEOUT" help:"Timeout of each request to the exporter."`
 }
 
 func (f *phaseClientFlags) client() (*exporter.Client, error) {
@@ -63,7 +63,11 @@ func (f *phaseClientFlags) client() (*exporter.Client, error) {
 		}
 		opts = append(opts, exporter.WithBasicAuth(f.Username, password))
 	}
-	return exporter.NewClient(f.URL, opts...)
+	c, err := exporter.NewClient(f.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--url: %w", err)
+	}
+	return c, nil
 }
 
 func (f *phaseClientFlags) send(name, event, status string) error {
@@ -96,7 +100,7 @@ func (c *PhasePingCmd) Run(g *Globals) error {
 type PhaseEndCmd struct {
 	phaseClientFlags
 	Name   string `arg:"" help:"Phase name."`
-	Failed bool   `help:"Mark the phase as failed."`
+	Failed bool   `help:"Mark the phase as failed." env:"LAVENDER_PHASE_FAILED"`
 }
 
 func (c *PhaseEndCmd) Run(g *Globals) error {
@@ -109,7 +113,7 @@ func (c *PhaseEndCmd) Run(g *Globals) error {
 
 type PhaseRunCmd struct {
 	phaseClientFlags
-	Every   time.Duration `name:"every" default:"60s" help:"Ping interval."`
+	Every   time.Duration `name:"every" default:"60s" env:"LAVENDER_PHASE_EVERY" help:"Ping interval."`
 	Name    string        `arg:"" help:"Phase name."`
 	Command []string      `arg:"" passthrough:"" help:"Command and arguments, after --."`
 }
@@ -117,7 +121,11 @@ type PhaseRunCmd struct {
 // Run exits with the command's exit code: the wrapper must be invisible to
 // whatever runs it (a shell's set -e, a scheduler's retry policy).
 func (c *PhaseRunCmd) Run(g *Globals) error {
-	code, err := c.run(context.Background(), g, os.Stdin)
+	tty := exporter.ControllingTerminal()
+	if tty != nil {
+		defer tty.Close()
+	}
+	code, err := c.run(context.Background(), g, os.Stdin, tty)
 	if err != nil {
 		fmt.Fprintln(g.Stderr, "lavender:", err)
 	}
@@ -127,7 +135,7 @@ func (c *PhaseRunCmd) Run(g *Globals) error {
 	return nil
 }
 
-func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader) (int, error) {
+func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader, tty *os.File) (int, error) {
 	if c.Every <= 0 {
 		return 2, fmt.Errorf("--every must be positive, not %s", c.Every)
 	}
@@ -149,6 +157,8 @@ func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader) (int
 		Stdout: g.Stdout,
 		Stderr: g.Stderr,
 		Logger: g.Logger,
+		// The terminal, if any, goes to the command while it runs.
+		Terminal: tty,
 	}
 	return w.Run(ctx, c.Command[0], c.Command[1:]...)
 }

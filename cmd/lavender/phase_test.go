@@ -39,7 +39,7 @@ func TestPhaseRunCommand(t *testing.T) {
 	var stdout, stderr phaseOutput
 	cli := parseCLI(t, "phase", "run", "Train 1/2", "--every", "10ms", "--url", base, "--",
 		"sh", "-c", `read line; echo "got $line"; echo oops >&2; exit 7`)
-	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), strings.NewReader("batch\n"))
+	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), strings.NewReader("batch\n"), nil)
 	if err != nil || code != 7 {
 		t.Fatalf("run = %d, %v; want the child's 7", code, err)
 	}
@@ -86,7 +86,7 @@ func TestPhaseRunWithoutExporter(t *testing.T) {
 	var stdout, stderr phaseOutput
 	cli := parseCLI(t, "phase", "run", "Train", "--every", "5ms", "--url", "http://127.0.0.1:1", "--",
 		"sh", "-c", "sleep 0.1; echo done")
-	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), nil)
+	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), nil, nil)
 	if err != nil || code != 0 || stdout.String() != "done\n" {
 		t.Fatalf("run = %d, %v, stdout %q", code, err, stdout.String())
 	}
@@ -103,7 +103,7 @@ func TestPhaseRunUsageErrors(t *testing.T) {
 	} {
 		cli := parseCLI(t, args...)
 		var stdout bytes.Buffer
-		code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, io.Discard), nil)
+		code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, io.Discard), nil, nil)
 		if err == nil || code == 0 {
 			t.Errorf("%q: run = %d, %v; want a usage error", args, code, err)
 		}

@@ -17,10 +17,13 @@ type RunlogCmd struct {
 
 type RunlogNewCmd struct {
 	runlogFlags
-	Header string `help:"Second header line, e.g. \"device=cuda lavender_2=v0.2.3\"."`
+	Header string `help:"Second header line, e.g. \"device=cuda lavender_2=v0.2.3\"." env:"LAVENDER_RUNLOG_HEADER"`
 }
 
 func (c *RunlogNewCmd) Run(g *Globals) error {
+	if err := c.validateRunlog(); err != nil {
+		return err
+	}
 	l, err := runlog.Start(c.options(), c.Header, runlog.RunStart)
 	if err != nil {
 		return err
@@ -35,6 +38,9 @@ type RunlogAppendCmd struct {
 }
 
 func (c *RunlogAppendCmd) Run(g *Globals) error {
+	if err := c.validateRunlog(); err != nil {
+		return err
+	}
 	l, _, err := runlog.CurrentOrStart(c.options(), "", runlog.RunStart)
 	if err != nil {
 		return err
@@ -43,11 +49,11 @@ func (c *RunlogAppendCmd) Run(g *Globals) error {
 }
 
 type RunlogShowCmd struct {
-	runlogFlags
+	runlogDirFlags
 }
 
 func (c *RunlogShowCmd) Run(g *Globals) error {
-	l, err := runlog.Current(c.options())
+	l, err := runlog.Current(runlog.Options{Dir: c.Dir})
 	if err != nil {
 		return err
 	}
@@ -60,7 +66,7 @@ func (c *RunlogShowCmd) Run(g *Globals) error {
 }
 
 type RunlogPathCmd struct {
-	runlogFlags
+	runlogDirFlags
 }
 
 func (c *RunlogPathCmd) Run(g *Globals) error {

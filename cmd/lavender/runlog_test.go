@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,12 +16,29 @@ import (
 func runCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	exitCode := -1
-	err := run(args, &stdout, &stderr, func(code int) { exitCode = code })
-	if exitCode > 0 && err == nil {
-		err = fmt.Errorf("exit %d: %s", exitCode, stderr.String())
-	}
+	err := runExiting(args, &stdout, &stderr)
 	return stdout.String(), stderr.String(), err
+}
+
+// kongExit carries the status kong exits with (--help, --version) out of
+// run, as os.Exit would end it there.
+type kongExit int
+
+func runExiting(args []string, stdout, stderr *bytes.Buffer) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		code, ok := r.(kongExit)
+		if !ok {
+			panic(r)
+		}
+		if code != 0 {
+			err = fmt.Errorf("exit %d: %s", int(code), stderr.String())
+		}
+	}()
+	return run(args, stdout, stderr, func(code int) { panic(kongExit(code)) })
 }
 
 func TestRunlogCommands(t *testing.T) {
@@ -87,7 +105,7 @@ func TestRunlogErrors(t *testing.T) {
 	}{
 		{"show without a run", []string{"runlog", "show", "--runlog.dir", empty}, "no run log yet"},
 		{"path without a run", []string{"runlog", "path", "--runlog.dir", empty}, empty},
-		{"cap below the minimum", []string{"runlog", "new", "--runlog.dir", empty, "--runlog.max-bytes", "100"}, "minimum of 256"},
+		{"cap below the minimum", []string{"runlog", "new", "--runlog.dir", empty, "--runlog.max-bytes", "100"}, "--runlog.max-bytes must be at least 256, not 100"},
 		{"append needs a message", []string{"runlog", "append", "--runlog.dir", empty}, "expected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,14 +120,62 @@ func TestRunlogErrors(t *testing.T) {
 	}
 }
 
+// TestVersion: `lavender version` and `lavender --version` (as Prometheus
+// tools accept it) print the same report, without lines the build left
+// empty (issue 14.11: "build user:" and "build date:" were blank and
+// "tags: unknown").
 func TestVersion(t *testing.T) {
 	out, _, err := runCLI(t, "version")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"lavender, version " + defaultVersion, "go version:", "revision"} {
+	flagOut, _, err := runCLI(t, "--version")
+	if err != nil {
+		t.Fatalf("--version: %v", err)
+	}
+	if flagOut != out {
+		t.Errorf("--version printed %q, version printed %q", flagOut, out)
+	}
+	for _, want := range []string{"lavender, version " + defaultVersion, "go version:", "platform:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("version output lacks %q:\n%s", want, out)
 		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasSuffix(strings.TrimSpace(line), ":") || strings.Contains(line, "unknown") || strings.Contains(line, "()") {
+			t.Errorf("version prints an empty or unknown value: %q", line)
+		}
+	}
+}
+
+// TestBareCommandPrintsUsage: `lavender` alone lists the commands, one line
+// each, and exits 1 (issue 14.11; it printed only `expected one of …`).
+func TestBareCommandPrintsUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := runExiting(nil, &stdout, &stderr)
+	var code exitCode
+	if !errors.As(err, &code) || code != 1 {
+		t.Errorf("run() = %v, want exit status 1", err)
+	}
+	usage := stderr.String()
+	if !strings.HasPrefix(usage, "Usage: lavender <command>") {
+		t.Fatalf("stderr %q, want the usage", usage)
+	}
+	_, commands, ok := strings.Cut(usage, "\nCommands:\n")
+	if !ok {
+		t.Fatalf("usage has no Commands section:\n%s", usage)
+	}
+	commands, _, _ = strings.Cut(commands, "\n\n")
+	var names []string
+	for _, line := range strings.Split(commands, "\n") {
+		fields := strings.Fields(line)
+		if !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") || len(fields) < 2 {
+			t.Errorf("command line %q is not `  name  help` on one line", line)
+			continue
+		}
+		names = append(names, fields[0])
+	}
+	if want := "serve version runlog exporter phase bridge bark"; strings.Join(names, " ") != want {
+		t.Errorf("commands %q, want %q", names, want)
 	}
 }

@@ -53,6 +53,9 @@ func (s *secretSweep) files(dir string) {
 // request sends one request and adds the whole answer, headers included.
 func (s *secretSweep) request(p *hProc, method, path, body, user, pass string) int {
 	req, _ := http.NewRequest(method, p.base+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if user != "" {
 		req.SetBasicAuth(user, pass)
 	}
@@ -214,7 +217,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"failed: connection refused", "failed: timeout", "failed: HTTP 500", "failed: HTTP 400",
 		"failed: connection reset", "failed: tls", "phone.bark.env:1 ok", "bad.bark.env:1", "late.bark.env:1",
 		"readable by group or others", "detail=", "-> 401", "-> 503", "-> 400", "exporter answered 401",
-		"BARK swap 54% sent ok=", "BARK swap 90% sent ok=", "client URL carries credentials",
+		"BARK swap 54% sent ok=", "BARK swap 90% sent ok=", "exporter URL carries credentials",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the sweep never saw %q", want)

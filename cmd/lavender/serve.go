@@ -42,6 +42,24 @@ func (c *ServeCmd) Run(g *Globals) error {
 	return c.serve(ctx, g, nil, nil)
 }
 
+// validateWatchdog names the flags, where barkbridge's own check of the
+// same rules would name the package.
+func (c *ServeCmd) validateWatchdog() error {
+	if c.WatchdogInterval < 0 {
+		return fmt.Errorf("--watchdog.interval must not be negative, not %s", c.WatchdogInterval)
+	}
+	if !(c.WatchdogThreshold > 0 && c.WatchdogThreshold <= 1) {
+		return fmt.Errorf("--watchdog.threshold must be in (0, 1], not %g", c.WatchdogThreshold)
+	}
+	if c.WatchdogRepeat < 0 {
+		return fmt.Errorf("--watchdog.repeat must not be negative, not %s", c.WatchdogRepeat)
+	}
+	if !(c.WatchdogHysteresis >= 0 && c.WatchdogHysteresis < c.WatchdogThreshold) {
+		return fmt.Errorf("--watchdog.hysteresis must be in [0, --watchdog.threshold %g), not %g", c.WatchdogThreshold, c.WatchdogHysteresis)
+	}
+	return nil
+}
+
 func (c *ServeCmd) watchdogConfig() barkbridge.WatchdogConfig {
 	return barkbridge.WatchdogConfig{
 		Interval:   c.WatchdogInterval,
@@ -60,8 +78,11 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if err := c.procfsFlags.validate(); err != nil {
 		return err
 	}
-	if c.WatchdogInterval < 0 {
-		return fmt.Errorf("--watchdog.interval must not be negative, not %s", c.WatchdogInterval)
+	if err := c.validateRunlog(); err != nil {
+		return err
+	}
+	if err := c.validateWatchdog(); err != nil {
+		return err
 	}
 	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
 	if err != nil {

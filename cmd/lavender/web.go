@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"lavender/exporter"
+	"lavender/webguard"
 )
 
 // webFlags are exporter-toolkit's flags, bound through kong.
@@ -29,6 +30,25 @@ type webFlags struct {
 	ListenAddresses []string `name:"web.listen-address" default:":9877" sep:"none" help:"Address to listen on; repeat for several. Default port 9877."`
 	SystemdSocket   bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of port listeners (Linux only)."`
 	ConfigFile      string   `name:"web.config.file" default:"" help:"Path to an exporter-toolkit web config file that enables TLS and basic auth."`
+	WriteAllow      []string `name:"web.write-allow" default:"127.0.0.0/8,::1/128" placeholder:"CIDR" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
+}
+
+// jsonWritePaths are the endpoints whose bodies must be application/json:
+// the bridge's webhook and the exporter's API.
+var jsonWritePaths = []string{"/webhook", exporter.HeartbeatPath, exporter.RunsPath}
+
+// guard wraps h with the write checks of package webguard.
+func (f *webFlags) guard(h http.Handler, logger *slog.Logger) (http.Handler, error) {
+	allow, err := webguard.ParsePrefixes(f.WriteAllow)
+	if err != nil {
+		return nil, err
+	}
+	return webguard.New(h, webguard.Config{
+		WriteAllow:    allow,
+		WebConfigFile: f.ConfigFile,
+		JSONPaths:     jsonWritePaths,
+		Logger:        logger,
+	}), nil
 }
 
 func (f *webFlags) toolkit() *web.FlagConfig {
@@ -183,15 +203,21 @@ type commandServer struct {
 	listeners []net.Listener
 	reg       *prometheus.Registry
 	mux       *http.ServeMux
+	handler   http.Handler // mux behind the write guard
 	ready     readiness
 }
 
 func newCommandServer(f *webFlags, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
+	mux := http.NewServeMux()
+	handler, err := f.guard(mux, logger)
+	if err != nil {
+		return nil, err
+	}
 	listeners, err := f.bind(onListen)
 	if err != nil {
 		return nil, err
 	}
-	s := &commandServer{listeners: listeners, reg: newRegistry(), mux: http.NewServeMux()}
+	s := &commandServer{listeners: listeners, reg: newRegistry(), mux: mux, handler: handler}
 	s.mux.Handle("/metrics", metricsHandler(s.reg, logger))
 	addLifecycle(s.mux, &s.ready)
 	return s, nil
@@ -202,7 +228,7 @@ func (s *commandServer) close() { closeAll(s.listeners) }
 
 // serve marks the command ready and serves until ctx ends; see serveHTTP.
 func (s *commandServer) serve(ctx context.Context, f *webFlags, grace time.Duration, logger *slog.Logger) error {
-	return serveHTTP(ctx, s.listeners, s.mux, f, grace, logger)
+	return serveHTTP(ctx, s.listeners, s.handler, f, grace, logger)
 }
 
 // readiness backs /-/ready: a command marks itself ready once its start-up
@@ -243,6 +269,15 @@ func addLanding(mux *http.ServeMux, description string, links ...string) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", page)
+	// The toolkit's page answers 404 for other paths itself but serves
+	// any method at "/"; a write there is a mistake, so it gets 405.
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, fmt.Sprintf("method %s not allowed; use GET, HEAD", r.Method), http.StatusMethodNotAllowed)
+			return
+		}
+		page.ServeHTTP(w, r)
+	}))
 	return nil
 }

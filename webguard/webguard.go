@@ -1,0 +1,214 @@
+// Package webguard decides who may write to lavender over HTTP. Reads
+// (GET, HEAD, OPTIONS) pass untouched, so Prometheus scrapes from anywhere;
+// every other method is a write (a webhook, a heartbeat, a new run, a
+// reload) and must pass three checks, in this order:
+//
+//  1. It does not come from another web site: a request whose Origin is not
+//     the server's own, or whose Sec-Fetch-Site is cross-site, is refused
+//     (403). Browsers send these headers and a page cannot remove them;
+//     Alertmanager, curl, Python's urllib and `lavender phase` send
+//     neither, so they are not affected.
+//  2. It comes from an allowed peer (--web.write-allow, loopback by
+//     default), or it passed the basic auth of --web.config.file, which
+//     lets it write from anywhere (403 otherwise, naming the flag).
+//  3. A JSON endpoint's body is declared as application/json (415
+//     otherwise). An HTML form can only send text/plain, urlencoded or
+//     multipart bodies without a CORS preflight, so this shuts the last
+//     door a browser could use even if the other two were open.
+package webguard
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v2"
+)
+
+// WriteAllowFlag is the flag that allows peers to write; refusals name it.
+const WriteAllowFlag = "--web.write-allow"
+
+// DefaultWriteAllow is who may write without credentials: this host only.
+var DefaultWriteAllow = []string{"127.0.0.0/8", "::1/128"}
+
+// Config says who may write and which paths take JSON.
+type Config struct {
+	// WriteAllow are the peers that may write without credentials.
+	WriteAllow []netip.Prefix
+	// WebConfigFile is exporter-toolkit's --web.config.file, or "". When
+	// it has basic_auth_users, the toolkit has checked the password of any
+	// request that reaches the guard, and such a request may write from
+	// any peer. The file is read again on each such write, as the toolkit
+	// reads it on every request.
+	WebConfigFile string
+	// JSONPaths are the paths whose writes must be application/json.
+	JSONPaths []string
+	// Logger gets one debug line per refused write.
+	Logger *slog.Logger
+}
+
+// ParsePrefixes reads --web.write-allow values: CIDRs, or single addresses
+// (a /32 or /128).
+func ParsePrefixes(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(v); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		return nil, fmt.Errorf("%s %q: not an address or CIDR (e.g. 10.0.0.0/8 or ::1)", WriteAllowFlag, v)
+	}
+	return out, nil
+}
+
+type guard struct {
+	next http.Handler
+	cfg  Config
+}
+
+// New wraps next with the write checks.
+func New(next http.Handler, cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &guard{next: next, cfg: cfg}
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	if why := crossSite(r); why != "" {
+		g.refuse(w, r, http.StatusForbidden, "cross-site write refused: "+why)
+		return
+	}
+	if !g.peerAllowed(r) && !g.authenticated(r) {
+		g.refuse(w, r, http.StatusForbidden, fmt.Sprintf(
+			"writes from %s are refused: only peers in %s (default: this host) may write without credentials; "+
+				"allow the peer with %s=CIDR, or give lavender a --web.config.file with basic_auth_users",
+			peerHost(r), WriteAllowFlag, WriteAllowFlag))
+		return
+	}
+	if slices.Contains(g.cfg.JSONPaths, r.URL.Path) && !isJSON(r) {
+		g.refuse(w, r, http.StatusUnsupportedMediaType, fmt.Sprintf(
+			"Content-Type %q refused: send the body as Content-Type: application/json", r.Header.Get("Content-Type")))
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// crossSite says why r comes from another site's page, or "".
+func crossSite(r *http.Request) string {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return "Sec-Fetch-Site: cross-site"
+	}
+	origins := r.Header.Values("Origin")
+	if len(origins) == 0 {
+		return ""
+	}
+	if len(origins) > 1 {
+		return "more than one Origin"
+	}
+	u, err := url.Parse(origins[0])
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.EqualFold(u.Host, r.Host) {
+		// "null" (a sandboxed page, a file:) is never the server's own.
+		return fmt.Sprintf("Origin %q is not this server (%s)", origins[0], r.Host)
+	}
+	return ""
+}
+
+func peerHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (g *guard) peerAllowed(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		// A Unix socket (systemd socket activation with ListenStream=/path)
+		// has no peer address: only processes on this host can reach it,
+		// and the file's permissions say which.
+		return r.RemoteAddr == "" || r.RemoteAddr == "@" || strings.HasPrefix(r.RemoteAddr, "/")
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	addr = addr.Unmap().WithZone("")
+	for _, p := range g.cfg.WriteAllow {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// authenticated reports whether r passed the toolkit's basic auth: the web
+// config has users and r names one of them. The toolkit refuses a wrong
+// password before the guard sees the request.
+func (g *guard) authenticated(r *http.Request) bool {
+	user, _, ok := r.BasicAuth()
+	if !ok || g.cfg.WebConfigFile == "" {
+		return false
+	}
+	data, err := os.ReadFile(g.cfg.WebConfigFile)
+	if err != nil {
+		g.cfg.Logger.Warn("web config not readable; treating the write as unauthenticated", "err", err)
+		return false
+	}
+	var c struct {
+		Users map[string]string `yaml:"basic_auth_users"`
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		g.cfg.Logger.Warn("web config not parsed; treating the write as unauthenticated", "err", err)
+		return false
+	}
+	_, known := c.Users[user]
+	return known
+}
+
+func isJSON(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" && r.ContentLength == 0 {
+		// No body, nothing to declare: `curl -X POST …/api/v1/runs`.
+		// A browser's cross-site request carries an Origin and is
+		// refused above.
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+func (g *guard) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	g.cfg.Logger.Debug("write refused", "method", r.Method, "path", r.URL.Path, "peer", peerHost(r), "code", code, "reason", msg)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		// The API answers every error as {"error":"…"}.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
+}
