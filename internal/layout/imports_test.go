@@ -20,12 +20,17 @@ var mayUse = map[string][]string{
 	"watchdog":   {},
 	"exporter":   {"runlog"},
 	"barkbridge": {"runlog", "watchdog"},
+	// webguard decides who may write; it knows no handler of ours.
+	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
 	// package's constants; deploy holds only tests of the deploy files.
-	"cmd/lavender":       {"*"},
-	"bench/cmd/lavbench": {"*"},
-	"deploy":             {"*"},
-	"internal/layout":    {},
+	"cmd/lavender": {"*"},
+	// Takes SIGHUP from the first instant of the process, so it must
+	// initialise before everything else: it may import nothing of ours.
+	"cmd/lavender/internal/hangup": {},
+	"bench/cmd/lavbench":           {"*"},
+	"deploy":                       {"*"},
+	"internal/layout":              {},
 	// The shared test helpers use nothing of ours, so any package's
 	// in-package tests can import them without a cycle.
 	"internal/barktest": {"internal/testkit"},
