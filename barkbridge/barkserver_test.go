@@ -39,7 +39,7 @@ type barkServer struct {
 	key string
 
 	mu      sync.Mutex
-	mode    string // "ok", "status:NNN", "code:NNN" (HTTP 200, JSON code NNN), "hang", "text"
+	mode    string // "ok", "status:NNN", "code:NNN" (HTTP 200, JSON code NNN), "hang", "text", "redirect:URL"
 	pushes  []barkPush
 	release chan struct{}
 }
@@ -49,6 +49,7 @@ type barkPush struct {
 	RequestURI             string
 	Title, Subtitle, Body  string
 	Level, IsArchive, Path string
+	Referer                string
 }
 
 func newBarkServer(t testing.TB, key string) *barkServer {
@@ -86,7 +87,7 @@ func writeJSON(w http.ResponseWriter, code int, msg string) {
 func (s *barkServer) serve(w http.ResponseWriter, r *http.Request) {
 	rawPath, rawQuery, _ := strings.Cut(r.RequestURI, "?")
 	segs := strings.Split(strings.TrimPrefix(rawPath, "/"), "/")
-	p := barkPush{RequestURI: r.RequestURI, Path: rawPath}
+	p := barkPush{RequestURI: r.RequestURI, Path: rawPath, Referer: r.Header.Get("Referer")}
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		writeJSON(w, 400, "bad query")
@@ -136,6 +137,8 @@ func (s *barkServer) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(mode, "status:"):
 		fmt.Sscanf(mode, "status:%d", &code)
 		writeJSON(w, code, "push failed: APNs refused "+s.key)
+	case strings.HasPrefix(mode, "redirect:"):
+		http.Redirect(w, r, strings.TrimPrefix(mode, "redirect:")+r.URL.Path, http.StatusFound)
 	case strings.HasPrefix(mode, "code:"):
 		fmt.Sscanf(mode, "code:%d", &code)
 		w.Header().Set("Content-Type", "application/json")

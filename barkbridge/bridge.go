@@ -106,6 +106,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = defaultClient()
+	} else {
+		// An injected client refuses redirects too: the key must not follow one.
+		hc := *c.HTTPClient
+		hc.CheckRedirect = refuseRedirects
+		c.HTTPClient = &hc
 	}
 	if c.Now == nil {
 		c.Now = time.Now

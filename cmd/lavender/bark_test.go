@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -63,5 +66,35 @@ func TestBarkCheck(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "bark", "check", "--bark.config-dir", barkConfigDir(t, nil)); err == nil {
 		t.Error("an empty config dir passed the check")
+	}
+}
+
+// TestBarkSendSaysWhatItSaw: a template that reaches a web server but not
+// Bark's push route (bark-server's GET / answers a plain "ok") fails, and
+// bark send says what came back instead of Bark's JSON.
+func TestBarkSendSaysWhatItSaw(t *testing.T) {
+	notBark := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved/SAWKEY12345/hello" {
+			http.Redirect(w, r, "http://other.example/SAWKEY12345/hello", http.StatusFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(notBark.Close)
+	dir := barkConfigDir(t, map[string]string{
+		"a.bark.env": notBark.URL + "/?body=$0&key=SAWKEY12345\n" + notBark.URL + "/moved/SAWKEY12345/$0\n",
+	})
+	out, stderr, err := runCLI(t, "bark", "send", "--bark.config-dir", dir, "hello")
+	if err == nil || !strings.Contains(err.Error(), "every target failed") {
+		t.Errorf("err = %v", err)
+	}
+	want := "a.bark.env:1 failed: not-bark (saw HTTP 200, text/plain; charset=utf-8, body \"ok\")\n" +
+		"a.bark.env:2 failed: redirect (saw HTTP 302 to http://other.example)\n"
+	if out != want {
+		t.Errorf("stdout %q, want %q", out, want)
+	}
+	if strings.Contains(out+stderr, "SAWKEY12345") {
+		t.Errorf("the key leaked:\n%s\n%s", out, stderr)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -221,4 +222,39 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 	}
 	t.Logf("swept %d bytes of output, answers, logs and files", len(all))
+}
+
+// TestPhaseClientNeverFollowsRedirects: `lavender phase` sends the basic-auth
+// password with every request, so a redirect from the exporter's address
+// (same host, another port, or http instead of https) must not carry it on.
+func TestPhaseClientNeverFollowsRedirects(t *testing.T) {
+	var mu sync.Mutex
+	var reached []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached = append(reached, r.Header.Get("Authorization")+" "+r.Header.Get("Referer"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"name":"Train","status":"running"}`)
+	}))
+	t.Cleanup(other.Close)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	passwordFile := filepath.Join(t.TempDir(), "password")
+	os.WriteFile(passwordFile, []byte(secretMarker+"\n"), 0o600)
+
+	_, stderr, err := runCLI(t, "phase", "start", "Train", "--url", redirector.URL, "--username", "trainer", "--password-file", passwordFile)
+	if err == nil || !strings.Contains(err.Error(), "307") {
+		t.Errorf("phase start through a redirect: err = %v", err)
+	}
+	if strings.Contains(fmt.Sprint(err)+stderr, secretMarker) {
+		t.Errorf("the password leaked: %v %s", err, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reached) != 0 {
+		t.Errorf("the redirect was followed: %q", reached)
+	}
 }
