@@ -209,12 +209,14 @@ func parseTemplate(line string) (Target, string) {
 		return Target{}, reasonLevelSyntax
 	}
 
-	// Silent and not archived, unless the template chose otherwise.
+	// Silent and not archived, unless the template chose otherwise, in any
+	// spelling: bark-server lowercases query keys and the last one wins, so
+	// an appended level=passive would override a template's Level=active.
 	var extra []string
-	if !query.Has("level") {
+	if !hasKeyFold(query, "level") {
 		extra = append(extra, "level=passive")
 	}
-	if !query.Has("isArchive") {
+	if !hasKeyFold(query, "isArchive") {
 		extra = append(extra, "isArchive=0")
 	}
 	tmpl := line
@@ -235,6 +237,15 @@ func parseTemplate(line string) (Target, string) {
 		host:    u.Host,
 		secrets: secretParts(u),
 	}, ""
+}
+
+func hasKeyFold(q url.Values, key string) bool {
+	for k := range q {
+		if strings.EqualFold(k, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // secretParts lists the pieces of a template that could be a key: path

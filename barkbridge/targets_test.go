@@ -40,6 +40,17 @@ func TestParseTargets(t *testing.T) {
 			},
 		},
 		{
+			// bark-server lowercases query keys, the last one winning: an
+			// appended level=passive would override the template's Level.
+			name:    "template's own level and isArchive win however spelt",
+			content: "http://a.example/" + key + "/$0?Level=active\nhttp://b.example/" + key + "/$0?ISARCHIVE=1&LEVEL=critical",
+			lines:   []int{1, 2},
+			tmpls: []string{
+				"http://a.example/" + key + "/$0?Level=active&isArchive=0",
+				"http://b.example/" + key + "/$0?ISARCHIVE=1&LEVEL=critical",
+			},
+		},
+		{
 			name:    "template ending in ? or &",
 			content: "https://a.example/" + key + "/$0?\nhttps://a.example/" + key + "/$0?sound=bell&",
 			lines:   []int{1, 2},
