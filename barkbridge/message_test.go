@@ -65,6 +65,18 @@ func TestSwapFromAnnotations(t *testing.T) {
 		{template.KV{"swap_used_ratio": "lots"}, ""},
 		{template.KV{"summary": "Swap is 54% full"}, ""},
 		{nil, ""},
+		// Only plain decimals: Go's ParseFloat also reads hex floats, "inf"
+		// and underscores, which no Prometheus template writes.
+		{template.KV{"swap_used_ratio": "0x1p-1"}, ""},
+		{template.KV{"swap_used_ratio": "0x1p-1%"}, ""},
+		{template.KV{"swap_used_ratio": "0X.8P0"}, ""},
+		{template.KV{"swap_used_ratio": "0x1p-1", "swap_used_bytes": "0x40000000", "swap_total_bytes": "0x100000000"}, ""},
+		{template.KV{"swap_used_ratio": "0x1p-1", "swap_used_bytes": "1073741824", "swap_total_bytes": "4294967296"}, "swap 25% full (1.0/4.0 GB)"},
+		{template.KV{"swap_used_ratio": "0_5"}, ""},
+		{template.KV{"swap_used_ratio": "infinity"}, ""},
+		{template.KV{"swap_used_ratio": ".5"}, "swap 50% full"},
+		{template.KV{"swap_used_ratio": "5e-1"}, "swap 50% full"},
+		{template.KV{"swap_used_ratio": "5."}, ""},
 	}
 	for _, tt := range tests {
 		s, ok := swapFromAnnotations(tt.ann)
@@ -152,3 +164,17 @@ func TestPlanGolden(t *testing.T) {
 
 // giBytes is f GiB in bytes, truncated as a byte count is.
 func giBytes(f float64) uint64 { return uint64(f * bytesPerGiB) }
+
+// TestHexRatioPushesTheSummary: a swap alert whose ratio is not a plain
+// decimal is pushed with its summary, never with a number read from hex.
+func TestHexRatioPushesTheSummary(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	d := f.bridge.planAlert(template.Alert{
+		Status:      "firing",
+		Labels:      template.KV{"alertname": "SwapUsageHigh"},
+		Annotations: template.KV{"swap_used_ratio": "0x1p-1", "summary": "Swap is filling up"},
+	})
+	if d == nil || d.message != "[lavender-2] Swap is filling up" || d.subject != "SwapUsageHigh" {
+		t.Fatalf("plan = %+v, want the summary pushed", d)
+	}
+}
