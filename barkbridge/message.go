@@ -87,8 +87,8 @@ func usableRatio(r float64) bool { return !math.IsNaN(r) && r >= 0 && r <= 1 }
 // swapFromAnnotations reads the figures alerts.yml puts on the swap alert.
 // Values come from Prometheus templates, so "1.7501e+10" and "54%" are
 // accepted as well as plain numbers, but not hex floats, "inf" or "nan".
-// ok is false when no usable ratio can
-// be had, from the ratio annotation or from the two byte counts.
+// ok is false when no usable ratio can be had, from the ratio annotation or
+// from the two byte counts.
 func swapFromAnnotations(a template.KV) (SwapFigures, bool) {
 	var s SwapFigures
 	used, uok := parseBytes(a[annotationUsed])
