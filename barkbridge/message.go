@@ -149,13 +149,22 @@ func withPrefix(prefix, text string) string {
 	return prefix + " " + text
 }
 
-// sanitizeMessage makes text safe to push: valid UTF-8, and no control
-// characters other than newlines, which Bark shows as line breaks.
+// sanitizeMessage makes text safe to push: valid UTF-8, no control
+// characters other than newlines (which Bark shows as line breaks), and no
+// invisible format characters (Unicode category Cf: bidi overrides and
+// isolates, direction marks, zero-width characters), which could make an
+// alert name read as something else. Every text that reaches a push, the
+// status page or the webhook's answer passes through here.
 func sanitizeMessage(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return strings.TrimSpace(strings.Map(func(r rune) rune {
-		if r != '\n' && (unicode.IsControl(r) || r == '\u2028' || r == '\u2029') {
+		switch {
+		case r == '\n':
+			return r
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
 			return ' '
+		case unicode.Is(unicode.Cf, r):
+			return -1
 		}
 		return r
 	}, s))

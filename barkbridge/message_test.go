@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/prometheus/alertmanager/template"
@@ -176,5 +177,54 @@ func TestHexRatioPushesTheSummary(t *testing.T) {
 	})
 	if d == nil || d.message != "[lavender-2] Swap is filling up" || d.subject != "SwapUsageHigh" {
 		t.Fatalf("plan = %+v, want the summary pushed", d)
+	}
+}
+
+// formatChars are invisible format characters (Unicode category Cf) that
+// reorder or hide text: the bidi overrides, embeddings and isolates, the
+// direction marks, zero-width characters and the BOM.
+var formatChars = []rune{'\u202A', '\u202B', '\u202C', '\u202D', '\u202E', '\u2066', '\u2067', '\u2068', '\u2069', '\u200E', '\u200F', '\u200B', '\u061C', '\uFEFF', '\u00AD'}
+
+func hasFormatChar(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Cf, r) })
+}
+
+// TestFormatCharsNeverReachAPush: an alert name or summary with a bidi
+// override ("exe.gnp" shown as "png.exe") reaches no push, run-log line,
+// webhook answer or status event with the override in it.
+func TestFormatCharsNeverReachAPush(t *testing.T) {
+	for _, r := range formatChars {
+		if got := clipMessage("a" + string(r) + "b"); got != "ab" {
+			t.Errorf("clipMessage(a %U b) = %q, want %q", r, got, "ab")
+		}
+		if got := subject("a" + string(r) + "b"); got != "ab" {
+			t.Errorf("subject(a %U b) = %q", r, got)
+		}
+	}
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\nhttp://" + strings.TrimPrefix(srv.URL, "http://") + "/WRONGKEY/$0"}, nil)
+	evil := string(formatChars)
+	body := `{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{"alertname":"Disk` + evil + `Full"},` +
+		`"annotations":{"summary":"exe.` + "\u202E" + `gnp is full` + "\u2066" + `"},"startsAt":"2026-04-24T00:45:00Z"}]}`
+	code, answer := f.post([]byte(body))
+	if code != 200 || !strings.Contains(answer, "DiskFull: phone.bark.env:2 failed: HTTP 400") || hasFormatChar(answer) {
+		t.Errorf("answer %d %q", code, answer)
+	}
+	pushes := srv.received()
+	if len(pushes) != 2 {
+		t.Fatalf("pushes = %+v", pushes)
+	}
+	for _, p := range pushes {
+		if p.Body != "[lavender-2] DiskFull: exe.gnp is full" {
+			t.Errorf("push body %q", p.Body)
+		}
+	}
+	if lines := f.barkLines(); len(lines) != 1 || lines[0] != "BARK DiskFull sent ok=1 fail=1" {
+		t.Errorf("run log %q", lines)
+	}
+	for _, e := range f.bridge.Status().Events {
+		if hasFormatChar(e.Subject) {
+			t.Errorf("status event %q", e.Subject)
+		}
 	}
 }
