@@ -4,8 +4,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
+
+	"lavender/runlog"
 )
 
 func TestBarkSend(t *testing.T) {
@@ -96,5 +101,34 @@ func TestBarkSendSaysWhatItSaw(t *testing.T) {
 	}
 	if strings.Contains(out+stderr, "SAWKEY12345") {
 		t.Errorf("the key leaked:\n%s\n%s", out, stderr)
+	}
+}
+
+// TestRunLogDropsFormatChars: a run header or an entry with a bidi override
+// reaches neither the run log file nor `runlog show` with it.
+func TestRunLogDropsFormatChars(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	if _, _, err := runCLI(t, "runlog", "new", "--runlog.dir", dir, "--header", "model=exe.\u202Egnp\u2066x\u200E"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCLI(t, "runlog", "append", "--runlog.dir", dir, "NOTE", "a\u202Db\u2069c\uFEFF"); err != nil {
+		t.Fatal(err)
+	}
+	shown, _, err := runCLI(t, "runlog", "show", "--runlog.dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := runlog.CurrentPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	for _, s := range []string{shown, string(data)} {
+		if strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) {
+			t.Errorf("a format character reached the run log: %q", s)
+		}
+		if !strings.Contains(s, "model=exe.gnpx") || !strings.Contains(s, "NOTE abc") {
+			t.Errorf("run log %q lacks the cleaned texts", s)
+		}
 	}
 }
