@@ -100,7 +100,8 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 	isJSON := json.Unmarshal(body, &reply) == nil && reply.Code != nil
 	detail := ""
 	if isJSON {
-		detail = t.scrub(runlog.Truncate(reply.Message, 200))
+		// Scrubbed before it is cut, so that no cut-off key escapes.
+		detail = runlog.Truncate(t.scrub(reply.Message), 200)
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		// A configuration error, not a passing one: Bark itself never
@@ -129,8 +130,8 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 		// bark-server answers its own JSON to every push; a plain "ok" is
 		// its GET / (the template lost the key's path), anything else is
 		// not Bark at all. Nothing was pushed, and a retry will not help.
-		saw := fmt.Sprintf("HTTP %d, %s, body %q", resp.StatusCode, contentType(resp), runlog.Truncate(sanitizeMessage(string(body)), 40))
-		return &PushError{Class: "not-bark", Saw: t.scrub(saw), detail: t.scrub(saw)}
+		saw := fmt.Sprintf("HTTP %d, %s, body %q", resp.StatusCode, contentType(resp), runlog.Truncate(sanitizeMessage(t.scrub(string(body))), 40))
+		return &PushError{Class: "not-bark", Saw: saw, detail: saw}
 	}
 	if *reply.Code != http.StatusOK {
 		return &PushError{
@@ -220,9 +221,9 @@ func redact(err error) error {
 // second line of defence for text that came from the server or a library.
 func (t Target) scrub(s string) string {
 	for _, p := range t.secrets {
-		s = strings.ReplaceAll(s, p, "<redacted>")
+		s = strings.ReplaceAll(s, p, redacted)
 	}
-	return s
+	return scrubAPNs(s)
 }
 
 // defaultClient honours the usual proxy variables; each push has its own

@@ -137,6 +137,9 @@ func (s *barkServer) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(mode, "status:"):
 		fmt.Sscanf(mode, "status:%d", &code)
 		writeJSON(w, code, "push failed: APNs refused "+s.key)
+	case mode == "apns500":
+		// bark-server's answer when APNs refuses: it quotes the device token.
+		writeJSON(w, 500, `push failed: Post "https://api.push.apple.com/3/device/`+apnsTestToken+`": remote error`)
 	case strings.HasPrefix(mode, "redirect:"):
 		http.Redirect(w, r, strings.TrimPrefix(mode, "redirect:")+r.URL.Path, http.StatusFound)
 	case strings.HasPrefix(mode, "code:"):
@@ -145,6 +148,9 @@ func (s *barkServer) serve(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"code": code, "message": "push failed"})
 	}
 }
+
+// apnsTestToken is a device token as APNs issues them: 64 hex characters.
+const apnsTestToken = "5f1c0e9a7b3d2c4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6"
 
 // closedURL is an http URL on a loopback port that nothing listens on.
 func closedURL(t testing.TB) string {

@@ -120,6 +120,7 @@ func LoadTargets(dir string) (LoadResult, error) {
 			errs = append(errs, err)
 		}
 	}
+	rememberSecrets(res.Targets)
 	if err := errors.Join(errs...); err != nil {
 		return LoadResult{Files: res.Files, Warnings: res.Warnings}, err
 	}

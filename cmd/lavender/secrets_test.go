@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,8 +14,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"lavender/barkbridge"
 )
 
 // secretMarker is the device key (and the basic-auth password) of the
@@ -256,5 +261,69 @@ func TestPhaseClientNeverFollowsRedirects(t *testing.T) {
 	defer mu.Unlock()
 	if len(reached) != 0 {
 		t.Errorf("the redirect was followed: %q", reached)
+	}
+}
+
+// idleTalker is a Bark stand-in that, after a good answer, keeps talking on
+// the kept-alive connection and quotes the request path, key included. Go's
+// HTTP client then prints `Unsolicited response received on idle HTTP
+// channel starting with "HTTP/1.1 400 you sent /<key>/…"` through the
+// standard log package.
+func idleTalker(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					body := `{"code":200,"message":"success","timestamp":1}`
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+					time.Sleep(20 * time.Millisecond) // the client has put the connection back as idle
+					fmt.Fprintf(c, "HTTP/1.1 400 you sent %s\r\n\r\n", req.URL.Path)
+				}
+			}()
+		}
+	}()
+	return "http://" + l.Addr().String()
+}
+
+// TestStdLogGoesThroughTheScrubbingLogger: net/http writes to the standard
+// log package, which bypasses lavender's logger unless routed through it.
+func TestStdLogGoesThroughTheScrubbingLogger(t *testing.T) {
+	logs := &lockedBuffer{}
+	logger, err := newLogger("debug", "logfmt", logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := routeStdLog(logger)
+	t.Cleanup(restore)
+	dir := barkConfigDir(t, map[string]string{"phone.bark.env": idleTalker(t) + "/" + secretMarker + "/$0\n"})
+	bridge, err := barkbridge.New(barkbridge.Config{ConfigDir: dir}, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := bridge.Send(t.Context(), "hello"); len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("push: %v", res)
+	}
+	waitFor(t, "net/http's complaint in lavender's log", func() bool {
+		return strings.Contains(logs.String(), "Unsolicited response")
+	})
+	if got := logs.String(); strings.Contains(got, secretMarker) || !strings.Contains(got, "you sent /<redacted>/") || !strings.Contains(got, "level=WARN") {
+		t.Errorf("log:\n%s", got)
 	}
 }
