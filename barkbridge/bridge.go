@@ -215,7 +215,7 @@ func (b *Bridge) PushSwap(ctx context.Context, s SwapFigures) (ok, failed int) {
 	b.deliver(ctx, []*delivery{d})
 	b.record(d)
 	if d.ok+d.failed > 0 {
-		b.history.event(d.event("watchdog", "firing", ActionPushed, b.cfg.Now()))
+		b.history.event(d.event("watchdog", "firing", d.action(), b.cfg.Now()))
 	}
 	return d.ok, d.failed
 }
@@ -229,7 +229,26 @@ type delivery struct {
 	results   []Result // the targets pushed to, or that failed, in target order
 	ok        int      // pushes made by this call that Bark accepted
 	failed    int      // pushes made by this call that failed
+	joined    int      // targets whose push by a concurrent request, waited on, failed
 	duplicate int      // targets that had accepted already, or just did for a concurrent request
+}
+
+// action is what became of the delivery, for the webhook's answer and
+// lavender_webhook_alerts_total: pushed when a target accepted it, failed
+// when none did and a push (this call's or a concurrent one's it waited
+// on) failed or there was no target, duplicate when every target had
+// accepted already.
+func (d *delivery) action() string {
+	switch {
+	case d.ok > 0:
+		return ActionPushed
+	case d.failed+d.joined > 0:
+		return ActionFailed
+	case d.duplicate > 0:
+		return ActionDuplicate
+	default:
+		return ActionFailed // due, but there was no target to push to
+	}
 }
 
 // swapDelivery is the one builder of swap pushes, for the watchdog and the
@@ -335,6 +354,8 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 				} else {
 					d.failed++
 				}
+			case outcomeJoined:
+				d.joined++
 			}
 			r := Result{Target: t.Name()}
 			if s.err != nil {

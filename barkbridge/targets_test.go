@@ -252,7 +252,7 @@ func TestNoTargetsWarnsLoudly(t *testing.T) {
 		t.Errorf("lavender_bark_targets = %v", v)
 	}
 	code, body := f.post(readTestdata(t, "firing_swap_54.json"))
-	if code != 200 || !strings.Contains(body, errNoTargets.Error()) || !strings.Contains(body, "skipped=1") {
+	if code != 200 || !strings.Contains(body, errNoTargets.Error()) || !strings.Contains(body, "pushed=0 failed=1 skipped=0") {
 		t.Errorf("webhook = %d %q", code, body)
 	}
 	if ok, failed := f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.6}); ok != 0 || failed != 0 {

@@ -218,7 +218,8 @@ func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
 
 	var (
 		retry                     bool
-		pushed, skipped, dup      int
+		pushed, failed, skipped   int
+		dup                       int
 		failures                  []string
 		status                    = http.StatusOK
 		answer                    strings.Builder
@@ -226,15 +227,10 @@ func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
 	)
 	for _, p := range plans {
 		alertsCount++
-		action := ActionSkipped
+		action := ActionSkipped // filtered out, or below the threshold
 		if d := p.delivery; d != nil {
 			b.record(d)
-			switch {
-			case d.ok+d.failed > 0:
-				action = ActionPushed
-			case d.duplicate > 0:
-				action = ActionDuplicate
-			}
+			action = d.action()
 			retry = retry || d.retryable()
 			for _, res := range d.results {
 				if res.Err != nil {
@@ -245,6 +241,8 @@ func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
 		switch action {
 		case ActionPushed:
 			pushed++
+		case ActionFailed:
+			failed++
 		case ActionDuplicate:
 			dup++
 		default:
@@ -260,7 +258,7 @@ func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
 	if retry {
 		status = http.StatusServiceUnavailable
 	}
-	fmt.Fprintf(&answer, "alerts=%d pushed=%d skipped=%d duplicate=%d\n", alertsCount, pushed, skipped, dup)
+	fmt.Fprintf(&answer, "alerts=%d pushed=%d failed=%d skipped=%d duplicate=%d\n", alertsCount, pushed, failed, skipped, dup)
 	if noTargets {
 		answer.WriteString(errNoTargets.Error() + "\n")
 	}
