@@ -178,11 +178,19 @@ const (
 	reasonFragment      = "URL has a #fragment, which is never sent to the server"
 	reasonPlaceholderAt = "$0 must be in the URL's path or query"
 	reasonLevelSyntax   = "URL has a malformed query"
+	reasonNotConfigured = "not configured: " + examplePlaceholder + " is the example's placeholder; put your Bark device key in its place"
 )
+
+// examplePlaceholder stands for the device key in .bark.env.example: a copy
+// nobody edited must not pass for a configured phone.
+const examplePlaceholder = "YOUR_DEVICE_KEY"
 
 // parseTemplate validates one template line. It returns a reason instead of
 // an error so that no library error, which may quote the URL, can escape.
 func parseTemplate(line string) (Target, string) {
+	if strings.Contains(line, examplePlaceholder) {
+		return Target{}, reasonNotConfigured
+	}
 	if !strings.Contains(line, Placeholder) {
 		return Target{}, reasonNoPlaceholder
 	}

@@ -78,6 +78,7 @@ func TestParseTargets(t *testing.T) {
 				"https://api.day.app/" + key + " /$0",
 				"https://api.day.app/%zz" + key + "/$0",
 				"mailto:" + key + "$0",
+				"https://api.day.app/YOUR_DEVICE_KEY/$0",
 			}, "\n"),
 			lines: []int{1},
 			tmpls: []string{"https://api.day.app/" + key + "/$0?level=passive&isArchive=0"},
@@ -91,6 +92,7 @@ func TestParseTargets(t *testing.T) {
 				"x.bark.env:8: " + reasonBadChars,
 				"x.bark.env:9: " + reasonNotURL,
 				"x.bark.env:10: " + reasonScheme,
+				"x.bark.env:11: " + reasonNotConfigured,
 			},
 		},
 	}

@@ -132,3 +132,39 @@ func TestRunLogDropsFormatChars(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedExampleIsNotConfigured: `cp .bark.env.example phone.bark.env`
+// and nothing else must not pass the check, and once the key is in, the
+// line bark check and bark send name is the one the README's Quick start
+// promises.
+func TestShippedExampleIsNotConfigured(t *testing.T) {
+	example, err := os.ReadFile(filepath.Join("..", "..", ".bark.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := barkConfigDir(t, map[string]string{"phone.bark.env": string(example)})
+	out, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "phone.bark.env:7: not configured") || strings.Contains(out, " ok") {
+		t.Errorf("bark check of the untouched example: %q %q %v", out, stderr, err)
+	}
+
+	configured := strings.ReplaceAll(string(example), "YOUR_DEVICE_KEY", "Xy12AbCdEfGhIjKlMnOpQr")
+	dir = barkConfigDir(t, map[string]string{"phone.bark.env": configured})
+	out, _, err = runCLI(t, "bark", "check", "--bark.config-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _, _ := strings.Cut(out, " ")
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `bark send "hello"`; !strings.Contains(string(readme), want) {
+		t.Fatalf("README has no %q", want)
+	}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.Contains(line, `bark send "hello"`) && strings.Contains(line, "a test push") && !strings.Contains(line, `"`+name+` ok"`) {
+			t.Errorf("README promises %q, but the example gives %q", line, name+" ok")
+		}
+	}
+}
