@@ -133,9 +133,13 @@ type Bridge struct {
 	targets []Target
 }
 
-// New loads the targets and registers the metrics with reg (nil: none). A
-// bad target line is an error; no target at all is only a loud warning, so
-// that a bridge can start before its first phone is configured.
+// New loads the targets and registers the metrics with reg (nil: none). An
+// unreadable config dir is an error. Bad target lines are not: they are
+// logged as file:line: reason, the good targets load, and
+// lavender_bark_config_last_reload_successful is 0, so that one typo does
+// not take down the metrics and the watchdog with it. No target at all is
+// a loud warning, so that a bridge can start before its first phone is
+// configured. `bark check` still fails on the same files.
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -156,7 +160,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, e
 		userAgent: "lavender/" + version.Version,
 		history:   newPushHistory(),
 	}
-	if err := b.Reload(); err != nil {
+	if err := b.load(true); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -167,14 +171,23 @@ func (b *Bridge) Config() Config { return b.cfg }
 
 // Reload re-reads the *.bark.env files. On error the targets in use are
 // kept, as Prometheus keeps its config after a bad reload.
-func (b *Bridge) Reload() error {
+func (b *Bridge) Reload() error { return b.load(false) }
+
+// load reads the targets. At start (initial) there are no targets in use
+// to keep, so bad lines only leave the good targets and a logged error.
+func (b *Bridge) load(initial bool) error {
 	res, err := LoadTargets(b.cfg.ConfigDir)
 	for _, w := range res.Warnings {
 		b.logger.Warn("[bark] " + w)
 	}
 	if err != nil {
 		b.metrics.reloadOK.Set(0)
-		return fmt.Errorf("barkbridge: load targets: %w", err)
+		var dirErr *ConfigDirError
+		if !initial || errors.As(err, &dirErr) {
+			return fmt.Errorf("barkbridge: load targets: %w", err)
+		}
+		b.logger.Error("[bark] bad lines in the Bark config; using the good targets until they are fixed and reloaded",
+			"err", err, "good_targets", len(res.Targets))
 	}
 	b.mu.Lock()
 	old := b.targets
@@ -182,8 +195,10 @@ func (b *Bridge) Reload() error {
 	b.mu.Unlock()
 	b.metrics.trackTargets(old, res.Targets)
 	b.history.keepOnly(res.Targets)
-	b.metrics.reloadOK.Set(1)
-	b.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
+	if err == nil {
+		b.metrics.reloadOK.Set(1)
+		b.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
+	}
 	if len(res.Targets) == 0 {
 		b.logger.Warn("[bark] NO BARK TARGETS: nothing will be pushed; add a *"+ConfigSuffix+" file and reload",
 			"dir", b.cfg.ConfigDir)

@@ -70,6 +70,8 @@ type LoadResult struct {
 // starting with "#" must be an http(s) URL template containing $0. Errors
 // name file:line and never the line's text, which holds a device key; all
 // bad lines are reported together so one run of `bark check` finds them all.
+// The good targets are returned even then; a failure of dir itself is a
+// *ConfigDirError and returns none.
 func LoadTargets(dir string) (LoadResult, error) {
 	var res LoadResult
 	if dir == "" {
@@ -77,14 +79,14 @@ func LoadTargets(dir string) (LoadResult, error) {
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return res, fmt.Errorf("bark config dir: %w", err)
+		return res, &ConfigDirError{fmt.Errorf("bark config dir: %w", err)}
 	}
 	if !st.IsDir() {
-		return res, fmt.Errorf("bark config dir %s: not a directory", dir)
+		return res, &ConfigDirError{fmt.Errorf("bark config dir %s: not a directory", dir)}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return res, fmt.Errorf("bark config dir: %w", err)
+		return res, &ConfigDirError{fmt.Errorf("bark config dir: %w", err)}
 	}
 	var names []string
 	for _, e := range entries {
@@ -121,11 +123,15 @@ func LoadTargets(dir string) (LoadResult, error) {
 		}
 	}
 	rememberSecrets(res.Targets)
-	if err := errors.Join(errs...); err != nil {
-		return LoadResult{Files: res.Files, Warnings: res.Warnings}, err
-	}
-	return res, nil
+	return res, errors.Join(errs...)
 }
+
+// ConfigDirError is a LoadTargets failure of the directory itself, as
+// opposed to bad lines in its files.
+type ConfigDirError struct{ err error }
+
+func (e *ConfigDirError) Error() string { return e.err.Error() }
+func (e *ConfigDirError) Unwrap() error { return e.err }
 
 func readBounded(path string) ([]byte, error) {
 	fh, err := os.Open(path)

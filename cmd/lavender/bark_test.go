@@ -168,3 +168,48 @@ func TestShippedExampleIsNotConfigured(t *testing.T) {
 		}
 	}
 }
+
+// TestBadBarkLineDoesNotStopServe: a typo in one *.bark.env line must not
+// take down the metrics and the watchdog (under systemd's Restart=on-failure
+// it would loop): serve and bridge start with the good targets, report the
+// bad line as file:line: reason, say so in the reload gauge, and exit 0.
+// bark check keeps failing on the same files.
+func TestBadBarkLineDoesNotStopServe(t *testing.T) {
+	bark := newFakeBark(t)
+	dir := barkConfigDir(t, map[string]string{
+		"phone.bark.env": bark.URL + "/KEY/$0\n",
+		"typo.bark.env":  "# a typo\nhttps://api.day.app/SECRETKEY123/\n",
+	})
+	for _, cmd := range []string{"serve", "bridge"} {
+		t.Run(cmd, func(t *testing.T) {
+			args := []string{cmd, "--bark.config-dir=" + dir, "--runlog.dir=" + t.TempDir()}
+			if cmd == "serve" {
+				args = hServeArgs(t, dir, t.TempDir())
+			}
+			p := hStart(t, nil, args...)
+			if code, body := p.do("GET", "/-/ready", nil, "", ""); code != 200 {
+				t.Errorf("/-/ready = %d %q", code, body)
+			}
+			m := p.metrics()
+			if v := sample(m, "lavender_bark_config_last_reload_successful"); v != 0 {
+				t.Errorf("last_reload_successful = %v, want 0", v)
+			}
+			if v := sample(m, "lavender_bark_targets"); v != 1 {
+				t.Errorf("lavender_bark_targets = %v, want 1", v)
+			}
+			if code, body := p.do("POST", "/webhook", hSwapWebhook(1), "", ""); code != 200 || !strings.Contains(body, "pushed=1") {
+				t.Errorf("webhook = %d %q", code, body)
+			}
+			if err := p.stop(); err != nil {
+				t.Errorf("%s exited with %v, want a clean exit", cmd, err)
+			}
+			logs := p.logs.String()
+			if !strings.Contains(logs, "typo.bark.env:2: no $0 placeholder") || strings.Contains(logs, "SECRETKEY123") {
+				t.Errorf("log:\n%s", logs)
+			}
+		})
+	}
+	if _, _, err := runCLI(t, "bark", "check", "--bark.config-dir", dir); err == nil || !strings.Contains(err.Error(), "typo.bark.env:2: no $0 placeholder") {
+		t.Errorf("bark check = %v, want the bad line", err)
+	}
+}
