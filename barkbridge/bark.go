@@ -72,6 +72,9 @@ type PushError struct {
 	Saw string
 	// detail is the redacted underlying error, for debug logs only.
 	detail string
+	// unreachable: the server was not reached at all (refused,
+	// unreachable, unknown host, TLS), so the next push would fail alike.
+	unreachable bool
 }
 
 func (e *PushError) Error() string { return e.Class }
@@ -177,22 +180,22 @@ func classify(ctx context.Context, err error, t Target) *PushError {
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		pe.Class = "canceled"
 	case errors.Is(err, syscall.ECONNREFUSED):
-		pe.Class = "connection refused"
+		pe.Class, pe.unreachable = "connection refused", true
 	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
 		pe.Class = "connection reset"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		pe.Class = "connection closed"
 	case errors.As(err, &dnsErr):
-		pe.Class = "dns"
+		pe.Class, pe.unreachable = "dns", true
 		if dnsErr.IsNotFound {
 			pe.Class = "unknown host"
 		}
 	case errors.As(err, &certErr) || errors.As(err, &recErr) || errors.As(err, &alert) ||
 		errors.As(err, &unknown) || errors.As(err, &hostErr) || errors.As(err, &invalid) ||
 		strings.Contains(err.Error(), "tls: "):
-		pe.Class = "tls"
+		pe.Class, pe.unreachable = "tls", true
 	case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
-		pe.Class = "unreachable"
+		pe.Class, pe.unreachable = "unreachable", true
 	default:
 		pe.Class = "network error"
 	}

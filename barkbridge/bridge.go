@@ -13,7 +13,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -302,6 +306,12 @@ type slot struct {
 // deliver pushes every delivery to every target concurrently, at most
 // MaxParallel at a time, and fills in the outcomes. Deliveries with a key
 // skip targets that accepted the same alert within the dedup window.
+//
+// A push's goroutine starts only once it holds a slot, so a group of
+// 12,000 alerts costs MaxParallel goroutines, not one per alert and target;
+// once ctx ends, the pushes not yet started fail at once, without a
+// goroutine, so the answer stays in time. Failures are logged once per
+// target for the whole call, not once per push.
 func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 	targets := b.Targets()
 	if len(targets) == 0 || len(ds) == 0 {
@@ -309,7 +319,16 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 	}
 	sem := make(chan struct{}, b.cfg.MaxParallel)
 	slots := make([][]slot, len(ds))
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		waiters []waiter
+		expired *PushError // the failure of every push ctx ended before it started
+		// down holds, per target, the failure that showed it cannot be
+		// reached (refused, unreachable, unknown host, TLS): the call's
+		// remaining pushes to it fail with that class without a dial, as
+		// Alertmanager's retry of the group will try them all again.
+		down = make([]atomic.Pointer[PushError], len(targets))
+	)
 	for i, d := range ds {
 		slots[i] = make([]slot, len(targets))
 		for j, t := range targets {
@@ -322,33 +341,38 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 					s.outcome = outcomeDuplicate
 					continue
 				case claimPending:
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						b.await(ctx, e, s)
-					}()
+					// Waited on below, once this call's own pushes are
+					// done: they never wait on anything, so no two
+					// requests can wait on each other.
+					waiters = append(waiters, waiter{e, s})
 					continue
 				}
 				entry = e
 			}
+			s.outcome = outcomePushed
+			s.err = down[j].Load()
+			if s.err == nil && !acquire(ctx, sem) {
+				// Never started: fail it now, so the answer stays in time.
+				if expired == nil {
+					expired = classify(ctx, ctx.Err(), t)
+				}
+				s.err = expired
+			}
+			if s.err != nil {
+				b.countFailure(t, s.err)
+				if entry != nil {
+					b.dedup.finish(entry, s.err)
+				}
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				select {
-				case sem <- struct{}{}:
-					if ctx.Err() != nil { // both were ready and select picked this one
-						s.err = classify(ctx, ctx.Err(), t)
-						b.countFailure(t, s.err)
-					} else {
-						s.err = b.push(ctx, t, d.message)
-					}
-					<-sem
-				case <-ctx.Done():
-					// Never started: fail it now, so the answer stays in time.
-					s.err = classify(ctx, ctx.Err(), t)
-					b.countFailure(t, s.err)
+				defer func() { <-sem }()
+				s.err = b.push(ctx, t, d.message)
+				if s.err != nil && s.err.unreachable {
+					down[j].CompareAndSwap(nil, s.err)
 				}
-				s.outcome = outcomePushed
 				if entry != nil {
 					b.dedup.finish(entry, s.err)
 				}
@@ -356,6 +380,10 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 		}
 	}
 	wg.Wait()
+	for _, w := range waiters {
+		b.await(ctx, w.entry, w.slot)
+	}
+	b.logFailures(targets, slots)
 	for i, d := range ds {
 		for j, t := range targets {
 			s := slots[i][j]
@@ -379,6 +407,81 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 			d.results = append(d.results, r)
 		}
 	}
+}
+
+type waiter struct {
+	entry *dedupEntry
+	slot  *slot
+}
+
+// acquire takes a slot of sem unless ctx ends first.
+func acquire(ctx context.Context, sem chan struct{}) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	select {
+	case sem <- struct{}{}:
+		if ctx.Err() != nil { // both were ready and select picked this one
+			<-sem
+			return false
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// logFailures writes one WARN line per target that failed in this call,
+// with the number of pushes and failures, and one debug line with the
+// first failure's detail: a 12,000-alert group against a Bark that is down
+// must not write 12,000 lines per target.
+func (b *Bridge) logFailures(targets []Target, slots [][]slot) {
+	for j, t := range targets {
+		var (
+			pushes, failed int
+			first          *PushError
+			classes        = map[string]int{}
+		)
+		for i := range slots {
+			s := slots[i][j]
+			if s.outcome != outcomePushed {
+				continue
+			}
+			pushes++
+			if s.err != nil {
+				failed++
+				classes[s.err.Class]++
+				if first == nil {
+					first = s.err
+				}
+			}
+		}
+		if first == nil {
+			continue
+		}
+		attrs := []any{"pushes", pushes, "failed", failed}
+		if len(classes) > 1 {
+			attrs = append(attrs, "classes", classCounts(classes))
+		}
+		b.logger.Warn(fmt.Sprintf("[bark] %s failed: %s", t.Name(), first.Class), attrs...)
+		if first.detail != "" {
+			b.logger.Debug("[bark] failure detail", "target", t.Name(), "detail", first.detail)
+		}
+	}
+}
+
+// classCounts is "connection refused=3 timeout=11997", sorted by class.
+func classCounts(classes map[string]int) string {
+	keys := make([]string, 0, len(classes))
+	for k := range classes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.Itoa(classes[k])
+	}
+	return strings.Join(parts, " ")
 }
 
 // await waits for a concurrent request's push of the same alert to the same
@@ -412,13 +515,11 @@ func (b *Bridge) push(ctx context.Context, t Target, msg string) *PushError {
 	return nil
 }
 
+// countFailure counts a failed push; deliver logs the failures of a call
+// together (logFailures).
 func (b *Bridge) countFailure(t Target, err *PushError) {
 	b.metrics.pushes.WithLabelValues(t.Name(), "failed").Inc()
 	b.history.target(t.Name(), "failed: "+err.Class, b.cfg.Now())
-	b.logger.Warn(fmt.Sprintf("[bark] %s failed: %s", t.Name(), err.Class))
-	if err.detail != "" {
-		b.logger.Debug("[bark] failure detail", "target", t.Name(), "detail", err.detail)
-	}
 }
 
 // record writes the run-log line of a push attempt; a delivery that pushed

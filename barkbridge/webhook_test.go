@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -524,4 +528,122 @@ func sorted(ss []string) []string {
 	out := append([]string(nil), ss...)
 	slices.Sort(out)
 	return out
+}
+
+// manyAlerts is a group of n firing alerts, each its own (no dedup).
+func manyAlerts(n int) []byte {
+	alerts := make([]string, n)
+	for i := range alerts {
+		alerts[i] = fmt.Sprintf(`{"status":"firing","labels":{"alertname":"A%d"},"startsAt":"2026-04-24T00:45:00Z","fingerprint":"%016x"}`, i, i)
+	}
+	return []byte(`{"version":"4","status":"firing","alerts":[` + strings.Join(alerts, ",") + `]}`)
+}
+
+// TestWebhookStartsNoGoroutineBeforeASlot: a group of hundreds of alerts
+// against a hanging Bark holds MaxParallel pushes in flight, and no
+// goroutine waits for a slot: goroutines (each a stack of at least 8 KiB,
+// and one per alert and target) are what took a 12,000-alert webhook's RSS
+// to hundreds of MiB.
+func TestWebhookStartsNoGoroutineBeforeASlot(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	srv.setMode("hang")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + srv.template() + "?group=b"}, func(c *Config) {
+		c.MaxParallel = 2
+		c.Timeout = 2 * time.Second // the count is taken while the first pushes hang
+	})
+	before := runtime.NumGoroutine()
+	done := make(chan string, 1)
+	go func() {
+		_, answer := f.post(manyAlerts(300))
+		done <- answer
+	}()
+	for len(srv.received()) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	// The most seen over a while: goroutines started per push would pile
+	// up while the first two hang.
+	during := 0
+	for range 100 {
+		during = max(during, runtime.NumGoroutine())
+		time.Sleep(2 * time.Millisecond)
+	}
+	answer := <-done
+	// The handler, two pushes and their server and transport goroutines:
+	// a few dozen at most, where one per alert and target would be 600.
+	if during-before > 40 {
+		t.Errorf("%d goroutines while 2 pushes hang (%d before)", during, before)
+	}
+	if !strings.HasPrefix(answer, "alerts=300 pushed=0 failed=300 ") {
+		t.Errorf("answer %q", answer)
+	}
+	if n := len(srv.received()); n > 2 {
+		t.Errorf("%d pushes started with MaxParallel 2 and a hanging Bark", n)
+	}
+}
+
+// TestWebhookOneWarnPerTargetPerRequest: a large group against a Bark that
+// is down logs one WARN line per target, not one per push.
+func TestWebhookOneWarnPerTargetPerRequest(t *testing.T) {
+	f := newFixture(t, map[string]string{"phone.bark.env": closedURL(t) + "/K1/$0\n" + closedURL(t) + "/K2/$0"}, nil)
+	code, answer := f.post(manyAlerts(50))
+	if code != 503 || !strings.HasPrefix(answer, "alerts=50 pushed=0 failed=50 ") {
+		t.Errorf("%d %q", code, answer)
+	}
+	var warns []string
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") {
+			warns = append(warns, line)
+		}
+	}
+	want := []string{`phone.bark.env:1 failed: connection refused" pushes=50 failed=50`, `phone.bark.env:2 failed: connection refused" pushes=50 failed=50`}
+	if len(warns) != len(want) {
+		t.Fatalf("%d WARN lines, want %d:\n%s", len(warns), len(want), strings.Join(warns, "\n"))
+	}
+	for _, w := range want {
+		if !strings.Contains(strings.Join(warns, "\n"), w) {
+			t.Errorf("no WARN line with %q:\n%s", w, strings.Join(warns, "\n"))
+		}
+	}
+	if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"result": "failed"}); v != 100 {
+		t.Errorf("failed pushes = %v, want 100", v)
+	}
+	// Ten BARK lines, then one for the rest.
+	lines := f.barkLines()
+	if len(lines) != 11 || lines[0] != "BARK A0 sent ok=0 fail=2" || lines[10] != "BARK 40 more alerts sent ok=0 fail=80" {
+		t.Errorf("run log BARK lines:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestWebhookStopsDialingATargetThatCannotBeReached: once a target fails
+// in a way the next push would repeat (refused, unreachable, unknown host,
+// TLS), the group's remaining pushes to it fail with the same class without
+// a dial; Alertmanager's retry of the group tries them all again.
+func TestWebhookStopsDialingATargetThatCannotBeReached(t *testing.T) {
+	var conns atomic.Int64
+	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, "success")
+	}))
+	tlsSrv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake errors are the point
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	good := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": tlsSrv.URL + "/KEY/$0\n" + good.template()}, func(c *Config) { c.MaxParallel = 2 })
+	code, answer := f.post(manyAlerts(200))
+	if code != 503 || !strings.HasPrefix(answer, "alerts=200 pushed=200 failed=0 ") || !strings.Contains(answer, "A0: phone.bark.env:1 failed: tls") {
+		t.Errorf("%d %q", code, answer)
+	}
+	if n := conns.Load(); n >= 20 {
+		t.Errorf("%d connections to a target whose certificate is refused, for 200 alerts", n)
+	}
+	if n := len(good.received()); n != 200 {
+		t.Errorf("the reachable target got %d pushes, want 200", n)
+	}
+	if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": "phone.bark.env:1", "result": "failed"}); v != 200 {
+		t.Errorf("failed pushes = %v, want 200", v)
+	}
 }
