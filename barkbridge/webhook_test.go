@@ -224,9 +224,7 @@ func TestWebhookConcurrentCopiesShareTheOutcome(t *testing.T) {
 		code, text := f.post(payload)
 		first <- answer{code, text}
 	}()
-	for len(srv.received()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitForPushes(t, srv, 1)
 	code, text := f.post(payload)
 	copies := []answer{<-first, {code, text}}
 	if n := len(srv.received()); n != 1 {
@@ -530,6 +528,16 @@ func sorted(ss []string) []string {
 	return out
 }
 
+// waitForPushes waits, for at most 20 s, until srv has received n pushes.
+func waitForPushes(t *testing.T, srv *barkServer, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); len(srv.received()) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Bark got %d pushes, waited for %d", len(srv.received()), n)
+		}
+	}
+}
+
 // manyAlerts is a group of n firing alerts, each its own (no dedup).
 func manyAlerts(n int) []byte {
 	alerts := make([]string, n)
@@ -557,9 +565,7 @@ func TestWebhookStartsNoGoroutineBeforeASlot(t *testing.T) {
 		_, answer := f.post(manyAlerts(300))
 		done <- answer
 	}()
-	for len(srv.received()) < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	waitForPushes(t, srv, 2)
 	// The most seen over a while: goroutines started per push would pile
 	// up while the first two hang.
 	during := 0
