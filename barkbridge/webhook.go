@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
@@ -224,6 +225,9 @@ func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyByte
 	if _, err := buf.ReadFrom(io.LimitReader(r.Body, b.cfg.MaxBodyBytes+1)); err != nil {
 		return http.StatusBadRequest, "reading body failed\n", buf.Len()
 	}
+	// The answer's clock starts once the body is in: decoding a large one
+	// counts against the timeout, not against the margin after it.
+	received := time.Now()
 	body := buf.Bytes()
 	bodyBytes = len(body) // body itself must not stay alive past decoding
 	if int64(len(body)) > b.cfg.MaxBodyBytes {
@@ -242,7 +246,7 @@ func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyByte
 	// Pushes outlive a disconnecting client, so that a push Bark accepts is
 	// remembered and Alertmanager's retry does not repeat it; the timeout
 	// still bounds the answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), b.cfg.Timeout)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), received.Add(b.cfg.Timeout))
 	defer cancel()
 	plans := b.plan(msg)
 	due := 0
