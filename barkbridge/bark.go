@@ -67,14 +67,21 @@ func (t Target) url(msg string) string {
 type PushError struct {
 	Class     string
 	Retryable bool // the failure may pass: a 5xx, 429, timeout or network error
+	// Saw says, scrubbed, what came back when it was not what Bark
+	// answers (a redirect, a page that is not Bark's JSON), for `bark send`.
+	Saw string
 	// detail is the redacted underlying error, for debug logs only.
 	detail string
+	// unreachable: the server was not reached at all (refused,
+	// unreachable, unknown host, TLS), so the next push would fail alike.
+	unreachable bool
 }
 
 func (e *PushError) Error() string { return e.Class }
 
 // sendOne pushes msg to t once. It returns nil when Bark accepted the push:
-// a 2xx and, if the body is Bark's JSON, code 200.
+// a 2xx whose body is Bark's JSON with code 200. A redirect is never
+// followed (the client refuses them): the URL holds the device key.
 func sendOne(ctx context.Context, client *http.Client, userAgent string, t Target, msg string) *PushError {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url(msg), nil)
 	if err != nil {
@@ -96,7 +103,17 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 	isJSON := json.Unmarshal(body, &reply) == nil && reply.Code != nil
 	detail := ""
 	if isJSON {
-		detail = t.scrub(runlog.Truncate(reply.Message, 200))
+		// Scrubbed before it is cut, so that no cut-off key escapes.
+		detail = runlog.Truncate(t.scrub(reply.Message), 200)
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		// A configuration error, not a passing one: Bark itself never
+		// redirects a push.
+		saw := "HTTP " + strconv.Itoa(resp.StatusCode)
+		if loc, err := resp.Location(); err == nil {
+			saw += " to " + loc.Scheme + "://" + loc.Host
+		}
+		return &PushError{Class: "redirect", Saw: t.scrub(saw)}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &PushError{
@@ -112,7 +129,14 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 		pe.Class = "reading answer: " + pe.Class
 		return pe
 	}
-	if isJSON && *reply.Code != http.StatusOK {
+	if !isJSON {
+		// bark-server answers its own JSON to every push; a plain "ok" is
+		// its GET / (the template lost the key's path), anything else is
+		// not Bark at all. Nothing was pushed, and a retry will not help.
+		saw := fmt.Sprintf("HTTP %d, %s, body %q", resp.StatusCode, contentType(resp), runlog.Truncate(sanitizeMessage(t.scrub(string(body))), 40))
+		return &PushError{Class: "not-bark", Saw: saw, detail: saw}
+	}
+	if *reply.Code != http.StatusOK {
 		return &PushError{
 			Class:     "bark code " + strconv.Itoa(*reply.Code),
 			Retryable: retryableStatus(*reply.Code),
@@ -120,6 +144,14 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 		}
 	}
 	return nil
+}
+
+func contentType(resp *http.Response) string {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		return "no Content-Type"
+	}
+	return runlog.Truncate(sanitizeMessage(ct), 40)
 }
 
 // retryableStatus follows Alertmanager's receivers: a 5xx may pass, and so
@@ -148,22 +180,22 @@ func classify(ctx context.Context, err error, t Target) *PushError {
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		pe.Class = "canceled"
 	case errors.Is(err, syscall.ECONNREFUSED):
-		pe.Class = "connection refused"
+		pe.Class, pe.unreachable = "connection refused", true
 	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
 		pe.Class = "connection reset"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		pe.Class = "connection closed"
 	case errors.As(err, &dnsErr):
-		pe.Class = "dns"
+		pe.Class, pe.unreachable = "dns", true
 		if dnsErr.IsNotFound {
 			pe.Class = "unknown host"
 		}
 	case errors.As(err, &certErr) || errors.As(err, &recErr) || errors.As(err, &alert) ||
 		errors.As(err, &unknown) || errors.As(err, &hostErr) || errors.As(err, &invalid) ||
 		strings.Contains(err.Error(), "tls: "):
-		pe.Class = "tls"
+		pe.Class, pe.unreachable = "tls", true
 	case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
-		pe.Class = "unreachable"
+		pe.Class, pe.unreachable = "unreachable", true
 	default:
 		pe.Class = "network error"
 	}
@@ -192,9 +224,9 @@ func redact(err error) error {
 // second line of defence for text that came from the server or a library.
 func (t Target) scrub(s string) string {
 	for _, p := range t.secrets {
-		s = strings.ReplaceAll(s, p, "<redacted>")
+		s = strings.ReplaceAll(s, p, redacted)
 	}
-	return s
+	return scrubAPNs(s)
 }
 
 // defaultClient honours the usual proxy variables; each push has its own
@@ -203,16 +235,13 @@ func defaultClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSHandshakeTimeout = 10 * time.Second
 	tr.MaxIdleConnsPerHost = 4
-	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 3 {
-				return errors.New("too many redirects")
-			}
-			return nil
-		},
-	}
+	return &http.Client{Transport: tr, CheckRedirect: refuseRedirects}
 }
+
+// refuseRedirects hands the 3xx back to sendOne instead of following it: a
+// followed redirect would send the device key, in the path and in the
+// Referer, to whatever host the Location names.
+func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Result is one target's outcome of a push.
 type Result struct {
@@ -226,4 +255,14 @@ func (r Result) String() string {
 		return r.Target + " ok"
 	}
 	return fmt.Sprintf("%s failed: %s", r.Target, r.Err)
+}
+
+// Explain is String plus, for an answer that was not Bark's, what came back
+// instead: what `bark send` prints so a user can fix the template.
+func (r Result) Explain() string {
+	var pe *PushError
+	if errors.As(r.Err, &pe) && pe.Saw != "" {
+		return r.String() + " (saw " + pe.Saw + ")"
+	}
+	return r.String()
 }

@@ -4,7 +4,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -114,7 +116,10 @@ func TestSendFailureClasses(t *testing.T) {
 		retryable        bool
 	}{
 		{name: "200", mode: "ok", line: srv.template()},
-		{name: "2xx without JSON", mode: "text", line: srv.template()},
+		// bark-server's GET / answers a plain "ok": a template that misses
+		// the key's path pushes nothing, and must not count as accepted.
+		{name: "2xx without JSON", mode: "text", line: srv.template(), class: "not-bark"},
+		{name: "302", mode: "redirect:" + srv.URL + "/elsewhere", line: srv.template(), class: "redirect"},
 		{name: "400", mode: "status:400", line: srv.template(), class: "HTTP 400"},
 		{name: "unknown key", mode: "ok", line: srv.URL + "/WRONGKEY/$0", class: "HTTP 400"},
 		{name: "404", mode: "ok", line: srv.URL + "/a/b/c/d/$0", class: "HTTP 404"},
@@ -209,4 +214,63 @@ func TestSendConcurrentToAllTargets(t *testing.T) {
 	if len(a.received()) != 1 {
 		t.Errorf("a got %d pushes", len(a.received()))
 	}
+}
+
+// TestPushNeverFollowsRedirects: the device key is in the URL, so a push
+// that followed a redirect would hand it to whatever host the Location
+// names, with the first URL as its Referer.
+func TestPushNeverFollowsRedirects(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		reached  int
+		referers []string
+	)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached++
+		mu.Unlock()
+		writeJSON(w, 200, "success")
+	}))
+	t.Cleanup(other.Close)
+	srv := newBarkServer(t, "REDIRECTKEY1")
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				referers = append(referers, r.Header.Get("Referer"))
+				mu.Unlock()
+				http.Redirect(w, r, other.URL+r.URL.Path, code)
+			}))
+			t.Cleanup(redirector.Close)
+			f := newFixture(t, map[string]string{"phone.bark.env": redirector.URL + "/REDIRECTKEY1/$0\n" + srv.template()}, nil)
+			res := f.bridge.Send(t.Context(), "hello")
+			if len(res) != 2 || res[0].Err == nil || res[0].Err.Error() != "redirect" || res[0].Retryable {
+				t.Fatalf("results = %+v, want the first a non-retryable redirect failure", res)
+			}
+			if res[1].Err != nil {
+				t.Errorf("the second target failed: %v", res[1].Err)
+			}
+			if strings.Contains(f.logs.String(), "REDIRECTKEY1") || strings.Contains(f.logs.String(), other.URL) {
+				t.Errorf("log holds the key or the Location:\n%s", f.logs)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reached != 0 {
+		t.Errorf("the redirect target was reached %d times", reached)
+	}
+	for _, r := range append(referers, refererOf(srv)...) {
+		if r != "" {
+			t.Errorf("a push carried Referer %q", r)
+		}
+	}
+}
+
+func refererOf(s *barkServer) []string {
+	var out []string
+	for _, p := range s.received() {
+		out = append(out, p.Referer)
+	}
+	return out
 }

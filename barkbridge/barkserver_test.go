@@ -39,7 +39,7 @@ type barkServer struct {
 	key string
 
 	mu      sync.Mutex
-	mode    string // "ok", "status:NNN", "code:NNN" (HTTP 200, JSON code NNN), "hang", "text"
+	mode    string // "ok", "status:NNN", "code:NNN" (HTTP 200, JSON code NNN), "hang", "text", "redirect:URL"
 	pushes  []barkPush
 	release chan struct{}
 }
@@ -49,6 +49,7 @@ type barkPush struct {
 	RequestURI             string
 	Title, Subtitle, Body  string
 	Level, IsArchive, Path string
+	Referer                string
 }
 
 func newBarkServer(t testing.TB, key string) *barkServer {
@@ -86,7 +87,7 @@ func writeJSON(w http.ResponseWriter, code int, msg string) {
 func (s *barkServer) serve(w http.ResponseWriter, r *http.Request) {
 	rawPath, rawQuery, _ := strings.Cut(r.RequestURI, "?")
 	segs := strings.Split(strings.TrimPrefix(rawPath, "/"), "/")
-	p := barkPush{RequestURI: r.RequestURI, Path: rawPath}
+	p := barkPush{RequestURI: r.RequestURI, Path: rawPath, Referer: r.Header.Get("Referer")}
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		writeJSON(w, 400, "bad query")
@@ -136,12 +137,20 @@ func (s *barkServer) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(mode, "status:"):
 		fmt.Sscanf(mode, "status:%d", &code)
 		writeJSON(w, code, "push failed: APNs refused "+s.key)
+	case mode == "apns500":
+		// bark-server's answer when APNs refuses: it quotes the device token.
+		writeJSON(w, 500, `push failed: Post "https://api.push.apple.com/3/device/`+apnsTestToken+`": remote error`)
+	case strings.HasPrefix(mode, "redirect:"):
+		http.Redirect(w, r, strings.TrimPrefix(mode, "redirect:")+r.URL.Path, http.StatusFound)
 	case strings.HasPrefix(mode, "code:"):
 		fmt.Sscanf(mode, "code:%d", &code)
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"code": code, "message": "push failed"})
 	}
 }
+
+// apnsTestToken is a device token as APNs issues them: 64 hex characters.
+const apnsTestToken = "5f1c0e9a7b3d2c4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6"
 
 // closedURL is an http URL on a loopback port that nothing listens on.
 func closedURL(t testing.TB) string {

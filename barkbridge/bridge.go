@@ -13,7 +13,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +110,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = defaultClient()
+	} else {
+		// An injected client refuses redirects too: the key must not follow one.
+		hc := *c.HTTPClient
+		hc.CheckRedirect = refuseRedirects
+		c.HTTPClient = &hc
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -128,9 +137,13 @@ type Bridge struct {
 	targets []Target
 }
 
-// New loads the targets and registers the metrics with reg (nil: none). A
-// bad target line is an error; no target at all is only a loud warning, so
-// that a bridge can start before its first phone is configured.
+// New loads the targets and registers the metrics with reg (nil: none). An
+// unreadable config dir is an error. Bad target lines are not: they are
+// logged as file:line: reason, the good targets load, and
+// lavender_bark_config_last_reload_successful is 0, so that one typo does
+// not take down the metrics and the watchdog with it. No target at all is
+// a loud warning, so that a bridge can start before its first phone is
+// configured. `bark check` still fails on the same files.
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -151,7 +164,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, e
 		userAgent: "lavender/" + version.Version,
 		history:   newPushHistory(),
 	}
-	if err := b.Reload(); err != nil {
+	if err := b.load(true); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -162,14 +175,23 @@ func (b *Bridge) Config() Config { return b.cfg }
 
 // Reload re-reads the *.bark.env files. On error the targets in use are
 // kept, as Prometheus keeps its config after a bad reload.
-func (b *Bridge) Reload() error {
+func (b *Bridge) Reload() error { return b.load(false) }
+
+// load reads the targets. At start (initial) there are no targets in use
+// to keep, so bad lines only leave the good targets and a logged error.
+func (b *Bridge) load(initial bool) error {
 	res, err := LoadTargets(b.cfg.ConfigDir)
 	for _, w := range res.Warnings {
 		b.logger.Warn("[bark] " + w)
 	}
 	if err != nil {
 		b.metrics.reloadOK.Set(0)
-		return fmt.Errorf("barkbridge: load targets: %w", err)
+		var dirErr *ConfigDirError
+		if !initial || errors.As(err, &dirErr) {
+			return fmt.Errorf("barkbridge: load targets: %w", err)
+		}
+		b.logger.Error("[bark] bad lines in the Bark config; using the good targets until they are fixed and reloaded",
+			"err", err, "good_targets", len(res.Targets))
 	}
 	b.mu.Lock()
 	old := b.targets
@@ -177,8 +199,10 @@ func (b *Bridge) Reload() error {
 	b.mu.Unlock()
 	b.metrics.trackTargets(old, res.Targets)
 	b.history.keepOnly(res.Targets)
-	b.metrics.reloadOK.Set(1)
-	b.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
+	if err == nil {
+		b.metrics.reloadOK.Set(1)
+		b.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
+	}
 	if len(res.Targets) == 0 {
 		b.logger.Warn("[bark] NO BARK TARGETS: nothing will be pushed; add a *"+ConfigSuffix+" file and reload",
 			"dir", b.cfg.ConfigDir)
@@ -210,7 +234,7 @@ func (b *Bridge) PushSwap(ctx context.Context, s SwapFigures) (ok, failed int) {
 	b.deliver(ctx, []*delivery{d})
 	b.record(d)
 	if d.ok+d.failed > 0 {
-		b.history.event(d.event("watchdog", "firing", ActionPushed, b.cfg.Now()))
+		b.history.event(d.event("watchdog", "firing", d.action(), b.cfg.Now()))
 	}
 	return d.ok, d.failed
 }
@@ -224,7 +248,26 @@ type delivery struct {
 	results   []Result // the targets pushed to, or that failed, in target order
 	ok        int      // pushes made by this call that Bark accepted
 	failed    int      // pushes made by this call that failed
+	joined    int      // targets whose push by a concurrent request, waited on, failed
 	duplicate int      // targets that had accepted already, or just did for a concurrent request
+}
+
+// action is what became of the delivery, for the webhook's answer and
+// lavender_webhook_alerts_total: pushed when a target accepted it, failed
+// when none did and a push (this call's or a concurrent one's it waited
+// on) failed or there was no target, duplicate when every target had
+// accepted already.
+func (d *delivery) action() string {
+	switch {
+	case d.ok > 0:
+		return ActionPushed
+	case d.failed+d.joined > 0:
+		return ActionFailed
+	case d.duplicate > 0:
+		return ActionDuplicate
+	default:
+		return ActionFailed // due, but there was no target to push to
+	}
 }
 
 // swapDelivery is the one builder of swap pushes, for the watchdog and the
@@ -263,6 +306,12 @@ type slot struct {
 // deliver pushes every delivery to every target concurrently, at most
 // MaxParallel at a time, and fills in the outcomes. Deliveries with a key
 // skip targets that accepted the same alert within the dedup window.
+//
+// A push's goroutine starts only once it holds a slot, so a group of
+// 12,000 alerts costs MaxParallel goroutines, not one per alert and target;
+// once ctx ends, the pushes not yet started fail at once, without a
+// goroutine, so the answer stays in time. Failures are logged once per
+// target for the whole call, not once per push.
 func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 	targets := b.Targets()
 	if len(targets) == 0 || len(ds) == 0 {
@@ -270,7 +319,16 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 	}
 	sem := make(chan struct{}, b.cfg.MaxParallel)
 	slots := make([][]slot, len(ds))
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		waiters []waiter
+		expired *PushError // the failure of every push ctx ended before it started
+		// down holds, per target, the failure that showed it cannot be
+		// reached (refused, unreachable, unknown host, TLS): the call's
+		// remaining pushes to it fail with that class without a dial, as
+		// Alertmanager's retry of the group will try them all again.
+		down = make([]atomic.Pointer[PushError], len(targets))
+	)
 	for i, d := range ds {
 		slots[i] = make([]slot, len(targets))
 		for j, t := range targets {
@@ -283,33 +341,38 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 					s.outcome = outcomeDuplicate
 					continue
 				case claimPending:
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						b.await(ctx, e, s)
-					}()
+					// Waited on below, once this call's own pushes are
+					// done: they never wait on anything, so no two
+					// requests can wait on each other.
+					waiters = append(waiters, waiter{e, s})
 					continue
 				}
 				entry = e
 			}
+			s.outcome = outcomePushed
+			s.err = down[j].Load()
+			if s.err == nil && !acquire(ctx, sem) {
+				// Never started: fail it now, so the answer stays in time.
+				if expired == nil {
+					expired = classify(ctx, ctx.Err(), t)
+				}
+				s.err = expired
+			}
+			if s.err != nil {
+				b.countFailure(t, s.err)
+				if entry != nil {
+					b.dedup.finish(entry, s.err)
+				}
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				select {
-				case sem <- struct{}{}:
-					if ctx.Err() != nil { // both were ready and select picked this one
-						s.err = classify(ctx, ctx.Err(), t)
-						b.countFailure(t, s.err)
-					} else {
-						s.err = b.push(ctx, t, d.message)
-					}
-					<-sem
-				case <-ctx.Done():
-					// Never started: fail it now, so the answer stays in time.
-					s.err = classify(ctx, ctx.Err(), t)
-					b.countFailure(t, s.err)
+				defer func() { <-sem }()
+				s.err = b.push(ctx, t, d.message)
+				if s.err != nil && s.err.unreachable {
+					down[j].CompareAndSwap(nil, s.err)
 				}
-				s.outcome = outcomePushed
 				if entry != nil {
 					b.dedup.finish(entry, s.err)
 				}
@@ -317,6 +380,10 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 		}
 	}
 	wg.Wait()
+	for _, w := range waiters {
+		b.await(ctx, w.entry, w.slot)
+	}
+	b.logFailures(targets, slots)
 	for i, d := range ds {
 		for j, t := range targets {
 			s := slots[i][j]
@@ -330,6 +397,8 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 				} else {
 					d.failed++
 				}
+			case outcomeJoined:
+				d.joined++
 			}
 			r := Result{Target: t.Name()}
 			if s.err != nil {
@@ -338,6 +407,81 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 			d.results = append(d.results, r)
 		}
 	}
+}
+
+type waiter struct {
+	entry *dedupEntry
+	slot  *slot
+}
+
+// acquire takes a slot of sem unless ctx ends first.
+func acquire(ctx context.Context, sem chan struct{}) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	select {
+	case sem <- struct{}{}:
+		if ctx.Err() != nil { // both were ready and select picked this one
+			<-sem
+			return false
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// logFailures writes one WARN line per target that failed in this call,
+// with the number of pushes and failures, and one debug line with the
+// first failure's detail: a 12,000-alert group against a Bark that is down
+// must not write 12,000 lines per target.
+func (b *Bridge) logFailures(targets []Target, slots [][]slot) {
+	for j, t := range targets {
+		var (
+			pushes, failed int
+			first          *PushError
+			classes        = map[string]int{}
+		)
+		for i := range slots {
+			s := slots[i][j]
+			if s.outcome != outcomePushed {
+				continue
+			}
+			pushes++
+			if s.err != nil {
+				failed++
+				classes[s.err.Class]++
+				if first == nil {
+					first = s.err
+				}
+			}
+		}
+		if first == nil {
+			continue
+		}
+		attrs := []any{"pushes", pushes, "failed", failed}
+		if len(classes) > 1 {
+			attrs = append(attrs, "classes", classCounts(classes))
+		}
+		b.logger.Warn(fmt.Sprintf("[bark] %s failed: %s", t.Name(), first.Class), attrs...)
+		if first.detail != "" {
+			b.logger.Debug("[bark] failure detail", "target", t.Name(), "detail", first.detail)
+		}
+	}
+}
+
+// classCounts is "connection refused=3 timeout=11997", sorted by class.
+func classCounts(classes map[string]int) string {
+	keys := make([]string, 0, len(classes))
+	for k := range classes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.Itoa(classes[k])
+	}
+	return strings.Join(parts, " ")
 }
 
 // await waits for a concurrent request's push of the same alert to the same
@@ -371,13 +515,11 @@ func (b *Bridge) push(ctx context.Context, t Target, msg string) *PushError {
 	return nil
 }
 
+// countFailure counts a failed push; deliver logs the failures of a call
+// together (logFailures).
 func (b *Bridge) countFailure(t Target, err *PushError) {
 	b.metrics.pushes.WithLabelValues(t.Name(), "failed").Inc()
 	b.history.target(t.Name(), "failed: "+err.Class, b.cfg.Now())
-	b.logger.Warn(fmt.Sprintf("[bark] %s failed: %s", t.Name(), err.Class))
-	if err.detail != "" {
-		b.logger.Debug("[bark] failure detail", "target", t.Name(), "detail", err.detail)
-	}
 }
 
 // record writes the run-log line of a push attempt; a delivery that pushed

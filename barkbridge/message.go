@@ -3,6 +3,7 @@ package barkbridge
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -85,8 +86,9 @@ func usableRatio(r float64) bool { return !math.IsNaN(r) && r >= 0 && r <= 1 }
 
 // swapFromAnnotations reads the figures alerts.yml puts on the swap alert.
 // Values come from Prometheus templates, so "1.7501e+10" and "54%" are
-// accepted as well as plain numbers. ok is false when no usable ratio can
-// be had, from the ratio annotation or from the two byte counts.
+// accepted as well as plain numbers, but not hex floats, "inf" or "nan".
+// ok is false when no usable ratio can be had, from the ratio annotation or
+// from the two byte counts.
 func swapFromAnnotations(a template.KV) (SwapFigures, bool) {
 	var s SwapFigures
 	used, uok := parseBytes(a[annotationUsed])
@@ -111,8 +113,8 @@ func parseRatio(v string) (float64, bool) {
 	if p, ok := strings.CutSuffix(v, "%"); ok {
 		v, scale = strings.TrimSpace(p), 100
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
+	f, ok := parseDecimal(v)
+	if !ok {
 		return 0, false
 	}
 	f /= scale
@@ -120,11 +122,24 @@ func parseRatio(v string) (float64, bool) {
 }
 
 func parseBytes(v string) (uint64, bool) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || math.IsNaN(f) || f < 0 || f >= 1<<63 {
+	f, ok := parseDecimal(strings.TrimSpace(v))
+	if !ok || math.IsNaN(f) || f < 0 || f >= 1<<63 {
 		return 0, false
 	}
 	return uint64(math.Round(f)), true
+}
+
+// plainDecimal is what Prometheus's templates write: digits, an optional
+// fraction and exponent. strconv.ParseFloat alone would also take "0x1p-1"
+// (hex), "inf" and "nan", which would push a number nobody wrote.
+var plainDecimal = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
+func parseDecimal(v string) (float64, bool) {
+	if !plainDecimal.MatchString(v) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	return f, err == nil
 }
 
 func withPrefix(prefix, text string) string {
@@ -134,13 +149,22 @@ func withPrefix(prefix, text string) string {
 	return prefix + " " + text
 }
 
-// sanitizeMessage makes text safe to push: valid UTF-8, and no control
-// characters other than newlines, which Bark shows as line breaks.
+// sanitizeMessage makes text safe to push: valid UTF-8, no control
+// characters other than newlines (which Bark shows as line breaks), and no
+// invisible format characters (Unicode category Cf: bidi overrides and
+// isolates, direction marks, zero-width characters), which could make an
+// alert name read as something else. Every text that reaches a push, the
+// status page or the webhook's answer passes through here.
 func sanitizeMessage(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return strings.TrimSpace(strings.Map(func(r rune) rune {
-		if r != '\n' && (unicode.IsControl(r) || r == '\u2028' || r == '\u2029') {
+		switch {
+		case r == '\n':
+			return r
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
 			return ' '
+		case unicode.Is(unicode.Cf, r):
+			return -1
 		}
 		return r
 	}, s))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/prometheus/alertmanager/template"
@@ -65,6 +66,18 @@ func TestSwapFromAnnotations(t *testing.T) {
 		{template.KV{"swap_used_ratio": "lots"}, ""},
 		{template.KV{"summary": "Swap is 54% full"}, ""},
 		{nil, ""},
+		// Only plain decimals: Go's ParseFloat also reads hex floats, "inf"
+		// and underscores, which no Prometheus template writes.
+		{template.KV{"swap_used_ratio": "0x1p-1"}, ""},
+		{template.KV{"swap_used_ratio": "0x1p-1%"}, ""},
+		{template.KV{"swap_used_ratio": "0X.8P0"}, ""},
+		{template.KV{"swap_used_ratio": "0x1p-1", "swap_used_bytes": "0x40000000", "swap_total_bytes": "0x100000000"}, ""},
+		{template.KV{"swap_used_ratio": "0x1p-1", "swap_used_bytes": "1073741824", "swap_total_bytes": "4294967296"}, "swap 25% full (1.0/4.0 GB)"},
+		{template.KV{"swap_used_ratio": "0_5"}, ""},
+		{template.KV{"swap_used_ratio": "infinity"}, ""},
+		{template.KV{"swap_used_ratio": ".5"}, "swap 50% full"},
+		{template.KV{"swap_used_ratio": "5e-1"}, "swap 50% full"},
+		{template.KV{"swap_used_ratio": "5."}, ""},
 	}
 	for _, tt := range tests {
 		s, ok := swapFromAnnotations(tt.ann)
@@ -152,3 +165,66 @@ func TestPlanGolden(t *testing.T) {
 
 // giBytes is f GiB in bytes, truncated as a byte count is.
 func giBytes(f float64) uint64 { return uint64(f * bytesPerGiB) }
+
+// TestHexRatioPushesTheSummary: a swap alert whose ratio is not a plain
+// decimal is pushed with its summary, never with a number read from hex.
+func TestHexRatioPushesTheSummary(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	d := f.bridge.planAlert(template.Alert{
+		Status:      "firing",
+		Labels:      template.KV{"alertname": "SwapUsageHigh"},
+		Annotations: template.KV{"swap_used_ratio": "0x1p-1", "summary": "Swap is filling up"},
+	})
+	if d == nil || d.message != "[lavender-2] Swap is filling up" || d.subject != "SwapUsageHigh" {
+		t.Fatalf("plan = %+v, want the summary pushed", d)
+	}
+}
+
+// formatChars are invisible format characters (Unicode category Cf) that
+// reorder or hide text: the bidi overrides, embeddings and isolates, the
+// direction marks, zero-width characters and the BOM.
+var formatChars = []rune{'\u202A', '\u202B', '\u202C', '\u202D', '\u202E', '\u2066', '\u2067', '\u2068', '\u2069', '\u200E', '\u200F', '\u200B', '\u061C', '\uFEFF', '\u00AD'}
+
+func hasFormatChar(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Cf, r) })
+}
+
+// TestFormatCharsNeverReachAPush: an alert name or summary with a bidi
+// override ("exe.gnp" shown as "png.exe") reaches no push, run-log line,
+// webhook answer or status event with the override in it.
+func TestFormatCharsNeverReachAPush(t *testing.T) {
+	for _, r := range formatChars {
+		if got := clipMessage("a" + string(r) + "b"); got != "ab" {
+			t.Errorf("clipMessage(a %U b) = %q, want %q", r, got, "ab")
+		}
+		if got := subject("a" + string(r) + "b"); got != "ab" {
+			t.Errorf("subject(a %U b) = %q", r, got)
+		}
+	}
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\nhttp://" + strings.TrimPrefix(srv.URL, "http://") + "/WRONGKEY/$0"}, nil)
+	evil := string(formatChars)
+	body := `{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{"alertname":"Disk` + evil + `Full"},` +
+		`"annotations":{"summary":"exe.` + "\u202E" + `gnp is full` + "\u2066" + `"},"startsAt":"2026-04-24T00:45:00Z"}]}`
+	code, answer := f.post([]byte(body))
+	if code != 200 || !strings.Contains(answer, "DiskFull: phone.bark.env:2 failed: HTTP 400") || hasFormatChar(answer) {
+		t.Errorf("answer %d %q", code, answer)
+	}
+	pushes := srv.received()
+	if len(pushes) != 2 {
+		t.Fatalf("pushes = %+v", pushes)
+	}
+	for _, p := range pushes {
+		if p.Body != "[lavender-2] DiskFull: exe.gnp is full" {
+			t.Errorf("push body %q", p.Body)
+		}
+	}
+	if lines := f.barkLines(); len(lines) != 1 || lines[0] != "BARK DiskFull sent ok=1 fail=1" {
+		t.Errorf("run log %q", lines)
+	}
+	for _, e := range f.bridge.Status().Events {
+		if hasFormatChar(e.Subject) {
+			t.Errorf("status event %q", e.Subject)
+		}
+	}
+}

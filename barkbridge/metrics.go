@@ -10,9 +10,10 @@ import (
 
 // Label values of lavender_webhook_alerts_total's action.
 const (
-	ActionPushed    = "pushed"
-	ActionSkipped   = "skipped"
-	ActionDuplicate = "duplicate"
+	ActionPushed    = "pushed"    // a target accepted it
+	ActionFailed    = "failed"    // due, but no target accepted it
+	ActionSkipped   = "skipped"   // filtered out or below the threshold
+	ActionDuplicate = "duplicate" // every target had accepted it already
 )
 
 type metrics struct {
@@ -43,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"code"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lavender_webhook_alerts_total",
-			Help: "Alerts received on the webhook by status (firing, resolved, unknown) and action (pushed, skipped, duplicate).",
+			Help: "Alerts received on the webhook by status (firing, resolved, unknown) and action (pushed, failed, skipped, duplicate).",
 		}, []string{"status", "action"}),
 		targets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lavender_bark_targets",
@@ -67,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.requests.WithLabelValues(code)
 	}
 	for _, status := range []string{"firing", "resolved"} {
-		for _, action := range []string{ActionPushed, ActionSkipped, ActionDuplicate} {
+		for _, action := range []string{ActionPushed, ActionFailed, ActionSkipped, ActionDuplicate} {
 			m.alerts.WithLabelValues(status, action)
 		}
 	}

@@ -17,7 +17,7 @@ type Event struct {
 	Status   string    `json:"status"`            // firing, resolved or unknown
 	Subject  string    `json:"subject"`           // "swap 54%", or the alert name
 	Message  string    `json:"message,omitempty"` // the text pushed
-	Action   string    `json:"action"`            // pushed, skipped or duplicate
+	Action   string    `json:"action"`            // pushed, failed, skipped or duplicate
 	OK       int       `json:"ok"`
 	Failed   int       `json:"failed"`
 	Failures []string  `json:"failures,omitempty"` // "file:line failed: class"
@@ -100,7 +100,7 @@ func (h *pushHistory) snapshot(targets []Target) BarkStatus {
 
 // event describes d, once delivered, for the status page.
 func (d *delivery) event(source, status, action string, at time.Time) Event {
-	e := Event{Time: at, Source: source, Status: status, Subject: d.subject, Message: d.message, Action: action, OK: d.ok, Failed: d.failed}
+	e := Event{Time: at, Source: source, Status: status, Subject: subject(d.subject), Message: d.message, Action: action, OK: d.ok, Failed: d.failed}
 	for _, r := range d.results {
 		if r.Err != nil {
 			e.Failures = append(e.Failures, r.String())
@@ -149,7 +149,7 @@ var statusSectionTemplate = template.Must(template.New("bark").Funcs(template.Fu
     <tbody>
     {{- range .Events}}
     <tr class="{{.Action}}"><td>{{clock .Time}}</td><td>{{.Subject}}{{if ne .Status "firing"}} ({{.Status}}){{end}} <span class="muted">{{.Source}}</span></td>
-      <td>{{if eq .Action "pushed"}}{{if .Failed}}<span class="badge failed">sent ok={{.OK}} fail={{.Failed}}</span>{{else}}<span class="badge ok">sent ok={{.OK}}</span>{{end}}{{range .Failures}}<br><span class="muted">{{.}}</span>{{end}}{{else}}<span class="muted">{{.Action}}</span>{{end}}</td></tr>
+      <td>{{if or .OK .Failed}}{{if .Failed}}<span class="badge failed">sent ok={{.OK}} fail={{.Failed}}</span>{{else}}<span class="badge ok">sent ok={{.OK}}</span>{{end}}{{else}}<span class="muted">{{.Action}}</span>{{end}}{{range .Failures}}<br><span class="muted">{{.}}</span>{{end}}</td></tr>
     {{- end}}
     </tbody>
   </table>

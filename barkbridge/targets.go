@@ -70,6 +70,8 @@ type LoadResult struct {
 // starting with "#" must be an http(s) URL template containing $0. Errors
 // name file:line and never the line's text, which holds a device key; all
 // bad lines are reported together so one run of `bark check` finds them all.
+// The good targets are returned even then; a failure of dir itself is a
+// *ConfigDirError and returns none.
 func LoadTargets(dir string) (LoadResult, error) {
 	var res LoadResult
 	if dir == "" {
@@ -77,14 +79,14 @@ func LoadTargets(dir string) (LoadResult, error) {
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return res, fmt.Errorf("bark config dir: %w", err)
+		return res, &ConfigDirError{fmt.Errorf("bark config dir: %w", err)}
 	}
 	if !st.IsDir() {
-		return res, fmt.Errorf("bark config dir %s: not a directory", dir)
+		return res, &ConfigDirError{fmt.Errorf("bark config dir %s: not a directory", dir)}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return res, fmt.Errorf("bark config dir: %w", err)
+		return res, &ConfigDirError{fmt.Errorf("bark config dir: %w", err)}
 	}
 	var names []string
 	for _, e := range entries {
@@ -120,11 +122,16 @@ func LoadTargets(dir string) (LoadResult, error) {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return LoadResult{Files: res.Files, Warnings: res.Warnings}, err
-	}
-	return res, nil
+	rememberSecrets(res.Targets)
+	return res, errors.Join(errs...)
 }
+
+// ConfigDirError is a LoadTargets failure of the directory itself, as
+// opposed to bad lines in its files.
+type ConfigDirError struct{ err error }
+
+func (e *ConfigDirError) Error() string { return e.err.Error() }
+func (e *ConfigDirError) Unwrap() error { return e.err }
 
 func readBounded(path string) ([]byte, error) {
 	fh, err := os.Open(path)
@@ -177,11 +184,19 @@ const (
 	reasonFragment      = "URL has a #fragment, which is never sent to the server"
 	reasonPlaceholderAt = "$0 must be in the URL's path or query"
 	reasonLevelSyntax   = "URL has a malformed query"
+	reasonNotConfigured = "not configured: " + examplePlaceholder + " is the example's placeholder; put your Bark device key in its place"
 )
+
+// examplePlaceholder stands for the device key in .bark.env.example: a copy
+// nobody edited must not pass for a configured phone.
+const examplePlaceholder = "YOUR_DEVICE_KEY"
 
 // parseTemplate validates one template line. It returns a reason instead of
 // an error so that no library error, which may quote the URL, can escape.
 func parseTemplate(line string) (Target, string) {
+	if strings.Contains(line, examplePlaceholder) {
+		return Target{}, reasonNotConfigured
+	}
 	if !strings.Contains(line, Placeholder) {
 		return Target{}, reasonNoPlaceholder
 	}
@@ -209,12 +224,14 @@ func parseTemplate(line string) (Target, string) {
 		return Target{}, reasonLevelSyntax
 	}
 
-	// Silent and not archived, unless the template chose otherwise.
+	// Silent and not archived, unless the template chose otherwise, in any
+	// spelling: bark-server lowercases query keys and the last one wins, so
+	// an appended level=passive would override a template's Level=active.
 	var extra []string
-	if !query.Has("level") {
+	if !hasKeyFold(query, "level") {
 		extra = append(extra, "level=passive")
 	}
-	if !query.Has("isArchive") {
+	if !hasKeyFold(query, "isArchive") {
 		extra = append(extra, "isArchive=0")
 	}
 	tmpl := line
@@ -235,6 +252,15 @@ func parseTemplate(line string) (Target, string) {
 		host:    u.Host,
 		secrets: secretParts(u),
 	}, ""
+}
+
+func hasKeyFold(q url.Values, key string) bool {
+	for k := range q {
+		if strings.EqualFold(k, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // secretParts lists the pieces of a template that could be a key: path

@@ -40,6 +40,17 @@ func TestParseTargets(t *testing.T) {
 			},
 		},
 		{
+			// bark-server lowercases query keys, the last one winning: an
+			// appended level=passive would override the template's Level.
+			name:    "template's own level and isArchive win however spelt",
+			content: "http://a.example/" + key + "/$0?Level=active\nhttp://b.example/" + key + "/$0?ISARCHIVE=1&LEVEL=critical",
+			lines:   []int{1, 2},
+			tmpls: []string{
+				"http://a.example/" + key + "/$0?Level=active&isArchive=0",
+				"http://b.example/" + key + "/$0?ISARCHIVE=1&LEVEL=critical",
+			},
+		},
+		{
 			name:    "template ending in ? or &",
 			content: "https://a.example/" + key + "/$0?\nhttps://a.example/" + key + "/$0?sound=bell&",
 			lines:   []int{1, 2},
@@ -67,6 +78,7 @@ func TestParseTargets(t *testing.T) {
 				"https://api.day.app/" + key + " /$0",
 				"https://api.day.app/%zz" + key + "/$0",
 				"mailto:" + key + "$0",
+				"https://api.day.app/YOUR_DEVICE_KEY/$0",
 			}, "\n"),
 			lines: []int{1},
 			tmpls: []string{"https://api.day.app/" + key + "/$0?level=passive&isArchive=0"},
@@ -80,6 +92,7 @@ func TestParseTargets(t *testing.T) {
 				"x.bark.env:8: " + reasonBadChars,
 				"x.bark.env:9: " + reasonNotURL,
 				"x.bark.env:10: " + reasonScheme,
+				"x.bark.env:11: " + reasonNotConfigured,
 			},
 		},
 	}
@@ -241,7 +254,7 @@ func TestNoTargetsWarnsLoudly(t *testing.T) {
 		t.Errorf("lavender_bark_targets = %v", v)
 	}
 	code, body := f.post(readTestdata(t, "firing_swap_54.json"))
-	if code != 200 || !strings.Contains(body, errNoTargets.Error()) || !strings.Contains(body, "skipped=1") {
+	if code != 200 || !strings.Contains(body, errNoTargets.Error()) || !strings.Contains(body, "pushed=0 failed=1 skipped=0") {
 		t.Errorf("webhook = %d %q", code, body)
 	}
 	if ok, failed := f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.6}); ok != 0 || failed != 0 {

@@ -1,13 +1,17 @@
 package barkbridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
@@ -157,12 +161,22 @@ const maxReloadBodyBytes = 64 << 10
 // Alertmanager copies into its own log.
 const maxAnswerLines = 10
 
+// maxRunlogLines bounds the BARK lines one webhook writes: a group of
+// thousands of alerts gets one line for each of the first ten and one for
+// the rest together ("BARK 11990 more alerts sent ok=0 fail=59950"), since
+// the run log keeps about 1 KB anyway and each line is a locked append.
+const maxRunlogLines = 10
+
+// deliverChunk is how many alerts' pushes are in the works at once; their
+// per-target state is folded into the answer before the next chunk starts.
+const deliverChunk = 512
+
 // serveWebhook answers as Alertmanager's retry logic reads it: 200 when
 // every push was accepted or failed for good, 503 when one may pass on a
 // retry (which then reaches only the targets that have not accepted), 400
 // for a body that will never parse, 413 for one too big, 405 for a method.
 func (b *Bridge) serveWebhook(w http.ResponseWriter, r *http.Request) {
-	code, text := b.handleWebhook(r)
+	code, text, bodyBytes := b.handleWebhook(r)
 	b.metrics.requests.WithLabelValues(strconv.Itoa(code)).Inc()
 	if code == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", http.MethodPost)
@@ -171,27 +185,58 @@ func (b *Bridge) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	io.WriteString(w, text)
+	if bodyBytes >= releaseAfterBytes {
+		go releaseMemory()
+	}
 }
 
-func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
+// releaseAfterBytes is the body size from which a webhook hands its
+// garbage back to the OS once answered: thousands of alerts leave tens of
+// MiB, which the runtime would otherwise keep until its next forced GC
+// minutes later, while a training box is short of memory now.
+const releaseAfterBytes = 256 << 10
+
+var releaseMu sync.Mutex
+
+// releaseMemory runs a GC and returns freed memory to the OS, one call at a
+// time, so that concurrent large webhooks release one after the other.
+func releaseMemory() {
+	releaseMu.Lock()
+	defer releaseMu.Unlock()
+	debug.FreeOSMemory()
+}
+
+// handleWebhook answers a webhook request; bodyBytes is the size of the
+// body it read.
+func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyBytes int) {
 	if r.Method != http.MethodPost {
-		return http.StatusMethodNotAllowed, "only POST requests allowed\n"
+		return http.StatusMethodNotAllowed, "only POST requests allowed\n", 0
 	}
 	tooBig := fmt.Sprintf("body over the limit of %d bytes\n", b.cfg.MaxBodyBytes)
 	if r.ContentLength > b.cfg.MaxBodyBytes {
-		return http.StatusRequestEntityTooLarge, tooBig
+		return http.StatusRequestEntityTooLarge, tooBig, 0
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, b.cfg.MaxBodyBytes+1))
-	if err != nil {
-		return http.StatusBadRequest, "reading body failed\n"
+	// Sized from Content-Length when there is one, so a large body is read
+	// into one allocation rather than a doubling series of them.
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, b.cfg.MaxBodyBytes+1)); err != nil {
+		return http.StatusBadRequest, "reading body failed\n", buf.Len()
+	}
+	// The answer's clock starts once the body is in: decoding a large one
+	// counts against the timeout, not against the margin after it.
+	received := time.Now()
+	body := buf.Bytes()
+	bodyBytes = len(body) // body itself must not stay alive past decoding
 	if int64(len(body)) > b.cfg.MaxBodyBytes {
-		return http.StatusRequestEntityTooLarge, tooBig
+		return http.StatusRequestEntityTooLarge, tooBig, bodyBytes
 	}
 	msg, err := DecodeWebhook(body)
 	if err != nil {
 		b.logger.Warn("[bark] webhook rejected", "err", err)
-		return http.StatusBadRequest, err.Error() + "\n"
+		return http.StatusBadRequest, err.Error() + "\n", bodyBytes
 	}
 	if msg.TruncatedAlerts > 0 {
 		b.logger.Warn("[bark] Alertmanager truncated the group; raise max_alerts to see them all",
@@ -201,76 +246,124 @@ func (b *Bridge) handleWebhook(r *http.Request) (int, string) {
 	// Pushes outlive a disconnecting client, so that a push Bark accepts is
 	// remembered and Alertmanager's retry does not repeat it; the timeout
 	// still bounds the answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), b.cfg.Timeout)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), received.Add(b.cfg.Timeout))
 	defer cancel()
 	plans := b.plan(msg)
-	var ds []*delivery
+	due := 0
 	for _, p := range plans {
 		if p.delivery != nil {
-			ds = append(ds, p.delivery)
+			due++
 		}
 	}
-	noTargets := len(ds) > 0 && len(b.Targets()) == 0
+	noTargets := due > 0 && len(b.Targets()) == 0
 	if noTargets {
-		b.logger.Warn("[bark] alert not pushed: "+errNoTargets.Error(), "alerts", len(ds))
+		b.logger.Warn("[bark] alert not pushed: "+errNoTargets.Error(), "alerts", due)
 	}
-	b.deliver(ctx, ds)
 
 	var (
-		retry                     bool
-		pushed, skipped, dup      int
-		failures                  []string
-		status                    = http.StatusOK
-		answer                    strings.Builder
-		alertsCount, failureLines int
+		retry                        bool
+		pushed, failed, skipped, dup int
+		failures                     []string // the first maxAnswerLines
+		moreFailures                 int
+		recorded                     int
+		rest                         delivery // the run-log tally past maxRunlogLines
+		restAlerts                   int
+		status                       = http.StatusOK
+		answer                       strings.Builder
 	)
-	for _, p := range plans {
-		alertsCount++
-		action := ActionSkipped
+	// Only the newest maxEvents stay on the status page; building the rest
+	// would only make garbage.
+	firstEvent := max(0, len(plans)-maxEvents)
+	// fold takes one alert's outcome into the answer, the metrics, the run
+	// log and the status page, then drops its per-target results.
+	fold := func(i int, p planned) {
+		action := ActionSkipped // filtered out, or below the threshold
 		if d := p.delivery; d != nil {
-			b.record(d)
-			switch {
-			case d.ok+d.failed > 0:
-				action = ActionPushed
-			case d.duplicate > 0:
-				action = ActionDuplicate
+			if d.ok+d.failed > 0 {
+				if recorded < maxRunlogLines {
+					b.record(d)
+					recorded++
+				} else {
+					restAlerts++
+					rest.ok += d.ok
+					rest.failed += d.failed
+				}
 			}
+			action = d.action()
 			retry = retry || d.retryable()
 			for _, res := range d.results {
-				if res.Err != nil {
+				if res.Err == nil {
+					continue
+				}
+				if len(failures) < maxAnswerLines {
 					failures = append(failures, d.subject+": "+res.String())
+				} else {
+					moreFailures++
 				}
 			}
 		}
 		switch action {
 		case ActionPushed:
 			pushed++
+		case ActionFailed:
+			failed++
 		case ActionDuplicate:
 			dup++
 		default:
 			skipped++
 		}
 		b.metrics.alerts.WithLabelValues(p.status, action).Inc()
-		if d := p.delivery; d != nil {
-			b.history.event(d.event("webhook", p.status, action, b.cfg.Now()))
-		} else {
-			b.history.event(Event{Time: b.cfg.Now(), Source: "webhook", Status: p.status, Subject: subject(p.name), Action: action})
+		if i >= firstEvent {
+			if d := p.delivery; d != nil {
+				b.history.event(d.event("webhook", p.status, action, b.cfg.Now()))
+			} else {
+				b.history.event(Event{Time: b.cfg.Now(), Source: "webhook", Status: p.status, Subject: subject(p.name), Action: action})
+			}
 		}
+		if p.delivery != nil {
+			p.delivery.results = nil
+		}
+	}
+	// Deliveries go out in chunks, each folded before the next starts, so
+	// the per-target state of a group of thousands of alerts is never all
+	// alive at once: memory stays bounded whatever the body's size.
+	var (
+		chunk  []*delivery
+		folded int
+	)
+	flush := func(upTo int) {
+		b.deliver(ctx, chunk)
+		chunk = chunk[:0]
+		for ; folded < upTo; folded++ {
+			fold(folded, plans[folded])
+		}
+	}
+	for i, p := range plans {
+		if p.delivery == nil {
+			continue
+		}
+		chunk = append(chunk, p.delivery)
+		if len(chunk) == deliverChunk {
+			flush(i + 1)
+		}
+	}
+	flush(len(plans))
+	if restAlerts > 0 {
+		rest.subject = strconv.Itoa(restAlerts) + " more alerts"
+		b.record(&rest)
 	}
 	if retry {
 		status = http.StatusServiceUnavailable
 	}
-	fmt.Fprintf(&answer, "alerts=%d pushed=%d skipped=%d duplicate=%d\n", alertsCount, pushed, skipped, dup)
+	fmt.Fprintf(&answer, "alerts=%d pushed=%d failed=%d skipped=%d duplicate=%d\n", len(plans), pushed, failed, skipped, dup)
 	if noTargets {
 		answer.WriteString(errNoTargets.Error() + "\n")
 	}
 	for _, f := range failures {
-		if failureLines == maxAnswerLines {
-			fmt.Fprintf(&answer, "… and %d more failures\n", len(failures)-failureLines)
-			break
-		}
 		answer.WriteString(runlog.Truncate(strings.Join(strings.Fields(sanitizeMessage(f)), " "), 200) + "\n")
-		failureLines++
 	}
-	return status, answer.String()
+	if moreFailures > 0 {
+		fmt.Fprintf(&answer, "… and %d more failures\n", moreFailures)
+	}
+	return status, answer.String(), bodyBytes
 }

@@ -3,11 +3,13 @@ package barkbridge
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"lavender/runlog"
@@ -50,5 +52,44 @@ func BenchmarkServeWebhook(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkLargeWebhook is one body of 12,000 alerts (about 940 KB, under
+// the 1 MiB limit) against five Bark targets that are down: the worst body
+// the webhook accepts. `lavbench bigwebhook` measures the same against the
+// built binary, with its RSS.
+func BenchmarkLargeWebhook(b *testing.B) {
+	tmp := b.TempDir()
+	var lines []string
+	for i := range 5 {
+		lines = append(lines, fmt.Sprintf("%s/KEY%d/$0", closedURL(b), i))
+	}
+	writeTargets(b, tmp, map[string]string{"phone.bark.env": strings.Join(lines, "\n")})
+	br, err := New(Config{ConfigDir: tmp, Runlog: runlog.Options{Dir: filepath.Join(tmp, "logs")}},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	br.Register(mux)
+	round := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		round++
+		var body bytes.Buffer
+		body.WriteString(`{"version":"4","status":"firing","alerts":[`)
+		for i := range 12000 {
+			if i > 0 {
+				body.WriteByte(',')
+			}
+			fmt.Fprintf(&body, `{"status":"firing","labels":{"alertname":"B"},"fingerprint":"%08x%08x"}`, round, i)
+		}
+		body.WriteString(`]}`)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/webhook", &body))
+		if rec.Code != http.StatusServiceUnavailable || !bytes.Contains(rec.Body.Bytes(), []byte("failed=12000")) {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
 	}
 }

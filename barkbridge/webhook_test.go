@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +41,7 @@ func TestWebhookRejects(t *testing.T) {
 		{"version 3", "POST", bytes.NewReader(readTestdata(t, "version3.json")), false, 400, "unsupported webhook version \"3\", want \"4\"\n"},
 		{"over the limit", "POST", bytes.NewReader(big), false, 413, "body over the limit of 65536 bytes\n"},
 		{"over the limit, chunked", "POST", bytes.NewReader(big), true, 413, "body over the limit of 65536 bytes\n"},
-		{"at the limit", "POST", bytes.NewReader(big[:64<<10]), false, 200, "alerts=1 pushed=1 skipped=0 duplicate=0\n"},
+		{"at the limit", "POST", bytes.NewReader(big[:64<<10]), false, 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,6 +85,7 @@ func TestWebhookRetryTable(t *testing.T) {
 		{"500", "status:500", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 500"},
 		{"hang", "hang", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: timeout"},
 		{"closed port", "closed", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: connection refused"},
+		{"not Bark", "text", 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: not-bark"},
 	}
 	payload := readTestdata(t, "firing_swap_54.json")
 	for _, tt := range tests {
@@ -101,14 +106,19 @@ func TestWebhookRetryTable(t *testing.T) {
 			if code != tt.code {
 				t.Errorf("status %d, want %d; answer %q", code, tt.code, answer)
 			}
-			if !strings.HasPrefix(answer, "alerts=1 pushed=1 skipped=0 duplicate=0\n") || !strings.Contains(answer, tt.answer) {
-				t.Errorf("answer %q lacks %q", answer, tt.answer)
+			// An alert whose every push failed is not "pushed".
+			action, head := "pushed", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n"
+			if tt.result == "failed" {
+				action, head = "failed", "alerts=1 pushed=0 failed=1 skipped=0 duplicate=0\n"
+			}
+			if !strings.HasPrefix(answer, head) || !strings.Contains(answer, tt.answer) {
+				t.Errorf("answer %q lacks %q or %q", answer, head, tt.answer)
 			}
 			if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": "phone.bark.env:1", "result": tt.result}); v != 1 {
 				t.Errorf("pushes_total{result=%s} = %v", tt.result, v)
 			}
-			if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": "pushed"}); v != 1 {
-				t.Errorf("alerts_total{firing,pushed} = %v", v)
+			if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": action}); v != 1 {
+				t.Errorf("alerts_total{firing,%s} = %v", action, v)
 			}
 			if got := f.barkLines(); len(got) != 1 || got[0] != tt.logLine {
 				t.Errorf("run log BARK lines %q, want [%q]", got, tt.logLine)
@@ -166,7 +176,7 @@ func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
 	gone.setMode("ok")
 	f.post(payload)
 	code, answer = f.post(payload)
-	if got := counts(); code != 200 || got != "good=2 flaky=6 gone=10" || answer != "alerts=2 pushed=0 skipped=0 duplicate=2\n" {
+	if got := counts(); code != 200 || got != "good=2 flaky=6 gone=10" || answer != "alerts=2 pushed=0 failed=0 skipped=0 duplicate=2\n" {
 		t.Fatalf("after all accepted: %d %q, %s", code, answer, got)
 	}
 
@@ -192,6 +202,48 @@ func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
 	}
 	if v := metricValue(t, f.reg, "lavender_webhook_requests_total", map[string]string{"code": "503"}); v != 2 {
 		t.Errorf("requests_total{503} = %v", v)
+	}
+}
+
+// TestWebhookConcurrentCopiesShareTheOutcome: an HA peer's copy that waits
+// on the push its twin started reports that push's outcome: a failure is a
+// failure (503, so Alertmanager retries), not a skipped alert.
+func TestWebhookConcurrentCopiesShareTheOutcome(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	srv.setMode("hang")
+	// Long enough for the copy to arrive while the first push hangs; the
+	// test asserts no time, only that Bark saw one request.
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, func(c *Config) { c.Timeout = 2 * time.Second })
+	payload := readTestdata(t, "firing_swap_54.json")
+	type answer struct {
+		code int
+		text string
+	}
+	first := make(chan answer, 1)
+	go func() {
+		code, text := f.post(payload)
+		first <- answer{code, text}
+	}()
+	waitForPushes(t, srv, 1)
+	code, text := f.post(payload)
+	copies := []answer{<-first, {code, text}}
+	if n := len(srv.received()); n != 1 {
+		t.Fatalf("Bark got %d pushes; the copy did not wait on the first", n)
+	}
+	for i, a := range copies {
+		if a.code != 503 || !strings.HasPrefix(a.text, "alerts=1 pushed=0 failed=1 skipped=0 duplicate=0\n") ||
+			!strings.Contains(a.text, "swap 54%: phone.bark.env:1 failed: timeout") {
+			t.Errorf("copy %d answered %d %q", i, a.code, a.text)
+		}
+	}
+	for action, want := range map[string]float64{"failed": 2, "pushed": 0, "skipped": 0, "duplicate": 0} {
+		if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": action}); v != want {
+			t.Errorf("alerts_total{%s} = %v, want %v", action, v, want)
+		}
+	}
+	// One push, so one run-log line.
+	if got := f.barkLines(); len(got) != 1 || got[0] != "BARK swap 54% sent ok=0 fail=1" {
+		t.Errorf("run log %q", got)
 	}
 }
 
@@ -275,7 +327,7 @@ func TestWebhookSkips(t *testing.T) {
 	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
 	for _, file := range []string{"below_threshold.json", "resolved_swap.json"} {
 		code, answer := f.post(readTestdata(t, file))
-		if code != 200 || answer != "alerts=1 pushed=0 skipped=1 duplicate=0\n" {
+		if code != 200 || answer != "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n" {
 			t.Errorf("%s: %d %q", file, code, answer)
 		}
 	}
@@ -393,7 +445,7 @@ func TestWebhookAnswerIsBounded(t *testing.T) {
 	}
 	payload := `{"version":"4","status":"firing","alerts":[` + strings.Join(alerts, ",") + `]}`
 	code, answer := f.post([]byte(payload))
-	if code != 503 || !strings.Contains(answer, "alerts=20 pushed=20") || !strings.Contains(answer, "… and 10 more failures") {
+	if code != 503 || !strings.Contains(answer, "alerts=20 pushed=0 failed=20 skipped=0") || !strings.Contains(answer, "… and 10 more failures") {
 		t.Errorf("%d %q", code, answer)
 	}
 	if n := len(srv.received()); n > 2 {
@@ -428,17 +480,17 @@ func TestWebhookPayloads(t *testing.T) {
 		answer string
 		bodies []string
 	}{
-		{"firing_swap_54.json", 200, "alerts=1 pushed=1 skipped=0 duplicate=0\n",
+		{"firing_swap_54.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening"}},
-		{"below_threshold.json", 200, "alerts=1 pushed=0 skipped=1 duplicate=0\n", nil},
-		{"resolved_swap.json", 200, "alerts=1 pushed=0 skipped=1 duplicate=0\n", nil},
-		{"non_swap.json", 200, "alerts=1 pushed=1 skipped=0 duplicate=0\n",
+		{"below_threshold.json", 200, "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil},
+		{"resolved_swap.json", 200, "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil},
+		{"non_swap.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] PhaseStalled: no heartbeat for 15m in Pretrain 1/3"}},
-		{"missing_annotations.json", 200, "alerts=3 pushed=3 skipped=0 duplicate=0\n",
+		{"missing_annotations.json", 200, "alerts=3 pushed=3 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] Swap is filling up on gpu-box", "[lavender-2] SwapUsageHigh", "[lavender-2] PhaseStalled"}},
-		{"two_alerts.json", 200, "alerts=2 pushed=2 skipped=0 duplicate=0\n",
+		{"two_alerts.json", 200, "alerts=2 pushed=2 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening", "[lavender-2] PhaseStalled: no heartbeat for 15m"}},
-		{"unknown_fields.json", 200, "alerts=1 pushed=1 skipped=0 duplicate=0\n",
+		{"unknown_fields.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening"}},
 		{"version3.json", 400, "unsupported webhook version \"3\", want \"4\"\n", nil},
 		{"malformed.json", 400, "malformed JSON: unexpected end of JSON input\n", nil},
@@ -474,4 +526,130 @@ func sorted(ss []string) []string {
 	out := append([]string(nil), ss...)
 	slices.Sort(out)
 	return out
+}
+
+// waitForPushes waits, for at most 20 s, until srv has received n pushes.
+func waitForPushes(t *testing.T, srv *barkServer, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); len(srv.received()) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Bark got %d pushes, waited for %d", len(srv.received()), n)
+		}
+	}
+}
+
+// manyAlerts is a group of n firing alerts, each its own (no dedup).
+func manyAlerts(n int) []byte {
+	alerts := make([]string, n)
+	for i := range alerts {
+		alerts[i] = fmt.Sprintf(`{"status":"firing","labels":{"alertname":"A%d"},"startsAt":"2026-04-24T00:45:00Z","fingerprint":"%016x"}`, i, i)
+	}
+	return []byte(`{"version":"4","status":"firing","alerts":[` + strings.Join(alerts, ",") + `]}`)
+}
+
+// TestWebhookStartsNoGoroutineBeforeASlot: a group of hundreds of alerts
+// against a hanging Bark holds MaxParallel pushes in flight, and no
+// goroutine waits for a slot: goroutines (each a stack of at least 8 KiB,
+// and one per alert and target) are what took a 12,000-alert webhook's RSS
+// to hundreds of MiB.
+func TestWebhookStartsNoGoroutineBeforeASlot(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	srv.setMode("hang")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + srv.template() + "?group=b"}, func(c *Config) {
+		c.MaxParallel = 2
+		c.Timeout = 2 * time.Second // the count is taken while the first pushes hang
+	})
+	before := runtime.NumGoroutine()
+	done := make(chan string, 1)
+	go func() {
+		_, answer := f.post(manyAlerts(300))
+		done <- answer
+	}()
+	waitForPushes(t, srv, 2)
+	// The most seen over a while: goroutines started per push would pile
+	// up while the first two hang.
+	during := 0
+	for range 100 {
+		during = max(during, runtime.NumGoroutine())
+		time.Sleep(2 * time.Millisecond)
+	}
+	answer := <-done
+	// The handler, two pushes and their server and transport goroutines:
+	// a few dozen at most, where one per alert and target would be 600.
+	if during-before > 40 {
+		t.Errorf("%d goroutines while 2 pushes hang (%d before)", during, before)
+	}
+	if !strings.HasPrefix(answer, "alerts=300 pushed=0 failed=300 ") {
+		t.Errorf("answer %q", answer)
+	}
+	if n := len(srv.received()); n > 2 {
+		t.Errorf("%d pushes started with MaxParallel 2 and a hanging Bark", n)
+	}
+}
+
+// TestWebhookOneWarnPerTargetPerRequest: a large group against a Bark that
+// is down logs one WARN line per target, not one per push.
+func TestWebhookOneWarnPerTargetPerRequest(t *testing.T) {
+	f := newFixture(t, map[string]string{"phone.bark.env": closedURL(t) + "/K1/$0\n" + closedURL(t) + "/K2/$0"}, nil)
+	code, answer := f.post(manyAlerts(50))
+	if code != 503 || !strings.HasPrefix(answer, "alerts=50 pushed=0 failed=50 ") {
+		t.Errorf("%d %q", code, answer)
+	}
+	var warns []string
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") {
+			warns = append(warns, line)
+		}
+	}
+	want := []string{`phone.bark.env:1 failed: connection refused" pushes=50 failed=50`, `phone.bark.env:2 failed: connection refused" pushes=50 failed=50`}
+	if len(warns) != len(want) {
+		t.Fatalf("%d WARN lines, want %d:\n%s", len(warns), len(want), strings.Join(warns, "\n"))
+	}
+	for _, w := range want {
+		if !strings.Contains(strings.Join(warns, "\n"), w) {
+			t.Errorf("no WARN line with %q:\n%s", w, strings.Join(warns, "\n"))
+		}
+	}
+	if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"result": "failed"}); v != 100 {
+		t.Errorf("failed pushes = %v, want 100", v)
+	}
+	// Ten BARK lines, then one for the rest.
+	lines := f.barkLines()
+	if len(lines) != 11 || lines[0] != "BARK A0 sent ok=0 fail=2" || lines[10] != "BARK 40 more alerts sent ok=0 fail=80" {
+		t.Errorf("run log BARK lines:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestWebhookStopsDialingATargetThatCannotBeReached: once a target fails
+// in a way the next push would repeat (refused, unreachable, unknown host,
+// TLS), the group's remaining pushes to it fail with the same class without
+// a dial; Alertmanager's retry of the group tries them all again.
+func TestWebhookStopsDialingATargetThatCannotBeReached(t *testing.T) {
+	var conns atomic.Int64
+	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, "success")
+	}))
+	tlsSrv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake errors are the point
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	good := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": tlsSrv.URL + "/KEY/$0\n" + good.template()}, func(c *Config) { c.MaxParallel = 2 })
+	code, answer := f.post(manyAlerts(200))
+	if code != 503 || !strings.HasPrefix(answer, "alerts=200 pushed=200 failed=0 ") || !strings.Contains(answer, "A0: phone.bark.env:1 failed: tls") {
+		t.Errorf("%d %q", code, answer)
+	}
+	if n := conns.Load(); n >= 20 {
+		t.Errorf("%d connections to a target whose certificate is refused, for 200 alerts", n)
+	}
+	if n := len(good.received()); n != 200 {
+		t.Errorf("the reachable target got %d pushes, want 200", n)
+	}
+	if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": "phone.bark.env:1", "result": "failed"}); v != 200 {
+		t.Errorf("failed pushes = %v, want 200", v)
+	}
 }

@@ -4,7 +4,7 @@
 #   bench/run.sh                 # everything (about 25 minutes with the 10-minute footprint)
 #   bench/run.sh scrape webhook  # only some sections
 #
-# Sections: deps scrape detect detect-prom webhook serve-rss footprint runlog gobench
+# Sections: deps scrape detect detect-prom webhook bigwebhook serve-rss footprint runlog gobench
 # (deps always runs), and pressure, which only runs when named:
 #
 #   sudo bench/run.sh pressure   # a real thrash, at most PRESSURE_SECONDS
@@ -85,7 +85,7 @@ trap 'exit 130' INT TERM
 
 sections=("$@")
 if [[ ${#sections[@]} -eq 0 ]]; then
-	sections=(scrape detect detect-prom webhook serve-rss footprint runlog gobench)
+	sections=(scrape detect detect-prom webhook bigwebhook serve-rss footprint runlog gobench)
 fi
 want() {
 	local s
@@ -162,6 +162,13 @@ if want webhook; then
 	# Each answer waits the full --bark.timeout for the hanging target, so
 	# run longer with more clients to collect a few dozen answers.
 	"$lb" webhook -lavender "$lav" -targets 2 -hang -conns 1,8 -seconds "$((WEBHOOK_SECONDS + 12))"
+fi
+
+if want bigwebhook; then
+	say "bigwebhook: 12,000 alerts per body, once and 4 at once, 5 Bark targets down / answering 500 / hanging"
+	for mode in down 500 hang; do
+		"$lb" bigwebhook -lavender "$lav" -bark "$mode"
+	done
 fi
 
 if want serve-rss; then

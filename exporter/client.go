@@ -55,6 +55,12 @@ func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	// Requests may carry the basic-auth password, which Go forwards on a
+	// redirect to the same host (another port, or http instead of https):
+	// the API never redirects, so a 3xx is answered as the error it is.
+	hc := *c.http
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.http = &hc
 	return c, nil
 }
 

@@ -198,12 +198,18 @@ func entryLine(t time.Time, msg string) string {
 }
 
 // sanitize keeps a message on one line: control characters (newlines
-// included) become spaces and invalid UTF-8 becomes U+FFFD.
+// included) become spaces, invalid UTF-8 becomes U+FFFD, and invisible
+// format characters (Unicode category Cf: bidi overrides, direction marks,
+// zero-width characters) are dropped, since they make a line read as
+// something it does not say.
 func sanitize(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			return ' '
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return -1
 		}
 		return r
 	}, s)

@@ -55,7 +55,7 @@ func (c *BarkSendCmd) send(ctx context.Context, g *Globals, cfgHook func(*barkbr
 		if r.Err != nil {
 			failed++
 		}
-		if _, err := fmt.Fprintln(g.Stdout, r.String()); err != nil {
+		if _, err := fmt.Fprintln(g.Stdout, r.Explain()); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,16 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
+
+	"lavender/runlog"
 )
 
 func TestBarkSend(t *testing.T) {
@@ -63,5 +71,145 @@ func TestBarkCheck(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "bark", "check", "--bark.config-dir", barkConfigDir(t, nil)); err == nil {
 		t.Error("an empty config dir passed the check")
+	}
+}
+
+// TestBarkSendSaysWhatItSaw: a template that reaches a web server but not
+// Bark's push route (bark-server's GET / answers a plain "ok") fails, and
+// bark send says what came back instead of Bark's JSON.
+func TestBarkSendSaysWhatItSaw(t *testing.T) {
+	notBark := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved/SAWKEY12345/hello" {
+			http.Redirect(w, r, "http://other.example/SAWKEY12345/hello", http.StatusFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(notBark.Close)
+	dir := barkConfigDir(t, map[string]string{
+		"a.bark.env": notBark.URL + "/?body=$0&key=SAWKEY12345\n" + notBark.URL + "/moved/SAWKEY12345/$0\n",
+	})
+	out, stderr, err := runCLI(t, "bark", "send", "--bark.config-dir", dir, "hello")
+	if err == nil || !strings.Contains(err.Error(), "every target failed") {
+		t.Errorf("err = %v", err)
+	}
+	want := "a.bark.env:1 failed: not-bark (saw HTTP 200, text/plain; charset=utf-8, body \"ok\")\n" +
+		"a.bark.env:2 failed: redirect (saw HTTP 302 to http://other.example)\n"
+	if out != want {
+		t.Errorf("stdout %q, want %q", out, want)
+	}
+	if strings.Contains(out+stderr, "SAWKEY12345") {
+		t.Errorf("the key leaked:\n%s\n%s", out, stderr)
+	}
+}
+
+// TestRunLogDropsFormatChars: a run header or an entry with a bidi override
+// reaches neither the run log file nor `runlog show` with it.
+func TestRunLogDropsFormatChars(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	if _, _, err := runCLI(t, "runlog", "new", "--runlog.dir", dir, "--header", "model=exe.\u202Egnp\u2066x\u200E"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCLI(t, "runlog", "append", "--runlog.dir", dir, "NOTE", "a\u202Db\u2069c\uFEFF"); err != nil {
+		t.Fatal(err)
+	}
+	shown, _, err := runCLI(t, "runlog", "show", "--runlog.dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := runlog.CurrentPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	for _, s := range []string{shown, string(data)} {
+		if strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) {
+			t.Errorf("a format character reached the run log: %q", s)
+		}
+		if !strings.Contains(s, "model=exe.gnpx") || !strings.Contains(s, "NOTE abc") {
+			t.Errorf("run log %q lacks the cleaned texts", s)
+		}
+	}
+}
+
+// TestShippedExampleIsNotConfigured: `cp .bark.env.example phone.bark.env`
+// and nothing else must not pass the check, and once the key is in, the
+// line bark check and bark send name is the one the README's Quick start
+// promises.
+func TestShippedExampleIsNotConfigured(t *testing.T) {
+	example, err := os.ReadFile(filepath.Join("..", "..", ".bark.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := barkConfigDir(t, map[string]string{"phone.bark.env": string(example)})
+	out, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "phone.bark.env:7: not configured") || strings.Contains(out, " ok") {
+		t.Errorf("bark check of the untouched example: %q %q %v", out, stderr, err)
+	}
+
+	configured := strings.ReplaceAll(string(example), "YOUR_DEVICE_KEY", "Xy12AbCdEfGhIjKlMnOpQr")
+	dir = barkConfigDir(t, map[string]string{"phone.bark.env": configured})
+	out, _, err = runCLI(t, "bark", "check", "--bark.config-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _, _ := strings.Cut(out, " ")
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `bark send "hello"`; !strings.Contains(string(readme), want) {
+		t.Fatalf("README has no %q", want)
+	}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.Contains(line, `bark send "hello"`) && strings.Contains(line, "a test push") && !strings.Contains(line, `"`+name+` ok"`) {
+			t.Errorf("README promises %q, but the example gives %q", line, name+" ok")
+		}
+	}
+}
+
+// TestBadBarkLineDoesNotStopServe: a typo in one *.bark.env line must not
+// take down the metrics and the watchdog (under systemd's Restart=on-failure
+// it would loop): serve and bridge start with the good targets, report the
+// bad line as file:line: reason, say so in the reload gauge, and exit 0.
+// bark check keeps failing on the same files.
+func TestBadBarkLineDoesNotStopServe(t *testing.T) {
+	bark := newFakeBark(t)
+	dir := barkConfigDir(t, map[string]string{
+		"phone.bark.env": bark.URL + "/KEY/$0\n",
+		"typo.bark.env":  "# a typo\nhttps://api.day.app/SECRETKEY123/\n",
+	})
+	for _, cmd := range []string{"serve", "bridge"} {
+		t.Run(cmd, func(t *testing.T) {
+			args := []string{cmd, "--bark.config-dir=" + dir, "--runlog.dir=" + t.TempDir()}
+			if cmd == "serve" {
+				args = hServeArgs(t, dir, t.TempDir())
+			}
+			p := hStart(t, nil, args...)
+			if code, body := p.do("GET", "/-/ready", nil, "", ""); code != 200 {
+				t.Errorf("/-/ready = %d %q", code, body)
+			}
+			m := p.metrics()
+			if v := sample(m, "lavender_bark_config_last_reload_successful"); v != 0 {
+				t.Errorf("last_reload_successful = %v, want 0", v)
+			}
+			if v := sample(m, "lavender_bark_targets"); v != 1 {
+				t.Errorf("lavender_bark_targets = %v, want 1", v)
+			}
+			if code, body := p.do("POST", "/webhook", hSwapWebhook(1), "", ""); code != 200 || !strings.Contains(body, "pushed=1") {
+				t.Errorf("webhook = %d %q", code, body)
+			}
+			if err := p.stop(); err != nil {
+				t.Errorf("%s exited with %v, want a clean exit", cmd, err)
+			}
+			logs := p.logs.String()
+			if !strings.Contains(logs, "typo.bark.env:2: no $0 placeholder") || strings.Contains(logs, "SECRETKEY123") {
+				t.Errorf("log:\n%s", logs)
+			}
+		})
+	}
+	if _, _, err := runCLI(t, "bark", "check", "--bark.config-dir", dir); err == nil || !strings.Contains(err.Error(), "typo.bark.env:2: no $0 placeholder") {
+		t.Errorf("bark check = %v, want the bad line", err)
 	}
 }

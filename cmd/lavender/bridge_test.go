@@ -146,7 +146,7 @@ func TestBridgeCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, answer := httpDo(t, "POST", base+"/webhook", payload)
-	if code != 200 || answer != "alerts=1 pushed=1 skipped=0 duplicate=0\n" {
+	if code != 200 || answer != "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n" {
 		t.Fatalf("POST /webhook = %d %q", code, answer)
 	}
 	want := "/KEY/%5Bbox%5D%20swap%2054%25%20full%20%2816.3%2F32.0%20GB%29%20%E2%80%94%20consider%20intervening?level=passive&isArchive=0"

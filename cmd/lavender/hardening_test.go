@@ -483,7 +483,7 @@ func TestBarkFaults(t *testing.T) {
 				`lavender_bark_pushes_total{result="failed",target="phone.bark.env:1"}`: 1,
 				`lavender_bark_pushes_total{result="ok",target="phone.bark.env:1"}`:     0,
 				`lavender_webhook_requests_total{code="` + strconv.Itoa(tc.code) + `"}`: 1,
-				`lavender_webhook_alerts_total{action="pushed",status="firing"}`:        1,
+				`lavender_webhook_alerts_total{action="failed",status="firing"}`:        1,
 				`lavender_runlog_write_errors_total{writer="bark"}`:                     0,
 			} {
 				if got := sample(m, series); got != want {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 
+	"lavender/barkbridge"
 	"lavender/runlog"
 )
 
@@ -132,7 +134,23 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	if err := fmtr.Set(format); err != nil {
 		return nil, err
 	}
-	return promslog.New(&promslog.Config{Level: lvl, Format: fmtr, Writer: w}), nil
+	// Every line is scrubbed of device keys and APNs tokens, whatever wrote it.
+	return slog.New(barkbridge.NewScrubHandler(promslog.New(&promslog.Config{Level: lvl, Format: fmtr, Writer: w}).Handler())), nil
+}
+
+// routeStdLog sends the standard log package, where net/http speaks (e.g.
+// "Unsolicited response received on idle HTTP channel", quoting what a
+// server sent, key included), through logger and its scrubbing.
+func routeStdLog(logger *slog.Logger) (restore func()) {
+	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
+	log.SetOutput(slog.NewLogLogger(logger.Handler(), slog.LevelWarn).Writer())
+	log.SetFlags(0)
+	log.SetPrefix("")
+	return func() {
+		log.SetOutput(w)
+		log.SetFlags(flags)
+		log.SetPrefix(prefix)
+	}
 }
 
 // run parses args and runs the chosen command; main and tests share it.
@@ -172,6 +190,7 @@ func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
 	if err != nil {
 		return err
 	}
+	defer routeStdLog(logger)()
 	return ctx.Run(&Globals{Logger: logger, Stdout: stdout, Stderr: stderr})
 }
 

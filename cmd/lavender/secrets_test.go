@@ -1,23 +1,33 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"lavender/barkbridge"
 )
 
 // secretMarker is the device key (and the basic-auth password) of the
 // secrets sweep; nothing lavender prints, logs, serves or writes may hold it.
 const secretMarker = "SECRETMARKER9f3a"
+
+// apnsMarker is an APNs device token, which bark-server quotes in its 500
+// answer; it is as secret as the key.
+const apnsMarker = "9f3a" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab"
 
 // secretSweep collects everything a user or an attacker could read.
 type secretSweep struct {
@@ -79,6 +89,11 @@ func (s *secretSweep) request(p *hProc, method, path, body, user, pass string) i
 // output, logs (at debug level), metrics, HTTP answers and files written.
 func TestSecretsNeverLeak(t *testing.T) {
 	s := &secretSweep{t: t}
+	// net/http speaks through the standard log package: route it as run()
+	// does, into what the sweep reads.
+	stdLogs := &lockedBuffer{}
+	stdLogger, _ := newLogger("debug", "logfmt", stdLogs)
+	t.Cleanup(routeStdLog(stdLogger))
 	okBark := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code := 200
 		if !strings.HasPrefix(r.URL.Path, "/"+secretMarker+"/") && !strings.HasPrefix(r.URL.Path, "/k/") {
@@ -94,6 +109,31 @@ func TestSecretsNeverLeak(t *testing.T) {
 	failing.WriteString(good)
 	for _, fault := range []string{"down", "hang", "500", "400", "reset", "tls"} {
 		failing.WriteString(hFaultyBark(t, fault).url + "/" + secretMarker + "/$0?token=" + secretMarker + "\n")
+	}
+	// A server that redirects elsewhere, one that keeps talking on the idle
+	// connection (net/http then quotes it through the standard log), one
+	// that answers a page that is not Bark's JSON, and bark-server's 500
+	// quoting an APNs device token.
+	followed := &lockedBuffer{}
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(followed, "a redirect was followed: %s %v\n", r.URL, r.Header)
+	}))
+	t.Cleanup(elsewhere.Close)
+	odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/redirect/"):
+			http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/page/"):
+			io.WriteString(w, "<html>you asked for "+r.URL.Path+"</html>")
+		default:
+			w.WriteHeader(500)
+			json.NewEncoder(w).Encode(map[string]any{"code": 500, "timestamp": 1,
+				"message": `push failed: Post "https://api.push.apple.com/3/device/` + apnsMarker + `": ` + r.URL.Path})
+		}
+	}))
+	t.Cleanup(odd.Close)
+	for _, prefix := range []string{odd.URL + "/redirect", odd.URL + "/page", odd.URL + "/apns", idleTalker(t)} {
+		failing.WriteString(prefix + "/" + secretMarker + "/$0?token=" + secretMarker + "\n")
 	}
 	failing.WriteString(okBark.URL + "/" + secretMarker + "x/$0\n") // unknown key: the 400 quotes it
 	failing.WriteString("http://user:" + secretMarker + "@" + strings.TrimPrefix(okBark.URL, "http://") + "/k/$0\n")
@@ -137,24 +177,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 			if cmd == "serve" {
 				args = append(args, "--path.procfs="+highSwap.dir, "--watchdog.interval=50ms", "--watchdog.repeat=100ms")
 			}
-			if name == "bad config" {
-				// Start-up refuses the config; the error is what the user sees.
-				cli := parseCLI(t, append(args, "--web.listen-address=127.0.0.1:0")...)
-				logs := &lockedBuffer{}
-				logger, _ := newLogger("debug", "logfmt", logs)
-				g := &Globals{Logger: logger, Stdout: logs, Stderr: logs}
-				var err error
-				if cmd == "serve" {
-					err = cli.Serve.serve(t.Context(), g, nil, nil)
-				} else {
-					err = cli.Bridge.serve(t.Context(), g, nil)
-				}
-				if err == nil {
-					t.Fatalf("%s started with a bad config", cmd)
-				}
-				s.add(cmd+" with a bad config", err, logs.String())
-				continue
-			}
+			// A bad config starts too: the bad lines are logged by
+			// file:line and the good targets serve.
 			p := hStart(t, nil, args...)
 			for _, w := range webhooks {
 				s.request(p, "POST", "/webhook", w, "", "")
@@ -205,10 +229,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 	s.cli("runlog", "show", "--runlog.dir="+logDir)
 	s.cli("runlog", "path", "--runlog.dir="+logDir)
 	s.cli("version")
+	s.add("the standard log", stdLogs.String())
+	s.add("requests that followed a redirect", followed.String())
+	if followed.String() != "" {
+		t.Errorf("a push followed a redirect:\n%s", followed)
+	}
 
 	all := s.seen.String()
 	for _, line := range strings.Split(all, "\n") {
-		if strings.Contains(line, secretMarker) {
+		if strings.Contains(line, secretMarker) || strings.Contains(line, apnsMarker) {
 			t.Errorf("marker leaked: %s", line)
 		}
 	}
@@ -218,10 +247,110 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"failed: connection reset", "failed: tls", "phone.bark.env:1 ok", "bad.bark.env:1", "late.bark.env:1",
 		"readable by group or others", "detail=", "-> 401", "-> 503", "-> 400", "exporter answered 401",
 		"BARK swap 54% sent ok=", "BARK swap 90% sent ok=", "exporter URL carries credentials",
+		"failed: redirect", "failed: not-bark", "/3/device/<redacted>", "Unsolicited response", "you sent /<redacted>/",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the sweep never saw %q", want)
 		}
 	}
 	t.Logf("swept %d bytes of output, answers, logs and files", len(all))
+}
+
+// TestPhaseClientNeverFollowsRedirects: `lavender phase` sends the basic-auth
+// password with every request, so a redirect from the exporter's address
+// (same host, another port, or http instead of https) must not carry it on.
+func TestPhaseClientNeverFollowsRedirects(t *testing.T) {
+	var mu sync.Mutex
+	var reached []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached = append(reached, r.Header.Get("Authorization")+" "+r.Header.Get("Referer"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"name":"Train","status":"running"}`)
+	}))
+	t.Cleanup(other.Close)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	passwordFile := filepath.Join(t.TempDir(), "password")
+	os.WriteFile(passwordFile, []byte(secretMarker+"\n"), 0o600)
+
+	_, stderr, err := runCLI(t, "phase", "start", "Train", "--url", redirector.URL, "--username", "trainer", "--password-file", passwordFile)
+	if err == nil || !strings.Contains(err.Error(), "307") {
+		t.Errorf("phase start through a redirect: err = %v", err)
+	}
+	if strings.Contains(fmt.Sprint(err)+stderr, secretMarker) {
+		t.Errorf("the password leaked: %v %s", err, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reached) != 0 {
+		t.Errorf("the redirect was followed: %q", reached)
+	}
+}
+
+// idleTalker is a Bark stand-in that, after a good answer, keeps talking on
+// the kept-alive connection and quotes the request path, key included. Go's
+// HTTP client then prints `Unsolicited response received on idle HTTP
+// channel starting with "HTTP/1.1 400 you sent /<key>/…"` through the
+// standard log package.
+func idleTalker(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					body := `{"code":200,"message":"success","timestamp":1}`
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+					time.Sleep(20 * time.Millisecond) // the client has put the connection back as idle
+					fmt.Fprintf(c, "HTTP/1.1 400 you sent %s\r\n\r\n", req.URL.Path)
+				}
+			}()
+		}
+	}()
+	return "http://" + l.Addr().String()
+}
+
+// TestStdLogGoesThroughTheScrubbingLogger: net/http writes to the standard
+// log package, which bypasses lavender's logger unless routed through it.
+func TestStdLogGoesThroughTheScrubbingLogger(t *testing.T) {
+	logs := &lockedBuffer{}
+	logger, err := newLogger("debug", "logfmt", logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := routeStdLog(logger)
+	t.Cleanup(restore)
+	dir := barkConfigDir(t, map[string]string{"phone.bark.env": idleTalker(t) + "/" + secretMarker + "/$0\n"})
+	bridge, err := barkbridge.New(barkbridge.Config{ConfigDir: dir}, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := bridge.Send(t.Context(), "hello"); len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("push: %v", res)
+	}
+	waitFor(t, "net/http's complaint in lavender's log", func() bool {
+		return strings.Contains(logs.String(), "Unsolicited response")
+	})
+	if got := logs.String(); strings.Contains(got, secretMarker) || !strings.Contains(got, "you sent /<redacted>/") || !strings.Contains(got, "level=WARN") {
+		t.Errorf("log:\n%s", got)
+	}
 }

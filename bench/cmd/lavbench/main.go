@@ -28,6 +28,7 @@ var commands = []command{
 	{"detect", "watchdog detection latency: fake procfs crosses 50 % -> Bark server receives the push", runDetect},
 	{"detect-prom", "Prometheus path detection latency with the shipped deploy intervals", runDetectProm},
 	{"webhook", "requests/s and latency through /webhook to 1 or 3 loopback Bark targets, optionally one hanging", runWebhook},
+	{"bigwebhook", "answer time and RSS for the largest webhook body (12,000 alerts), once and 4 at once, every Bark target down", runBigWebhook},
 	{"serve-rss", "RSS of lavender serve after N scrapes plus M webhooks", runServeRSS},
 	{"footprint", "RSS and CPU of an idle lavender serve", runFootprint},
 	{"runlog", "run-log appends per second with compaction, one or more writer processes", runRunlog},
