@@ -227,18 +227,6 @@ func (b *Bridge) Send(ctx context.Context, message string) []Result {
 	return d.results
 }
 
-// PushSwap pushes the swap message for s to every target and writes the
-// run-log line, exactly as the webhook does for the swap alert.
-func (b *Bridge) PushSwap(ctx context.Context, s SwapFigures) (ok, failed int) {
-	d := b.swapDelivery(s, false)
-	b.deliver(ctx, []*delivery{d})
-	b.record(d)
-	if d.ok+d.failed > 0 {
-		b.history.event(d.event("watchdog", "firing", d.action(), b.cfg.Now()))
-	}
-	return d.ok, d.failed
-}
-
 // delivery is one message to push to every target, and its outcome.
 type delivery struct {
 	subject string    // names the push in the run log, e.g. "swap 54%"

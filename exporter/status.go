@@ -48,9 +48,36 @@ type StatusSection interface {
 	StatusJSON() any
 }
 
+// SwapSample is one point of the page's swap chart.
+type SwapSample struct {
+	Time       time.Time `json:"time"`
+	UsedRatio  float64   `json:"used_ratio"`
+	UsedBytes  uint64    `json:"used_bytes"`
+	TotalBytes uint64    `json:"total_bytes"`
+	// PressureSomeAvg10 is the share of the last 10 s in which a task
+	// waited for memory (PSI "some avg10"), 0–1; nil on a kernel without
+	// PSI or when pressure/memory could not be read.
+	PressureSomeAvg10 *float64 `json:"pressure_some_avg10,omitempty"`
+}
+
+// SwapHistory is what the page reads of the readings the watchdog keeps
+// (cmd adapts the watchdog's History to it). The page never reads procfs.
+type SwapHistory interface {
+	// Latest is the newest reading, or the newest attempt's error; a
+	// zero Time before the first reading.
+	Latest() (SwapSample, error)
+	// Samples are the kept readings, oldest first.
+	Samples() []SwapSample
+	// Window is how far back the kept readings reach.
+	Window() time.Duration
+}
+
+// defaultChartWindow is the chart's width in time without a history.
+const defaultChartWindow = time.Hour
+
 // StatusConfig configures the status page.
 type StatusConfig struct {
-	History   *SwapHistory     // swap now and the chart
+	History   SwapHistory      // swap now and the chart; nil: none
 	Threshold float64          // swap ratio shown in the warning colour, and the chart's line
 	Sections  []StatusSection  // e.g. the bridge
 	Links     []string         // paths listed in the footer, e.g. "/metrics"
@@ -186,9 +213,9 @@ type chart struct {
 	Window             string
 }
 
-func newChart(samples []SwapSample, threshold, pressureThreshold float64, now time.Time, h *SwapHistory) chart {
+func newChart(samples []SwapSample, threshold, pressureThreshold float64, now time.Time, h SwapHistory) chart {
 	c := chart{Width: 600, Height: 150, Samples: len(samples)}
-	window := DefaultHistoryStep * HistorySamples
+	window := defaultChartWindow
 	if h != nil {
 		window = h.Window()
 	}

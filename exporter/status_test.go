@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 )
@@ -29,7 +29,7 @@ func (fakeSection) StatusJSON() any { return map[string]string{"phone.bark.env:1
 type statusRig struct {
 	env    *testEnv
 	procfs string
-	hist   *SwapHistory
+	hist   *procfsHistory
 	page   *StatusPage
 	srv    *httptest.Server
 }
@@ -49,7 +49,7 @@ func newStatusRig(t *testing.T, procfsTree string) *statusRig {
 			t.Fatal(err)
 		}
 	}
-	r.hist = NewSwapHistory(r.procfs, 10*time.Second, r.env.clock.Now)
+	r.hist = &procfsHistory{procfs: r.procfs, now: r.env.clock.Now}
 	r.page = NewStatusPage(r.env.e, StatusConfig{
 		History: r.hist, Threshold: 0.5, Sections: []StatusSection{fakeSection{}},
 		Links: []string{"/metrics"}, Now: r.env.clock.Now,
@@ -306,78 +306,48 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
-func TestSwapHistoryRing(t *testing.T) {
-	dir := t.TempDir()
-	data, _ := os.ReadFile("testdata/procfs/swap54/meminfo")
-	os.WriteFile(filepath.Join(dir, "meminfo"), data, 0o644)
-	now := time.Date(2026, 4, 24, 0, 0, 0, 0, time.UTC)
-	h := NewSwapHistory(dir, 10*time.Second, func() time.Time { return now })
-	reads := 2*HistorySamples + 20 // every 5s: one kept per 10s, the newest HistorySamples
-	for range reads {
-		h.Read(context.Background())
-		now = now.Add(5 * time.Second)
-	}
-	got := h.Samples()
-	if len(got) != HistorySamples || h.Window() != time.Hour {
-		t.Fatalf("%d samples over %s, want %d over an hour", len(got), h.Window(), HistorySamples)
-	}
-	for i := 1; i < len(got); i++ {
-		if d := got[i].Time.Sub(got[i-1].Time); d != 10*time.Second {
-			t.Errorf("samples %d and %d are %s apart, want 10s, oldest first", i-1, i, d)
-		}
-	}
-	if last := got[len(got)-1].Time; !last.Equal(now.Add(-10 * time.Second)) {
-		t.Errorf("newest kept sample at %s, want %s", last, now.Add(-10*time.Second))
-	}
-	if latest, err := h.Latest(); err != nil || !latest.Time.Equal(now.Add(-5*time.Second)) {
-		t.Errorf("latest %v %v: the newest reading must be kept even between steps", latest.Time, err)
-	}
+// procfsHistory stands in for the watchdog's history (cmd's adapter of
+// it is tested in cmd): every Read reads the fake procfs, as a poll would,
+// and keeps every sample.
+type procfsHistory struct {
+	procfs string
+	now    func() time.Time
+
+	mu      sync.Mutex
+	samples []SwapSample
+	err     error
 }
 
-// TestSwapHistoryConcurrentReaders is for -race: the page reads the history
-// (Window, Samples, Latest, and the whole page) while the watchdog's poll
-// appends to it. It once failed CI when Window read the ring unlocked.
-func TestSwapHistoryConcurrentReaders(t *testing.T) {
-	r := newStatusRig(t, "swap54")
-	var tick atomic.Int64
-	start := time.Date(2026, 4, 24, 0, 0, 0, 0, time.UTC)
-	hist := NewSwapHistory(r.procfs, time.Second, func() time.Time {
-		return start.Add(time.Duration(tick.Add(1)) * time.Second)
-	})
-	r.page.cfg.History = hist
-
-	const reads = 2 * HistorySamples // enough to fill the ring and wrap it
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range reads {
-			if _, err := hist.Read(context.Background()); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	pages := 0
-	for {
-		select {
-		case <-done:
-			if got := len(hist.Samples()); got != HistorySamples {
-				t.Errorf("%d samples after %d reads, want %d", got, reads, HistorySamples)
-			}
-			if pages == 0 {
-				t.Error("the page was never read while the history filled")
-			}
-			return
-		default:
-		}
-		if w := hist.Window(); w != HistorySamples*time.Second {
-			t.Fatalf("window %s, want %s", w, HistorySamples*time.Second)
-		}
-		_ = hist.Samples()
-		_, _ = hist.Latest()
-		if code, _ := r.get(t, "/"); code != http.StatusOK {
-			t.Fatalf("status page answered %d", code)
-		}
-		pages++
+func (h *procfsHistory) Read(ctx context.Context) (SwapSample, error) {
+	r, err := ReadHost(ctx, h.procfs)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.err = err
+	if err != nil {
+		return SwapSample{}, err
 	}
+	s := SwapSample{Time: h.now(), UsedRatio: r.Swap.UsedRatio, UsedBytes: r.Swap.UsedBytes, TotalBytes: r.Swap.TotalBytes}
+	if r.Pressure.Available {
+		some := r.Pressure.SomeAvg10
+		s.PressureSomeAvg10 = &some
+	}
+	h.samples = append(h.samples, s)
+	return s, nil
 }
+
+func (h *procfsHistory) Latest() (SwapSample, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil || len(h.samples) == 0 {
+		return SwapSample{}, h.err
+	}
+	return h.samples[len(h.samples)-1], nil
+}
+
+func (h *procfsHistory) Samples() []SwapSample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]SwapSample(nil), h.samples...)
+}
+
+func (h *procfsHistory) Window() time.Duration { return time.Hour }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/exporter"
+	"lavender/watchdog"
 )
 
 // ExporterCmd serves swap and phase metrics and the heartbeat API.
@@ -67,10 +68,17 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	}
 	defer closeExp()
 	exp.Register(srv.mux)
-	history := exporter.NewSwapHistory(c.ProcFS, c.HistoryStep, nil)
-	go history.Run(ctx)
+	// The status page's history, sampled as serve's watchdog does when
+	// it is off: no rules, no watchdog metrics.
+	history := watchdog.NewHistory(c.HistoryStep)
+	sampler, err := watchdog.New(watchdog.Config{Interval: history.Step(), Read: hostReader(c.ProcFS, nil, exp, g.Logger), History: history})
+	if err != nil {
+		return err
+	}
+	sampler.Poll(ctx)
+	go sampler.Run(ctx)
 	exporter.NewStatusPage(exp, exporter.StatusConfig{
-		History: history,
+		History: pageHistory{history},
 		Links:   []string{"/metrics", exporter.PhasesPath},
 	}).Register(srv.mux)
 	srv.ready.set()
