@@ -8,9 +8,12 @@
 package runlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,6 +34,10 @@ const (
 	MinMaxBytes = 256
 	// RunStart is the entry that opens a run, as in the predecessor's log.
 	RunStart = "RUN start"
+	// RunStop and RunResume mark where a process that writes the run
+	// (serve) stopped and where it came back with --run.resume.
+	RunStop   = "RUN stop"
+	RunResume = "RUN resume"
 )
 
 // ErrNoRun is returned by Current when the directory holds no run log.
@@ -44,6 +51,8 @@ type Options struct {
 	MaxBytes int    // default DefaultMaxBytes; at least MinMaxBytes
 	// Now is the clock; tests set it. Default time.Now.
 	Now func() time.Time
+	// Logger hears about damaged files moved aside; default none.
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -59,6 +68,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	return o, nil
 }
 
@@ -69,6 +81,7 @@ type Log struct {
 	dir      string
 	maxBytes int
 	now      func() time.Time
+	logger   *slog.Logger
 
 	mu sync.Mutex // serialises this process's goroutines; flock serialises processes
 }
@@ -216,7 +229,7 @@ func Open(opts Options, path string) (*Log, error) {
 }
 
 func newLog(opts Options, path string) *Log {
-	return &Log{path: path, dir: filepath.Dir(path), maxBytes: opts.MaxBytes, now: opts.Now}
+	return &Log{path: path, dir: filepath.Dir(path), maxBytes: opts.MaxBytes, now: opts.Now, logger: opts.Logger}
 }
 
 // Path is the file's path.
@@ -225,22 +238,46 @@ func (l *Log) Path() string { return l.path }
 // MaxBytes is the file's cap.
 func (l *Log) MaxBytes() int { return l.maxBytes }
 
-// Read returns the file's current content.
+// Read returns the file's content, or its last MaxBytes from the start of
+// a line if it is larger (lavender never makes it so; the next append
+// repairs it). It refuses anything but a regular file, without blocking.
 func (l *Log) Read() ([]byte, error) {
-	data, err := os.ReadFile(l.path)
+	fh, st, err := openRegular(l.path, os.O_RDONLY)
 	if err != nil {
 		return nil, fmt.Errorf("runlog: read %s: %w", l.path, err)
+	}
+	defer fh.Close()
+	limit := int64(l.maxBytes)
+	if st.Size() <= limit {
+		data, err := io.ReadAll(io.LimitReader(fh, limit))
+		if err != nil {
+			return nil, fmt.Errorf("runlog: read %s: %w", l.path, err)
+		}
+		return data, nil
+	}
+	// One byte more than the cap tells whether the window starts a line.
+	data := make([]byte, limit+1)
+	n, err := fh.ReadAt(data, st.Size()-limit-1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("runlog: read %s: %w", l.path, err)
+	}
+	data = data[:n]
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		data = data[i+1:]
+	} else {
+		data = data[1:]
 	}
 	return data, nil
 }
 
 // Append writes one entry, "HH:MM:SS msg", compacting the file first if the
 // entry would not fit under the cap. The message is kept to one line and
-// clipped to MaxLineBytes. Callers should log an error and carry on: a run
-// log is a record, never a reason to stop training.
+// clipped to MaxLineBytes, and stamped in the zone the file's title names.
+// A file that is not exactly what lavender writes is repaired first; one
+// that is not a regular file is moved aside. Callers should log an error
+// and carry on: a run log is a record, never a reason to stop training.
 func (l *Log) Append(msg string) error {
 	now := l.now()
-	line := entryLine(now, msg) + "\n"
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -250,49 +287,113 @@ func (l *Log) Append(msg string) error {
 	}
 	defer unlock()
 
-	fh, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
+	fh, st, err := openRegular(l.path, os.O_RDWR|os.O_APPEND)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return l.rewrite(nil, msg, now, time.Time{})
+	case errors.Is(err, ErrNotRegular):
+		aside, merr := MoveAside(l.path)
+		if merr != nil {
+			return fmt.Errorf("runlog: append %s: %w (and %v)", l.path, err, merr)
+		}
+		l.logger.Error("run log was not a regular file; moved aside, the run goes on in a new file", "path", l.path, "moved_to", aside, "err", err)
+		return l.rewrite(nil, msg, now, time.Time{})
+	case err != nil:
 		return fmt.Errorf("runlog: append %s: %w", l.path, err)
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return fmt.Errorf("runlog: append %s: %w", l.path, err)
-	}
-	if st.Size()+int64(len(line)) <= int64(l.maxBytes) && wellFormed(fh, st.Size()) {
-		if _, err := fh.Write([]byte(line)); err != nil {
+	if st.Size() <= int64(l.maxBytes) {
+		data := make([]byte, st.Size())
+		n, err := fh.ReadAt(data, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("runlog: append %s: %w", l.path, err)
 		}
-		return nil
+		// Only a file that parses is appended to, so any damage is
+		// repaired by the first append after it.
+		if f, perr := Parse(data[:n]); perr == nil && int64(n) == st.Size() {
+			line := entryLine(now.In(zoneOf(f.Header[0], now)), msg) + "\n"
+			if n+len(line) <= l.maxBytes {
+				if _, err := fh.Write([]byte(line)); err != nil {
+					return fmt.Errorf("runlog: append %s: %w", l.path, err)
+				}
+				return nil
+			}
+		}
 	}
-	return l.rewrite(line[:len(line)-1], now, st.ModTime())
+	return l.rewrite(fh, msg, now, st.ModTime())
 }
 
-// wellFormed checks the title and the final newline, so a hand-edited or
-// foreign file is repaired on its next append rather than appended to.
-func wellFormed(fh *os.File, size int64) bool {
-	title := make([]byte, len(titlePrefix)+len(titleLayout)+1)
-	if size < int64(len(title)) {
-		return false
+// readForRepair reads what a repair needs from fh, bounded whatever its
+// size: all of it up to twice the repair limit, else the first and the last
+// limit bytes (on line boundaries) and a count of the lines in between,
+// read in small chunks and never held.
+func readForRepair(fh *os.File, limit int64) (data []byte, middle uint64, err error) {
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, 0, err
 	}
-	if _, err := fh.ReadAt(title, 0); err != nil || !titleRE.Match(title[:len(title)-1]) || title[len(title)-1] != '\n' {
-		return false
+	size := st.Size()
+	if size <= 2*limit {
+		data, err = io.ReadAll(io.LimitReader(io.NewSectionReader(fh, 0, 2*limit), 2*limit))
+		return data, 0, err
 	}
-	last := make([]byte, 1)
-	_, err := fh.ReadAt(last, size-1)
-	return err == nil && last[0] == '\n'
+	head := make([]byte, limit)
+	if _, err := fh.ReadAt(head, 0); err != nil {
+		return nil, 0, err
+	}
+	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
+	}
+	tail := make([]byte, limit)
+	tailStart := size - limit
+	if _, err := fh.ReadAt(tail, tailStart); err != nil && !errors.Is(err, io.EOF) {
+		return nil, 0, err
+	}
+	if i := bytes.IndexByte(tail, '\n'); i >= 0 && i+1 < len(tail) {
+		tail, tailStart = tail[i+1:], tailStart+int64(i+1)
+	}
+	buf := make([]byte, 64<<10)
+	for off := int64(len(head)); off < tailStart; {
+		n, err := fh.ReadAt(buf[:min(int64(len(buf)), tailStart-off)], off)
+		middle += uint64(bytes.Count(buf[:n], []byte{'\n'}))
+		off += int64(n)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, 0, err
+		}
+	}
+	if len(head) > 0 && head[len(head)-1] != '\n' {
+		head = append(head, '\n')
+	}
+	return append(head, tail...), middle, nil
 }
 
-// rewrite compacts the file with entry appended and atomically replaces it.
-// The caller holds the locks.
-func (l *Log) rewrite(entry string, now, modTime time.Time) error {
-	data, err := os.ReadFile(l.path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("runlog: compact %s: %w", l.path, err)
+// rewrite repairs and compacts the file with msg appended and atomically
+// replaces it. fh is the open file, nil if there is none to keep. The
+// caller holds the locks.
+func (l *Log) rewrite(fh *os.File, msg string, now, modTime time.Time) error {
+	var data []byte
+	var middle uint64
+	if fh != nil {
+		var err error
+		// The cap plus a margin of one cap: enough for any file lavender
+		// wrote under a cap up to twice this one.
+		if data, middle, err = readForRepair(fh, 2*int64(l.maxBytes)); err != nil {
+			return fmt.Errorf("runlog: compact %s: %w", l.path, err)
+		}
 	}
 	started := startedAt(filepath.Base(l.path), modTime)
 	f := salvage(data, started, now)
-	compact(f, entry, l.maxBytes)
+	if middle > 0 {
+		m := Marker{Dropped: middle}
+		if f.Marker != nil {
+			m = Marker{Dropped: f.Marker.Dropped + middle, Rounds: f.Marker.Rounds}
+		}
+		f.Marker = &m
+	}
+	compact(f, entryLine(now.In(zoneOf(f.Header[0], now)), msg), l.maxBytes)
 	if err := WriteFileAtomic(l.path, f.Bytes()); err != nil {
 		return fmt.Errorf("runlog: compact %s: %w", l.path, err)
 	}
@@ -375,35 +476,48 @@ func startedAt(name string, modTime time.Time) time.Time {
 // A reader sees the old content or the new, never a mix. The exporter saves
 // its phase table beside the run log the same way.
 func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := writeTemp(path, data)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// writeTemp writes data, fsynced and mode 0644, to a new hidden file beside
+// path (".name.tmp-*", which no reader takes for a run) and returns its
+// name. The caller renames or removes it.
+func writeTemp(path string, data []byte) (string, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	err = tmp.Chmod(0o644)
+	if err == nil {
+		_, err = tmp.Write(data)
 	}
-	if err := tmp.Close(); err != nil {
-		return err
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
+}
+
+func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
-	return nil
 }
 
 // lockDir takes an exclusive flock on the directory itself, so no lock file
