@@ -198,7 +198,7 @@ func isEntry(line string) bool {
 // zone, with the zone's offset. Every entry of the file is stamped in that
 // zone (see zoneOf), whoever appends it.
 func titleLine(t time.Time) string {
-	return titlePrefix + t.Format(titleLayout)
+	return titlePrefix + t.Format(titleLayout+" "+zoneLayout)
 }
 
 // zoneOf returns the zone a file with this title stamps its entries in:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -158,6 +159,123 @@ func TestHugeRunLog(t *testing.T) {
 	}
 	if f.Marker == nil || f.Marker.Dropped+uint64(len(f.Entries)) != lines {
 		t.Errorf("marker %+v and %d entries kept: want every one of the %d lines accounted for", f.Marker, len(f.Entries), lines+1)
+	}
+}
+
+// TestNewIsAtomic: a run that cannot be written completely does not
+// appear at all, so a full disk never leaves an empty current run.
+func TestNewIsAtomic(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(dir, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	opts := Options{Dir: dir, Now: fakeClock()}
+	first, err := Start(opts, "the run before", RunStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := readFile(t, first.Path())
+	filler, _ := os.Create(filepath.Join(dir, "filler"))
+	for {
+		if _, err := filler.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	if _, err := Start(opts, "device=cuda", RunStart); err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("Start on a full disk: %v, want no space left", err)
+	}
+	runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
+	if len(runs) != 1 || runs[0] != first.Path() {
+		t.Errorf("runs on disk after a failed start: %q, want only %s", runs, first.Path())
+	}
+	if cur, err := CurrentPath(dir); err != nil || cur != first.Path() {
+		t.Errorf("current run %s (%v), want the one before", cur, err)
+	}
+	if got := readFile(t, first.Path()); got != before {
+		t.Errorf("the run before changed:\n%s", got)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dir, ".*tmp-*"))
+	if len(leftovers) != 0 {
+		t.Errorf("temp files left: %v", leftovers)
+	}
+}
+
+// TestCurrentIsTheRunCreatedLast: the current run is the one created last,
+// even when its name sorts first because the creator's zone or clock
+// differs.
+func TestCurrentIsTheRunCreatedLast(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skipf("no tz database: %v", err)
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second time.Time
+	}{
+		{"serve in UTC, runlog new in New York",
+			time.Date(2026, 4, 24, 12, 0, 0, 0, time.UTC), time.Date(2026, 4, 24, 12, 0, 5, 0, time.UTC).In(ny)},
+		{"clock stepped back an hour",
+			time.Date(2026, 4, 24, 12, 0, 0, 0, time.UTC), time.Date(2026, 4, 24, 11, 0, 0, 0, time.UTC)},
+		{"DST fall-back",
+			time.Date(2026, 11, 1, 1, 50, 0, 0, ny), time.Date(2026, 11, 1, 1, 50, 0, 0, ny).Add(30 * time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			first, err := New(Options{Dir: dir, Now: func() time.Time { return tc.first }}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := New(Options{Dir: dir, Now: func() time.Time { return tc.second }}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if filepath.Base(second.Path()) >= filepath.Base(first.Path()) {
+				t.Fatalf("the case proves nothing: %s sorts after %s", second.Path(), first.Path())
+			}
+			cur, err := CurrentPath(dir)
+			if err != nil || cur != second.Path() {
+				t.Errorf("current run %s (%v), want %s, created last", filepath.Base(cur), err, filepath.Base(second.Path()))
+			}
+			if err := AppendCurrent(Options{Dir: dir}, "BARK swap 54% sent ok=1 fail=0"); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(readFile(t, second.Path()), "BARK") || strings.Contains(readFile(t, first.Path()), "BARK") {
+				t.Errorf("the append went to the wrong run")
+			}
+		})
+	}
+}
+
+// TestEntriesStampedInTheFileZone: whoever appends, and in whatever zone,
+// a file's entries are in the zone its title names.
+func TestEntriesStampedInTheFileZone(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skipf("no tz database: %v", err)
+	}
+	dir := t.TempDir()
+	start := time.Date(2026, 4, 24, 12, 0, 0, 0, time.UTC)
+	l, err := Start(Options{Dir: dir, Now: func() time.Time { return start }}, "", RunStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := start.Add(time.Minute).In(ny) // 08:01 in New York
+	other, err := Current(Options{Dir: dir, Now: func() time.Time { return later }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Append("from New York"); err != nil {
+		t.Fatal(err)
+	}
+	f := mustParse(t, readFile(t, l.Path()))
+	if f.Header[0] != "# lavender-2 run log 2026-04-24 12:00:00 +0000" {
+		t.Errorf("title %q does not name its zone", f.Header[0])
+	}
+	if want := []string{"12:00:00 RUN start", "12:01:00 from New York"}; strings.Join(f.AllEntries(), "|") != strings.Join(want, "|") {
+		t.Errorf("entries %q, want %q", f.AllEntries(), want)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,6 +39,12 @@ const (
 	// (serve) stopped and where it came back with --run.resume.
 	RunStop   = "RUN stop"
 	RunResume = "RUN resume"
+	// CurrentFile names the pointer to the current run in the logs dir. It
+	// holds the run log's base name and is replaced atomically, under the
+	// directory lock, each time a run is created; so the current run is the
+	// one created last, whatever the zone or clock of the process that
+	// named it.
+	CurrentFile = "current"
 )
 
 // ErrNoRun is returned by Current when the directory holds no run log.
@@ -90,6 +97,17 @@ type Log struct {
 // on a name collision) holding the title line and, if header is not empty,
 // "# header". It creates dir if needed.
 func New(opts Options, header string) (*Log, error) {
+	return create(opts, header, "")
+}
+
+// maxNameCollisions bounds the -2, -3, … suffixes tried for one second.
+const maxNameCollisions = 10000
+
+// create writes a new run complete or not at all: the file is written and
+// fsynced under a temporary name, as is the pointer to it (CurrentFile),
+// and both are renamed into place under the directory lock. A reader never
+// sees an empty or half-written run, and a full disk leaves no run behind.
+func create(opts Options, header, first string) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -97,33 +115,59 @@ func New(opts Options, header string) (*Log, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("runlog: create dir %s: %w", opts.Dir, err)
 	}
+	unlock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
 	now := opts.Now()
 	f := &File{Header: []string{titleLine(now)}}
 	if header != "" {
 		f.Header = append(f.Header, headerLine(header))
 	}
-	content := f.Bytes()
+	if first != "" {
+		f.First = entryLine(opts.Now().In(zoneOf(f.Header[0], now)), first)
+	}
 	base := "run-" + now.Format("20060102-150405")
+	var name, path string
 	for seq := 1; ; seq++ {
-		name := base + ".log"
+		if seq > maxNameCollisions {
+			return nil, fmt.Errorf("runlog: create %s: %d runs already started in that second", filepath.Join(opts.Dir, base+".log"), maxNameCollisions)
+		}
+		name = base + ".log"
 		if seq > 1 {
 			name = base + "-" + strconv.Itoa(seq) + ".log"
 		}
-		path := filepath.Join(opts.Dir, name)
-		fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, fs.ErrExist) {
-			continue
+		path = filepath.Join(opts.Dir, name)
+		_, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("runlog: create %s: %w", path, err)
 		}
-		_, werr := fh.Write(content)
-		cerr := fh.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			return nil, fmt.Errorf("runlog: write %s: %w", path, err)
-		}
-		return newLog(opts, path), nil
 	}
+	runTmp, err := writeTemp(path, f.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+	}
+	defer os.Remove(runTmp) // no-op after the rename
+	pointer := filepath.Join(opts.Dir, CurrentFile)
+	pointerTmp, err := writeTemp(pointer, []byte(name+"\n"))
+	if err != nil {
+		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+	}
+	defer os.Remove(pointerTmp)
+	if err := os.Rename(runTmp, path); err != nil {
+		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+	}
+	if err := os.Rename(pointerTmp, pointer); err != nil {
+		os.Remove(path) // not current, so not a run: take it back
+		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+	}
+	syncDir(opts.Dir)
+	return newLog(opts, path), nil
 }
 
 // Current opens the newest run log in the directory, or returns ErrNoRun.
@@ -139,17 +183,13 @@ func Current(opts Options) (*Log, error) {
 	return newLog(opts, path), nil
 }
 
-// Start starts a run with New and writes first as its first entry, e.g.
-// "RUN start  device=cuda".
+// Start starts a run as New does, with first as its first entry, e.g.
+// "RUN start  device=cuda", in the same atomic write.
 func Start(opts Options, header, first string) (*Log, error) {
-	l, err := New(opts, header)
-	if err != nil {
-		return nil, err
+	if first == "" {
+		first = RunStart
 	}
-	if err := l.Append(first); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return create(opts, header, first)
 }
 
 // CurrentOrStart opens the newest run log, or starts one as Start does if
@@ -174,11 +214,24 @@ func AppendCurrent(opts Options, msg string) error {
 	return l.Append(msg)
 }
 
-// CurrentPath returns the path of the newest run log in dir. Runs are ordered
-// by the time in their name, then by their collision suffix.
+// CurrentPath returns the path of the current run log in dir: the one
+// CurrentFile names, which is the run created last. A dir without a usable
+// pointer (written by an older lavender, or the run it names was deleted)
+// falls back to the newest name: runs ordered by the time in their name,
+// then by their collision suffix.
 func CurrentPath(dir string) (string, error) {
 	if dir == "" {
 		dir = DefaultDir
+	}
+	if data, err := ReadRegularFile(filepath.Join(dir, CurrentFile), 256); err == nil {
+		name := strings.TrimSpace(string(data))
+		if nameRE.MatchString(name) {
+			// Whatever now sits at that name is the current run; an odd file
+			// there is moved aside by the next append.
+			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+				return filepath.Join(dir, name), nil
+			}
+		}
 	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -25,8 +25,9 @@ func fakeClock() func() time.Time {
 	}
 }
 
-// exampleTitle is the title of a run fakeClock starts.
-var exampleTitle = "# lavender-2 run log 2026-04-24 00:41:41"
+// exampleTitle is the title of a run fakeClock starts: its time and the
+// offset of the local zone then.
+var exampleTitle = "# lavender-2 run log 2026-04-24 00:41:41 " + time.Date(2026, 4, 24, 0, 41, 41, 0, time.Local).Format("-0700")
 
 func testOptions(t *testing.T) Options {
 	t.Helper()
