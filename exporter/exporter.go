@@ -56,6 +56,10 @@ type Exporter struct {
 	log      *runlog.Log // the run log of table.run, nil while unknown
 	dirty    bool        // table has changes not yet saved
 	lastSave time.Time
+	// blocked is set while the run's saved table exists but cannot be
+	// read: it is never overwritten, so saves are refused (and counted)
+	// until it can be read and merged.
+	blocked bool
 }
 
 // New builds an Exporter, reloads the phase table of the newest run in
@@ -80,6 +84,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 	if cfg.Runlog.Now == nil {
 		cfg.Runlog.Now = cfg.Clock
 	}
+	if cfg.Runlog.Logger == nil {
+		cfg.Runlog.Logger = logger
+	}
 	if cfg.Runlog.MaxBytes != 0 && cfg.Runlog.MaxBytes < runlog.MinMaxBytes {
 		return nil, fmt.Errorf("exporter: run-log max bytes %d is below the minimum of %d", cfg.Runlog.MaxBytes, runlog.MinMaxBytes)
 	}
@@ -91,14 +98,17 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		}),
 	}
 
+	// A logs dir that cannot be read must not stop the exporter, as one
+	// that fills up does not: it serves, counts the failure, and follows
+	// the dir once it is usable (followRunLocked, on each heartbeat).
 	path, err := runlog.CurrentPath(cfg.Runlog.Dir)
 	switch {
 	case errors.Is(err, runlog.ErrNoRun):
 	case err != nil:
-		return nil, fmt.Errorf("exporter: %w", err)
+		e.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
 	default:
 		if err := e.switchRun(path); err != nil {
-			return nil, err
+			e.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
 		}
 	}
 	e.publishLocked()
@@ -126,15 +136,45 @@ func (e *Exporter) switchRun(path string) error {
 		return fmt.Errorf("exporter: %w", err)
 	}
 	t, err := loadTable(path)
-	if err != nil {
+	blocked := errors.Is(err, errTableUnreadable)
+	switch {
+	case blocked:
+		e.logger.Error("PHASE TABLE CANNOT BE READ: it will not be overwritten, and this run's phases are kept in memory only until it can be read; check its permissions", "err", err)
+	case err != nil:
 		// A damaged table must not stop the exporter: the phases come back
 		// with the next pings.
 		e.logger.Error("phase table not restored", "err", err)
-	} else if len(t.phases) > 0 {
+	case len(t.phases) > 0:
 		e.logger.Info("phase table restored", "run", t.run.File, "phases", len(t.phases))
 	}
-	e.table, e.log, e.dirty = t, l, false
+	e.table, e.log, e.dirty, e.blocked = t, l, false, blocked
 	return nil
+}
+
+// unblockLocked tries again to read a table that could not be read. Once
+// it can (or it turned out damaged and was moved aside), its phases that
+// are not in memory are merged in, and saving resumes.
+func (e *Exporter) unblockLocked() bool {
+	disk, err := loadTable(filepath.Join(e.opts.Dir, e.table.run.File))
+	if errors.Is(err, errTableUnreadable) {
+		return false
+	}
+	if err != nil {
+		e.logger.Error("phase table not restored", "err", err)
+	}
+	merged := 0
+	for _, p := range disk.phases {
+		if e.table.find(p.Name) < 0 && len(e.table.phases) < MaxPhases {
+			e.table.phases = append(e.table.phases, p)
+			merged++
+		}
+	}
+	if err == nil {
+		e.table.run.Started = disk.run.Started
+	}
+	e.blocked, e.dirty = false, true
+	e.logger.Warn("phase table readable again; its phases are merged with those kept in memory", "run", e.table.run.File, "merged", merged)
+	return true
 }
 
 // StartRun starts a new run log with header as its header text and
@@ -150,10 +190,11 @@ func (e *Exporter) StartRun(header, firstEntry string) (string, error) {
 	e.flushLocked()
 	l, err := runlog.Start(e.opts, header, firstEntry)
 	if err != nil {
+		e.writeFailed("cannot start a run log", "err", err)
 		return "", fmt.Errorf("exporter: start run: %w", err)
 	}
 	e.table = phaseTable{run: Run{File: filepath.Base(l.Path()), Started: e.clock()}}
-	e.log = l
+	e.log, e.blocked = l, false
 	e.saveLocked()
 	e.logger.Info("run started", "run", e.table.run.File)
 	return l.Path(), nil
@@ -313,12 +354,21 @@ func (e *Exporter) appendLog(msg string) {
 }
 
 func (e *Exporter) saveLocked() {
-	if err := saveTable(e.opts.Dir, &e.table); err != nil {
+	if err := e.saveTableLocked(); err != nil {
 		e.writeFailed("phase table not saved; it will be retried with the next heartbeat", "err", err)
 		return
 	}
 	e.dirty = false
 	e.lastSave = e.clock()
+}
+
+// saveTableLocked saves the table unless the saved one cannot be read,
+// which is never overwritten.
+func (e *Exporter) saveTableLocked() error {
+	if e.blocked && !e.unblockLocked() {
+		return fmt.Errorf("exporter: save phases of %s: the saved table cannot be read and is never overwritten; phases are kept in memory only", e.table.run.File)
+	}
+	return saveTable(e.opts.Dir, &e.table)
 }
 
 // writeFailed counts a failed write to the logs dir and logs it, at most
@@ -344,7 +394,7 @@ func (e *Exporter) Close() error {
 	if !e.dirty {
 		return nil
 	}
-	if err := saveTable(e.opts.Dir, &e.table); err != nil {
+	if err := e.saveTableLocked(); err != nil {
 		return err
 	}
 	e.dirty = false
