@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,11 +194,55 @@ func (e *Exporter) StartRun(header, firstEntry string) (string, error) {
 		e.writeFailed("cannot start a run log", "err", err)
 		return "", fmt.Errorf("exporter: start run: %w", err)
 	}
+	// Only once the new run exists is the old one closed: a run that
+	// cannot start leaves the old one as it was, its phases still running.
+	e.closeRunLocked()
 	e.table = phaseTable{run: Run{File: filepath.Base(l.Path()), Started: e.clock()}}
 	e.log, e.blocked = l, false
 	e.saveLocked()
 	e.logger.Info("run started", "run", e.table.run.File)
 	return l.Path(), nil
+}
+
+// closeRunLocked ends the old run when a new one starts: each running
+// phase gets "END <name> <N>s abandoned" (and ends as failed in the old
+// run's table), then the file gets RUN stop unless it already ends so.
+func (e *Exporter) closeRunLocked() {
+	if e.log == nil {
+		return
+	}
+	now := e.clock()
+	ended := false
+	for i := range e.table.phases {
+		p := &e.table.phases[i]
+		if !p.Active() {
+			continue
+		}
+		p.Status, p.Ended = StatusFailed, now
+		e.appendLog(endLine(*p, "abandoned"))
+		ended = true
+	}
+	if ended {
+		e.dirty = true
+		e.saveLocked()
+	}
+	if ended || lastMessage(e.log) != runlog.RunStop {
+		e.appendLog(runlog.RunStop)
+	}
+}
+
+// lastMessage is the message of the log's newest entry, "" if unknown.
+func lastMessage(l *runlog.Log) string {
+	data, err := l.Read()
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if len(last) < len("15:04:05 ") {
+		return ""
+	}
+	return last[len("15:04:05 "):]
 }
 
 // Heartbeat applies one event to the phase named name and returns the
@@ -260,6 +305,15 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 	save := true
 	switch event {
 	case EventStart:
+		// A start while the phase runs is a new attempt (a script rerun
+		// after a crash that sent no end, a retried wrapper): the earlier
+		// one is closed first, so the run log never has a START without
+		// its END, and the duration counts from the new start.
+		if i >= 0 && e.table.phases[i].Active() {
+			old := e.table.phases[i]
+			old.Ended = now
+			e.appendLog(endLine(old, "restarted"))
+		}
 		p := Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1}
 		if i < 0 {
 			e.table.phases = append(e.table.phases, p)
@@ -284,7 +338,7 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 		p := &e.table.phases[i]
 		p.Status, p.Ended, p.LastHeartbeat = status, now, now
 		p.Heartbeats++
-		e.appendLog(endLine(*p))
+		e.appendLog(endLine(*p, ""))
 	}
 	e.dirty = true
 	if save {

@@ -154,12 +154,20 @@ func NormalizePhaseName(name string) (string, error) {
 
 func startLine(name string) string { return "START " + name }
 
-func endLine(p Phase) string {
-	line := fmt.Sprintf("END   %s %ds", p.Name, int64(p.duration(p.Ended)/time.Second))
-	if p.Status == StatusFailed {
-		line += " failed"
+// endLine is "END   <name> <N>s", then how the phase ended if not plainly:
+// "failed", "restarted" (a new start came while it ran) or "abandoned" (a
+// new run came while it ran). A long name is shortened so that the line
+// stays within the run log's 80 bytes; the duration and the mark never are.
+func endLine(p Phase, how string) string {
+	if how == "" && p.Status == StatusFailed {
+		how = StatusFailed
 	}
-	return line
+	suffix := fmt.Sprintf(" %ds", int64(p.duration(p.Ended)/time.Second))
+	if how != "" {
+		suffix += " " + how
+	}
+	const prefix = "END   "
+	return prefix + runlog.Truncate(p.Name, runlog.MaxMessageBytes-len(prefix)-len(suffix)) + suffix
 }
 
 // phaseFilePath is where the phase table of the run log at runPath lives:

@@ -149,6 +149,116 @@ func TestDamagedPhaseTablesAreNumbered(t *testing.T) {
 	}
 }
 
+// TestEndLineKeepsItsMark: a long name is shortened so that the duration
+// and the failed, restarted or abandoned mark always fit in the line.
+func TestEndLineKeepsItsMark(t *testing.T) {
+	long := strings.Repeat("Q", MaxPhaseNameBytes)
+	wide := strings.Repeat("é", MaxPhaseNameBytes/2)
+	for _, tc := range []struct {
+		name, how string
+		secs      int64
+		want      string
+	}{
+		{long, "failed", 0, "END   " + strings.Repeat("Q", 52) + "… 0s failed"},
+		{long, "", 14812, "END   " + strings.Repeat("Q", 55) + "… 14812s"},
+		{long, "abandoned", 86400 * 365, "END   " + strings.Repeat("Q", 42) + "… 31536000s abandoned"},
+		{wide, "restarted", 5, "END   " + strings.Repeat("é", 24) + "… 5s restarted"},
+		{"Finetune", "failed", 812, "END   Finetune 812s failed"},
+	} {
+		p := Phase{Name: tc.name, Status: StatusOK, Started: t0, Ended: t0.Add(time.Duration(tc.secs) * time.Second)}
+		if tc.how == "failed" {
+			p.Status = StatusFailed
+			tc.how = ""
+		}
+		got := endLine(p, tc.how)
+		if got != tc.want {
+			t.Errorf("endLine(%d-byte name, %q):\n got %q\nwant %q", len(tc.name), tc.how, got, tc.want)
+		}
+		if len(got) > runlog.MaxMessageBytes {
+			t.Errorf("%q is %d bytes, over the %d an entry's message may take", got, len(got), runlog.MaxMessageBytes)
+		}
+	}
+
+	// And through the run log, as the issue saw it.
+	env := newTestEnv(t)
+	env.beat(long, EventStart, "")
+	env.clock.Advance(3 * time.Second)
+	env.beat(long, EventEnd, StatusFailed)
+	entries := env.entries()
+	if got := entries[len(entries)-1]; !strings.HasSuffix(got, "… 3s failed") {
+		t.Errorf("END line %q lost its mark", got)
+	}
+}
+
+// TestStartOfAnActivePhaseRestartsIt: a start for a phase that is running
+// closes the earlier attempt in the run log before the new START, so there
+// is never a START without an END.
+func TestStartOfAnActivePhaseRestartsIt(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Pretrain", EventStart, "")
+	env.clock.Advance(90 * time.Second)
+	env.beat("Pretrain", EventPing, "")
+	p := env.beat("Pretrain", EventStart, "")
+	if !p.Active() || !p.Started.Equal(t0.Add(90*time.Second)) || p.Heartbeats != 1 {
+		t.Errorf("restarted phase %+v, want active since the second start", p)
+	}
+	env.clock.Advance(10 * time.Second)
+	env.beat("Pretrain", EventEnd, "")
+	want := []string{"RUN start", "START Pretrain", "END   Pretrain 90s restarted", "START Pretrain", "END   Pretrain 10s"}
+	if got := env.entries(); !equalStrings(got, want) {
+		t.Errorf("entries\n%q\nwant\n%q", got, want)
+	}
+	// A start after an end is a new run of the phase, with nothing to close.
+	env.beat("Pretrain", EventStart, "")
+	if got := env.entries(); got[len(got)-1] != "START Pretrain" || got[len(got)-2] != "END   Pretrain 10s" {
+		t.Errorf("start after an end: %q", got)
+	}
+}
+
+// TestNewRunClosesTheOldOne: POST /api/v1/runs (StartRun) ends the old
+// run's running phases as abandoned and writes RUN stop to the old file
+// before the new run starts.
+func TestNewRunClosesTheOldOne(t *testing.T) {
+	env := newTestEnv(t)
+	old, err := env.e.StartRun("device=cpu", "RUN start  device=cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.beat("Pretrain", EventStart, "")
+	env.beat("Eval", EventStart, "")
+	env.clock.Advance(time.Second)
+	env.beat("Eval", EventEnd, "")
+	env.clock.Advance(time.Minute)
+	fresh, err := env.e.StartRun("device=cpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh == old {
+		t.Fatalf("no new run: %s", fresh)
+	}
+	want := []string{"RUN start  device=cpu", "START Pretrain", "START Eval", "END   Eval 1s", "END   Pretrain 61s abandoned", "RUN stop"}
+	if got := entriesOf(t, old); !equalStrings(got, want) {
+		t.Errorf("old run\n%q\nwant\n%q", got, want)
+	}
+	if got := entriesOf(t, fresh); !equalStrings(got, []string{"RUN start"}) {
+		t.Errorf("new run %q", got)
+	}
+	// A run already stopped gets no second RUN stop.
+	if err := env.e.AppendToRun(runlog.RunStop); err != nil {
+		t.Fatal(err)
+	}
+	third, err := env.e.StartRun("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := entriesOf(t, fresh); !equalStrings(got, []string{"RUN start", "RUN stop"}) {
+		t.Errorf("a stopped run got more lines: %q", got)
+	}
+	if got := entriesOf(t, third); !equalStrings(got, []string{"RUN start"}) {
+		t.Errorf("third run %q", got)
+	}
+}
+
 func entriesOf(t *testing.T, path string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
