@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,8 @@ func TestNonRegularRunLogs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions(t)
+			var logs strings.Builder
+			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			l, err := Start(opts, "", RunStart)
 			if err != nil {
 				t.Fatal(err)
@@ -90,6 +93,9 @@ func TestNonRegularRunLogs(t *testing.T) {
 			}
 			if st, err := os.Lstat(l.Path() + ".damaged"); err != nil || st.Mode().IsRegular() {
 				t.Errorf("the odd file was not moved aside intact: %v %v", st, err)
+			}
+			if !strings.Contains(logs.String(), "moved aside") || !strings.Contains(logs.String(), tc.kind) {
+				t.Errorf("the move is not logged:\n%s", logs.String())
 			}
 			f := mustParse(t, readFile(t, l.Path()))
 			if all := f.AllEntries(); !strings.HasSuffix(all[len(all)-1], " after the damage") {

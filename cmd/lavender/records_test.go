@@ -330,3 +330,31 @@ func readOrEmpty(path string) string {
 	data, _ := os.ReadFile(path)
 	return string(data)
 }
+
+// TestBridgeLogsAMovedRunLog: the bridge's appends hear about a run log
+// moved aside too, not only the exporter's.
+func TestBridgeLogsAMovedRunLog(t *testing.T) {
+	logDir := filepath.Join(t.TempDir(), "logs")
+	bark := newFakeBark(t)
+	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
+	p := hStart(t, nil, hServeArgs(t, barkDir, logDir)...)
+	path, err := runlog.CurrentPath(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := p.do("POST", "/webhook", hSwapWebhook(0), "", ""); code != 200 {
+		t.Fatalf("webhook: %d %s", code, body)
+	}
+	if !strings.Contains(p.logs.String(), "run log was not a regular file; moved aside") {
+		t.Errorf("the move is not logged:\n%s", p.logs)
+	}
+	if log := hRunLog(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
+		t.Errorf("run log after the move:\n%s", log)
+	}
+}

@@ -7,6 +7,14 @@ import (
 	"lavender/runlog"
 )
 
+// logged returns the run-log options with g's logger, which hears about a
+// damaged run log moved aside.
+func (f runlogFlags) logged(g *Globals) runlog.Options {
+	o := f.options()
+	o.Logger = g.Logger
+	return o
+}
+
 // RunlogCmd groups the run-log subcommands.
 type RunlogCmd struct {
 	New    RunlogNewCmd    `cmd:"" help:"Start a new run and print its file's path."`
@@ -21,7 +29,7 @@ type RunlogNewCmd struct {
 }
 
 func (c *RunlogNewCmd) Run(g *Globals) error {
-	l, err := runlog.Start(c.options(), c.Header, runlog.RunStart)
+	l, err := runlog.Start(c.logged(g), c.Header, runlog.RunStart)
 	if err != nil {
 		return err
 	}
@@ -35,7 +43,7 @@ type RunlogAppendCmd struct {
 }
 
 func (c *RunlogAppendCmd) Run(g *Globals) error {
-	l, _, err := runlog.CurrentOrStart(c.options(), "", runlog.RunStart)
+	l, _, err := runlog.CurrentOrStart(c.logged(g), "", runlog.RunStart)
 	if err != nil {
 		return err
 	}
@@ -47,7 +55,7 @@ type RunlogShowCmd struct {
 }
 
 func (c *RunlogShowCmd) Run(g *Globals) error {
-	l, err := runlog.Current(c.options())
+	l, err := runlog.Current(c.logged(g))
 	if err != nil {
 		return err
 	}

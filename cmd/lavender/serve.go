@@ -73,7 +73,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer closeExp()
-	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, srv.reg)
+	bridge, err := barkbridge.New(c.barkConfig(c.logged(g)), g.Logger, srv.reg)
 	if err != nil {
 		return err
 	}
