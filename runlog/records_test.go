@@ -345,3 +345,33 @@ func TestMoveAsideNumbers(t *testing.T) {
 		t.Errorf("the original is still there: %v", err)
 	}
 }
+
+// TestLogsDirIsAFIFO: the logs dir itself replaced by a FIFO makes every
+// call fail with an error naming it, never block on opening it.
+func TestLogsDirIsAFIFO(t *testing.T) {
+	opts := testOptions(t)
+	l, err := Start(opts, "", RunStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(opts.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(opts.Dir, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"CurrentPath", func() error { _, err := CurrentPath(opts.Dir); return err }},
+		{"Append", func() error { return l.Append("into a FIFO") }},
+		{"Start", func() error { _, err := Start(opts, "", RunStart); return err }},
+		{"AppendCurrent", func() error { return AppendCurrent(opts, "into a FIFO") }},
+	} {
+		noHang(t, tc.name, func() { err = tc.call() })
+		if err == nil || !strings.Contains(err.Error(), opts.Dir) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, opts.Dir)
+		}
+	}
+}

@@ -567,16 +567,22 @@ func writeTemp(path string, data []byte) (string, error) {
 }
 
 func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
+	if d, err := openDir(dir); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
 }
 
+// openDir opens dir only if it is a directory: O_DIRECTORY fails on
+// anything else before it is opened, so a FIFO in its place cannot block.
+func openDir(dir string) (*os.File, error) {
+	return os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+}
+
 // lockDir takes an exclusive flock on the directory itself, so no lock file
 // is needed and a read-only directory can still be locked.
 func lockDir(dir string) (unlock func(), err error) {
-	d, err := os.Open(dir)
+	d, err := openDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("runlog: lock %s: %w", dir, err)
 	}
