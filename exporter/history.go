@@ -49,8 +49,10 @@ func NewSwapHistory(procfs string, step time.Duration, now func() time.Time) *Sw
 	return &SwapHistory{procfs: procfs, step: step, now: now, ring: make([]SwapSample, 0, HistorySamples)}
 }
 
-// Window is how far back the kept samples reach.
-func (h *SwapHistory) Window() time.Duration { return h.step * time.Duration(cap(h.ring)) }
+// Window is how far back the kept samples reach. It reads only what never
+// changes (the ring's capacity is fixed), so it needs no lock while Read
+// appends.
+func (h *SwapHistory) Window() time.Duration { return h.step * HistorySamples }
 
 // Read reads swap with ReadSwap and records it. A reading less than a step
 // after the last kept sample only updates the latest figure.
