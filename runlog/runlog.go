@@ -5,6 +5,13 @@
 // write(2) on an O_APPEND file and compaction is an atomic rename, both under
 // a cross-process lock on the log directory, so several processes may write
 // the same run and a reader never sees a torn line or an oversized file.
+//
+// A run is created complete or not at all (temp file, fsync, rename) and
+// the one-line file CurrentFile, replaced in the same step, names it: the
+// current run is the one created last, not the one whose local-time name
+// sorts last. Titles carry their zone's offset and entries are stamped in
+// it. Nothing in the logs dir is opened unless it is a regular file (a
+// directory for the dir itself), and nothing is read past a bound.
 package runlog
 
 import (
