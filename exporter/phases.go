@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -30,7 +29,15 @@ const (
 
 	phaseFileVersion = 1
 	phaseFileSuffix  = ".phases.json"
+	// maxPhaseFileBytes bounds the read of a saved table. A full table is
+	// some 20 KiB; anything over this was not written by lavender.
+	maxPhaseFileBytes = 1 << 20
 )
+
+// errTableUnreadable marks a saved table that exists but cannot be read
+// (permissions, I/O error) or be moved aside. It is never overwritten: it
+// may hold the only record of a running phase.
+var errTableUnreadable = errors.New("cannot be read")
 
 // Heartbeat events and end statuses, as posted to /api/v1/heartbeat.
 const (
@@ -147,12 +154,20 @@ func NormalizePhaseName(name string) (string, error) {
 
 func startLine(name string) string { return "START " + name }
 
-func endLine(p Phase) string {
-	line := fmt.Sprintf("END   %s %ds", p.Name, int64(p.duration(p.Ended)/time.Second))
-	if p.Status == StatusFailed {
-		line += " failed"
+// endLine is "END   <name> <N>s", then how the phase ended if not plainly:
+// "failed", "restarted" (a new start came while it ran) or "abandoned" (a
+// new run came while it ran). A long name is shortened so that the line
+// stays within the run log's 80 bytes; the duration and the mark never are.
+func endLine(p Phase, how string) string {
+	if how == "" && p.Status == StatusFailed {
+		how = StatusFailed
 	}
-	return line
+	suffix := fmt.Sprintf(" %ds", int64(p.duration(p.Ended)/time.Second))
+	if how != "" {
+		suffix += " " + how
+	}
+	const prefix = "END   "
+	return prefix + runlog.Truncate(p.Name, runlog.MaxMessageBytes-len(prefix)-len(suffix)) + suffix
 }
 
 // phaseFilePath is where the phase table of the run log at runPath lives:
@@ -176,28 +191,39 @@ func runStartFromName(base string) time.Time {
 }
 
 // loadTable reads the phase table saved beside the run log at runPath. A
-// missing file gives an empty table. A damaged one is moved aside (never
-// deleted: it is someone's record) and also gives an empty table.
+// missing file gives an empty table. A damaged one (bad JSON, another run's,
+// over 1 MiB, or not a regular file: a FIFO would block the read and
+// /dev/zero never end) is moved aside, numbered, never deleted or
+// overwritten, and also gives an empty table. One that cannot be read gives
+// an empty table and an error wrapping errTableUnreadable.
 func loadTable(runPath string) (phaseTable, error) {
 	base := filepath.Base(runPath)
 	empty := phaseTable{run: Run{File: base, Started: runStartFromName(base)}}
 	path := phaseFilePath(runPath)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := runlog.ReadRegularFile(path, maxPhaseFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return empty, nil
-	}
-	if err != nil {
-		return empty, fmt.Errorf("exporter: load phases %s: %w", path, err)
+	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
+		return empty, moveAside(path, err)
+	case err != nil:
+		return empty, fmt.Errorf("exporter: load phases %s: %w: %w", path, errTableUnreadable, err)
 	}
 	t, err := decodeTable(data, base)
 	if err != nil {
-		aside := path + ".damaged"
-		if rerr := os.Rename(path, aside); rerr != nil {
-			return empty, fmt.Errorf("exporter: load phases %s: %w (and could not move it aside: %v)", path, err, rerr)
-		}
-		return empty, fmt.Errorf("exporter: load phases %s: %w (moved to %s)", path, err, filepath.Base(aside))
+		return empty, moveAside(path, err)
 	}
 	return t, nil
+}
+
+// moveAside keeps a damaged table under a numbered name. If it cannot be
+// moved, it counts as unreadable, so that no save replaces it.
+func moveAside(path string, damage error) error {
+	aside, err := runlog.MoveAside(path)
+	if err != nil {
+		return fmt.Errorf("exporter: load phases %s: damaged: %w; %w: %w", path, damage, errTableUnreadable, err)
+	}
+	return fmt.Errorf("exporter: load phases %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
 }
 
 func decodeTable(data []byte, runFile string) (phaseTable, error) {
