@@ -14,44 +14,27 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"lavender/phaseapi"
 )
 
-// MaxRequestBytes bounds an API request body; a heartbeat is under 200 bytes.
-const MaxRequestBytes = 64 << 10
-
-// API paths.
+// The wire format lives in package phaseapi, shared with the client
+// (package heartbeat) so that neither imports the other; these names keep
+// the exporter's own code and its callers reading as before.
 const (
-	HeartbeatPath = "/api/v1/heartbeat"
-	RunsPath      = "/api/v1/runs"
-	PhasesPath    = "/api/v1/phases"
+	MaxRequestBytes = phaseapi.MaxRequestBytes
+	HeartbeatPath   = phaseapi.HeartbeatPath
+	RunsPath        = phaseapi.RunsPath
+	PhasesPath      = phaseapi.PhasesPath
 )
 
-// HeartbeatRequest is the body of POST /api/v1/heartbeat.
-type HeartbeatRequest struct {
-	Phase  string `json:"phase"`
-	Event  string `json:"event"`            // start, ping or end
-	Status string `json:"status,omitempty"` // ok or failed, with end only; default ok
-}
-
-// RunRequest is the body of POST /api/v1/runs.
-type RunRequest struct {
-	Header string `json:"header,omitempty"`
-}
-
-// RunResponse answers POST /api/v1/runs.
-type RunResponse struct {
-	Run Run `json:"run"`
-}
-
-// PhasesResponse answers GET /api/v1/phases.
-type PhasesResponse struct {
-	Run    *Run    `json:"run"` // null before the first run
-	Phases []Phase `json:"phases"`
-}
-
-type errorResponse struct {
-	Error string `json:"error"`
-}
+type (
+	HeartbeatRequest = phaseapi.HeartbeatRequest
+	RunRequest       = phaseapi.RunRequest
+	RunResponse      = phaseapi.RunResponse
+	PhasesResponse   = phaseapi.PhasesResponse
+	errorResponse    = phaseapi.ErrorResponse
+)
 
 // Register adds the heartbeat API to mux. Methods are checked by hand
 // rather than with method patterns so that a 405 also gets a JSON body.

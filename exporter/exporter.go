@@ -1,7 +1,7 @@
 // Package exporter publishes swap and training-phase metrics, keeps the
 // phase table behind the heartbeat API, and writes each phase's START and
-// END lines to the run log. It also holds the API's client and the
-// `lavender phase run` wrapper.
+// END lines to the run log. The API's client and the `lavender phase run`
+// wrapper are in package heartbeat; the wire format both speak is phaseapi.
 package exporter
 
 import (
@@ -345,7 +345,7 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 		e.saveLocked()
 	}
 	p := e.table.phases[i]
-	p.DurationSeconds = p.duration(now).Seconds()
+	p.DurationSeconds = phaseDuration(p, now).Seconds()
 	return p, nil
 }
 
@@ -463,7 +463,7 @@ func (e *Exporter) Snapshot() (*Run, []Phase) {
 	now := e.clock()
 	phases := make([]Phase, len(t.phases))
 	for i, p := range t.phases {
-		p.DurationSeconds = p.duration(now).Seconds()
+		p.DurationSeconds = phaseDuration(p, now).Seconds()
 		phases[i] = p
 	}
 	if t.run.File == "" {

@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
@@ -19,7 +18,7 @@ const (
 	// live per run, so a buggy client cannot blow up the series count.
 	MaxPhases = 64
 	// MaxPhaseNameBytes bounds one phase name after trimming.
-	MaxPhaseNameBytes = 64
+	MaxPhaseNameBytes = phaseapi.MaxPhaseNameBytes
 
 	// pingSaveInterval throttles saving the table on pings: a client that
 	// pings in a tight loop must not cost an fsync each time. Starts, ends
@@ -41,46 +40,39 @@ var errTableUnreadable = errors.New("cannot be read")
 
 // Heartbeat events and end statuses, as posted to /api/v1/heartbeat.
 const (
-	EventStart = "start"
-	EventPing  = "ping"
-	EventEnd   = "end"
+	EventStart = phaseapi.EventStart
+	EventPing  = phaseapi.EventPing
+	EventEnd   = phaseapi.EventEnd
 
-	StatusActive = "active" // only in answers: the phase has not ended
-	StatusOK     = "ok"
-	StatusFailed = "failed"
+	StatusActive = phaseapi.StatusActive
+	StatusOK     = phaseapi.StatusOK
+	StatusFailed = phaseapi.StatusFailed
 )
 
 // Errors a heartbeat can fail with; the API maps each to a status code.
 var (
 	ErrBadEvent      = errors.New("unknown event")
 	ErrBadStatus     = errors.New("bad status")
-	ErrBadPhaseName  = errors.New("bad phase name")
+	ErrBadPhaseName  = phaseapi.ErrBadPhaseName
+	ErrBadProgress   = errors.New("bad progress")
 	ErrUnknownPhase  = errors.New("unknown phase")
 	ErrPhaseEnded    = errors.New("phase already ended")
 	ErrTooManyPhases = errors.New("too many active phases")
 )
 
-// Run identifies the run whose phases the exporter holds.
-type Run struct {
-	File    string    `json:"file"` // base name of the run log
-	Started time.Time `json:"started"`
-}
+type (
+	// Run identifies the run whose phases the exporter holds.
+	Run = phaseapi.Run
+	// Phase is one training phase as the API reports it; the phase table
+	// saves the same form.
+	Phase = phaseapi.Phase
+)
 
-// Phase is one training phase as the API reports it.
-type Phase struct {
-	Name            string    `json:"name"`
-	Status          string    `json:"status"` // active, ok or failed
-	Started         time.Time `json:"started"`
-	LastHeartbeat   time.Time `json:"last_heartbeat"`
-	Ended           time.Time `json:"ended,omitzero"`
-	Heartbeats      uint64    `json:"heartbeats"`
-	DurationSeconds float64   `json:"duration_seconds"` // elapsed while active, final once ended
-}
+// NormalizePhaseName trims name and checks it is a valid phase name.
+func NormalizePhaseName(name string) (string, error) { return phaseapi.NormalizePhaseName(name) }
 
-// Active reports whether the phase has not ended.
-func (p Phase) Active() bool { return p.Status == StatusActive }
-
-func (p Phase) duration(now time.Time) time.Duration {
+// phaseDuration is how long p has run by now, or ran once ended.
+func phaseDuration(p Phase, now time.Time) time.Duration {
 	end := now
 	if !p.Active() {
 		end = p.Ended
@@ -131,27 +123,6 @@ func (t *phaseTable) victim() (int, error) {
 	return v, nil
 }
 
-// NormalizePhaseName trims name and checks it is 1–64 bytes of printable
-// UTF-8, the bound that keeps the phase label readable and the run-log line
-// within its 80 bytes.
-func NormalizePhaseName(name string) (string, error) {
-	name = strings.TrimSpace(name)
-	switch {
-	case name == "":
-		return "", fmt.Errorf("%w: empty", ErrBadPhaseName)
-	case len(name) > MaxPhaseNameBytes:
-		return "", fmt.Errorf("%w: %d bytes, more than %d", ErrBadPhaseName, len(name), MaxPhaseNameBytes)
-	case !utf8.ValidString(name):
-		return "", fmt.Errorf("%w: not valid UTF-8", ErrBadPhaseName)
-	}
-	for _, r := range name {
-		if !unicode.IsPrint(r) {
-			return "", fmt.Errorf("%w: unprintable character %U", ErrBadPhaseName, r)
-		}
-	}
-	return name, nil
-}
-
 func startLine(name string) string { return "START " + name }
 
 // endLine is "END   <name> <N>s", then how the phase ended if not plainly:
@@ -162,7 +133,7 @@ func endLine(p Phase, how string) string {
 	if how == "" && p.Status == StatusFailed {
 		how = StatusFailed
 	}
-	suffix := fmt.Sprintf(" %ds", int64(p.duration(p.Ended)/time.Second))
+	suffix := fmt.Sprintf(" %ds", int64(phaseDuration(p, p.Ended)/time.Second))
 	if how != "" {
 		suffix += " " + how
 	}
