@@ -78,7 +78,7 @@ func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
-	p, err := e.Heartbeat(req.Phase, req.Event, req.Status)
+	p, err := e.Apply(req)
 	if err != nil {
 		writeError(w, heartbeatStatus(err), err.Error())
 		return
@@ -88,7 +88,7 @@ func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 
 func heartbeatStatus(err error) int {
 	switch {
-	case errors.Is(err, ErrBadEvent), errors.Is(err, ErrBadStatus), errors.Is(err, ErrBadPhaseName):
+	case errors.Is(err, ErrBadEvent), errors.Is(err, ErrBadStatus), errors.Is(err, ErrBadPhaseName), errors.Is(err, ErrBadProgress):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownPhase):
 		return http.StatusNotFound
@@ -173,6 +173,10 @@ func DecodeStrict(data []byte, v any) error {
 	if errors.As(err, &synErr) && errors.Is(synErr.Err, jsontext.ErrDuplicateName) {
 		return fmt.Errorf("malformed JSON: duplicate field %q", lastPointerToken(string(synErr.JSONPointer)))
 	}
+	if semErr != nil && semErr.GoType != nil && semErr.JSONKind == '0' && isUnsigned(semErr.GoType.Kind()) {
+		// A negative or fractional number, or one past 2^64: name the rule.
+		return fmt.Errorf("malformed JSON: %q must be a whole number, 0 or more", lastPointerToken(string(semErr.JSONPointer)))
+	}
 	if semErr != nil && semErr.GoType != nil && semErr.JSONKind != 0 {
 		where := "the body"
 		if semErr.JSONPointer != "" {
@@ -185,6 +189,14 @@ func DecodeStrict(data []byte, v any) error {
 		msg = strings.TrimPrefix(msg, prefix)
 	}
 	return fmt.Errorf("malformed JSON: %s", msg)
+}
+
+func isUnsigned(k reflect.Kind) bool {
+	switch k {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 // jsonKindOf names what JSON a Go kind is read from, for error messages

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
@@ -249,6 +250,13 @@ func lastMessage(l *runlog.Log) string {
 // phase as it now stands. status goes only with EventEnd ("" means ok).
 // On any error nothing changes.
 func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
+	return e.Apply(HeartbeatRequest{Phase: name, Event: event, Status: status})
+}
+
+// Apply applies one heartbeat, with the progress it may carry, and returns
+// the phase as it now stands. On any error nothing changes.
+func (e *Exporter) Apply(req HeartbeatRequest) (Phase, error) {
+	name, event, status := req.Phase, req.Event, req.Status
 	name, err := NormalizePhaseName(name)
 	if err != nil {
 		return Phase{}, err
@@ -292,6 +300,13 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 		if evict, err = e.table.victim(); err != nil {
 			return Phase{}, err
 		}
+	}
+	var known phaseapi.Progress
+	if i >= 0 && event != EventStart {
+		known = e.table.phases[i].Progress
+	}
+	if err := checkProgress(req.Step, req.Total, known); err != nil {
+		return Phase{}, err
 	}
 	if e.table.run.File == "" {
 		e.startRunForEventLocked(now)
@@ -340,13 +355,12 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 		p.Heartbeats++
 		e.appendLog(endLine(*p, ""))
 	}
+	advanceProgress(&e.table.phases[i].Progress, req.Step, req.Total, now)
 	e.dirty = true
 	if save {
 		e.saveLocked()
 	}
-	p := e.table.phases[i]
-	p.DurationSeconds = phaseDuration(p, now).Seconds()
-	return p, nil
+	return answerPhase(e.table.phases[i], now), nil
 }
 
 // followRunLocked switches to the newest run in the directory if another
@@ -463,14 +477,24 @@ func (e *Exporter) Snapshot() (*Run, []Phase) {
 	now := e.clock()
 	phases := make([]Phase, len(t.phases))
 	for i, p := range t.phases {
-		p.DurationSeconds = phaseDuration(p, now).Seconds()
-		phases[i] = p
+		phases[i] = answerPhase(p, now)
 	}
 	if t.run.File == "" {
 		return nil, phases
 	}
 	run := t.run
 	return &run, phases
+}
+
+// answerPhase fills in what is derived from the clock: the duration and
+// the ETA. Neither is ever saved.
+func answerPhase(p Phase, now time.Time) Phase {
+	p.DurationSeconds = phaseDuration(p, now).Seconds()
+	p.ETASeconds = 0
+	if eta, ok := phaseETA(p, now); ok {
+		p.ETASeconds = eta.Seconds()
+	}
+	return p
 }
 
 // publishLocked makes the table as it now stands what Snapshot returns.

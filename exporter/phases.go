@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -230,7 +231,13 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 		if p.Started.IsZero() {
 			return phaseTable{}, fmt.Errorf("phase %q: no start time", name)
 		}
-		p.DurationSeconds = 0 // derived, never trusted from disk
+		p.DurationSeconds, p.ETASeconds = 0, 0 // derived, never trusted from disk
+		if p.Step != nil && p.Total > 0 && *p.Step > p.Total {
+			return phaseTable{}, fmt.Errorf("phase %q: step %d past the total of %d", name, *p.Step, p.Total)
+		}
+		if !(p.Rate >= 0) || !(p.GapSeconds >= 0) || math.IsInf(p.Rate, 0) || math.IsInf(p.GapSeconds, 0) {
+			return phaseTable{}, fmt.Errorf("phase %q: bad step rate", name)
+		}
 		t.phases = append(t.phases, p)
 	}
 	if len(t.phases) > MaxPhases {

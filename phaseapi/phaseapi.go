@@ -109,6 +109,9 @@ type Progress struct {
 	// Rate is the smoothed rate in steps per second; see the README's
 	// "Progress and ETA".
 	Rate float64 `json:"steps_per_second,omitzero"`
+	// GapSeconds is the interval between the last two advances; the rate
+	// starts to decay only once a wait exceeds it.
+	GapSeconds float64 `json:"advance_interval_seconds,omitzero"`
 	// ETASeconds is the estimated time to Total. It is set only in answers,
 	// while the phase runs with a known Total after two advancing
 	// heartbeats.
