@@ -14,44 +14,27 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"lavender/phaseapi"
 )
 
-// MaxRequestBytes bounds an API request body; a heartbeat is under 200 bytes.
-const MaxRequestBytes = 64 << 10
-
-// API paths.
+// The wire format lives in package phaseapi, shared with the client
+// (package heartbeat) so that neither imports the other; these names keep
+// the exporter's own code and its callers reading as before.
 const (
-	HeartbeatPath = "/api/v1/heartbeat"
-	RunsPath      = "/api/v1/runs"
-	PhasesPath    = "/api/v1/phases"
+	MaxRequestBytes = phaseapi.MaxRequestBytes
+	HeartbeatPath   = phaseapi.HeartbeatPath
+	RunsPath        = phaseapi.RunsPath
+	PhasesPath      = phaseapi.PhasesPath
 )
 
-// HeartbeatRequest is the body of POST /api/v1/heartbeat.
-type HeartbeatRequest struct {
-	Phase  string `json:"phase"`
-	Event  string `json:"event"`            // start, ping or end
-	Status string `json:"status,omitempty"` // ok or failed, with end only; default ok
-}
-
-// RunRequest is the body of POST /api/v1/runs.
-type RunRequest struct {
-	Header string `json:"header,omitempty"`
-}
-
-// RunResponse answers POST /api/v1/runs.
-type RunResponse struct {
-	Run Run `json:"run"`
-}
-
-// PhasesResponse answers GET /api/v1/phases.
-type PhasesResponse struct {
-	Run    *Run    `json:"run"` // null before the first run
-	Phases []Phase `json:"phases"`
-}
-
-type errorResponse struct {
-	Error string `json:"error"`
-}
+type (
+	HeartbeatRequest = phaseapi.HeartbeatRequest
+	RunRequest       = phaseapi.RunRequest
+	RunResponse      = phaseapi.RunResponse
+	PhasesResponse   = phaseapi.PhasesResponse
+	errorResponse    = phaseapi.ErrorResponse
+)
 
 // Register adds the heartbeat API to mux. Methods are checked by hand
 // rather than with method patterns so that a 405 also gets a JSON body.
@@ -95,7 +78,7 @@ func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
-	p, err := e.Heartbeat(req.Phase, req.Event, req.Status)
+	p, err := e.Apply(req)
 	if err != nil {
 		writeError(w, heartbeatStatus(err), err.Error())
 		return
@@ -105,7 +88,7 @@ func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 
 func heartbeatStatus(err error) int {
 	switch {
-	case errors.Is(err, ErrBadEvent), errors.Is(err, ErrBadStatus), errors.Is(err, ErrBadPhaseName):
+	case errors.Is(err, ErrBadEvent), errors.Is(err, ErrBadStatus), errors.Is(err, ErrBadPhaseName), errors.Is(err, ErrBadProgress):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownPhase):
 		return http.StatusNotFound
@@ -190,6 +173,10 @@ func DecodeStrict(data []byte, v any) error {
 	if errors.As(err, &synErr) && errors.Is(synErr.Err, jsontext.ErrDuplicateName) {
 		return fmt.Errorf("malformed JSON: duplicate field %q", lastPointerToken(string(synErr.JSONPointer)))
 	}
+	if semErr != nil && semErr.GoType != nil && semErr.JSONKind == '0' && isUnsigned(semErr.GoType.Kind()) {
+		// A negative or fractional number, or one past 2^64: name the rule.
+		return fmt.Errorf("malformed JSON: %q must be a whole number, 0 or more", lastPointerToken(string(semErr.JSONPointer)))
+	}
 	if semErr != nil && semErr.GoType != nil && semErr.JSONKind != 0 {
 		where := "the body"
 		if semErr.JSONPointer != "" {
@@ -202,6 +189,14 @@ func DecodeStrict(data []byte, v any) error {
 		msg = strings.TrimPrefix(msg, prefix)
 	}
 	return fmt.Errorf("malformed JSON: %s", msg)
+}
+
+func isUnsigned(k reflect.Kind) bool {
+	switch k {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 // jsonKindOf names what JSON a Go kind is read from, for error messages

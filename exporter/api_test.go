@@ -298,13 +298,3 @@ func BenchmarkScrape(b *testing.B) {
 		})
 	}
 }
-
-func newAuthServer(t *testing.T, user, pass *string) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		*user, *pass, _ = r.BasicAuth()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"name":"A","status":"active"}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}

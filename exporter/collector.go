@@ -23,6 +23,14 @@ var (
 		"Heartbeats (start, pings, end) received for the phase since it last started.", phaseLabels, nil)
 	phaseFailedDesc = prometheus.NewDesc("lavender_phase_failed",
 		"1 if the phase ended as failed, 0 if it ended ok; absent while it runs.", phaseLabels, nil)
+	phaseStepDesc = prometheus.NewDesc("lavender_phase_step",
+		"The last step the phase reported; absent until it reports one.", phaseLabels, nil)
+	phaseTotalStepsDesc = prometheus.NewDesc("lavender_phase_total_steps",
+		"The number of steps the phase reported it has in all; absent until it reports one.", phaseLabels, nil)
+	phaseLastProgressDesc = prometheus.NewDesc("lavender_phase_last_progress_timestamp_seconds",
+		"When the phase's step last moved (or was first reported), in seconds since the epoch; absent until it reports a step.", phaseLabels, nil)
+	phaseETADesc = prometheus.NewDesc("lavender_phase_eta_seconds",
+		"Estimated seconds until the running phase reaches its total steps, from a step rate smoothed with a 5-minute half-life; absent until the total is known and two heartbeats have advanced the step.", phaseLabels, nil)
 	runStartDesc = prometheus.NewDesc("lavender_run_start_timestamp_seconds",
 		"When the current run started, in seconds since the epoch; the run label is its log's base name.", []string{"run"}, nil)
 )
@@ -32,13 +40,15 @@ type phaseCollector Exporter
 
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseActiveDesc, phaseStartDesc, phaseLastHeartbeatDesc, phaseEndDesc,
-		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, runStartDesc} {
+		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, phaseStepDesc, phaseTotalStepsDesc,
+		phaseLastProgressDesc, phaseETADesc, runStartDesc} {
 		ch <- d
 	}
 }
 
 func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	run, phases := (*Exporter)(c).Snapshot()
+	now := c.clock()
 	if run != nil && !run.Started.IsZero() {
 		ch <- prometheus.MustNewConstMetric(runStartDesc, prometheus.GaugeValue, unixSeconds(run.Started), run.File)
 	}
@@ -55,6 +65,16 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(phaseLastHeartbeatDesc, prometheus.GaugeValue, unixSeconds(p.LastHeartbeat), p.Name)
 		ch <- prometheus.MustNewConstMetric(phaseDurationDesc, prometheus.GaugeValue, p.DurationSeconds, p.Name)
 		ch <- prometheus.MustNewConstMetric(phaseHeartbeatsDesc, prometheus.CounterValue, float64(p.Heartbeats), p.Name)
+		if p.Step != nil {
+			ch <- prometheus.MustNewConstMetric(phaseStepDesc, prometheus.GaugeValue, float64(*p.Step), p.Name)
+			ch <- prometheus.MustNewConstMetric(phaseLastProgressDesc, prometheus.GaugeValue, unixSeconds(p.ProgressAt), p.Name)
+		}
+		if p.Total > 0 {
+			ch <- prometheus.MustNewConstMetric(phaseTotalStepsDesc, prometheus.GaugeValue, float64(p.Total), p.Name)
+		}
+		if eta, ok := phaseETA(p, now); ok {
+			ch <- prometheus.MustNewConstMetric(phaseETADesc, prometheus.GaugeValue, eta.Seconds(), p.Name)
+		}
 		if !p.Active() {
 			ch <- prometheus.MustNewConstMetric(phaseEndDesc, prometheus.GaugeValue, unixSeconds(p.Ended), p.Name)
 			ch <- prometheus.MustNewConstMetric(phaseFailedDesc, prometheus.GaugeValue, failed, p.Name)

@@ -1,7 +1,7 @@
 // Package exporter publishes swap and training-phase metrics, keeps the
 // phase table behind the heartbeat API, and writes each phase's START and
-// END lines to the run log. It also holds the API's client and the
-// `lavender phase run` wrapper.
+// END lines to the run log. The API's client and the `lavender phase run`
+// wrapper are in package heartbeat; the wire format both speak is phaseapi.
 package exporter
 
 import (
@@ -11,12 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
@@ -56,6 +58,10 @@ type Exporter struct {
 	log      *runlog.Log // the run log of table.run, nil while unknown
 	dirty    bool        // table has changes not yet saved
 	lastSave time.Time
+	// blocked is set while the run's saved table exists but cannot be
+	// read: it is never overwritten, so saves are refused (and counted)
+	// until it can be read and merged.
+	blocked bool
 }
 
 // New builds an Exporter, reloads the phase table of the newest run in
@@ -80,6 +86,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 	if cfg.Runlog.Now == nil {
 		cfg.Runlog.Now = cfg.Clock
 	}
+	if cfg.Runlog.Logger == nil {
+		cfg.Runlog.Logger = logger
+	}
 	if cfg.Runlog.MaxBytes != 0 && cfg.Runlog.MaxBytes < runlog.MinMaxBytes {
 		return nil, fmt.Errorf("exporter: run-log max bytes %d is below the minimum of %d", cfg.Runlog.MaxBytes, runlog.MinMaxBytes)
 	}
@@ -91,14 +100,17 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		}),
 	}
 
+	// A logs dir that cannot be read must not stop the exporter, as one
+	// that fills up does not: it serves, counts the failure, and follows
+	// the dir once it is usable (followRunLocked, on each heartbeat).
 	path, err := runlog.CurrentPath(cfg.Runlog.Dir)
 	switch {
 	case errors.Is(err, runlog.ErrNoRun):
 	case err != nil:
-		return nil, fmt.Errorf("exporter: %w", err)
+		e.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
 	default:
 		if err := e.switchRun(path); err != nil {
-			return nil, err
+			e.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
 		}
 	}
 	e.publishLocked()
@@ -126,15 +138,45 @@ func (e *Exporter) switchRun(path string) error {
 		return fmt.Errorf("exporter: %w", err)
 	}
 	t, err := loadTable(path)
-	if err != nil {
+	blocked := errors.Is(err, errTableUnreadable)
+	switch {
+	case blocked:
+		e.logger.Error("PHASE TABLE CANNOT BE READ: it will not be overwritten, and this run's phases are kept in memory only until it can be read; check its permissions", "err", err)
+	case err != nil:
 		// A damaged table must not stop the exporter: the phases come back
 		// with the next pings.
 		e.logger.Error("phase table not restored", "err", err)
-	} else if len(t.phases) > 0 {
+	case len(t.phases) > 0:
 		e.logger.Info("phase table restored", "run", t.run.File, "phases", len(t.phases))
 	}
-	e.table, e.log, e.dirty = t, l, false
+	e.table, e.log, e.dirty, e.blocked = t, l, false, blocked
 	return nil
+}
+
+// unblockLocked tries again to read a table that could not be read. Once
+// it can (or it turned out damaged and was moved aside), its phases that
+// are not in memory are merged in, and saving resumes.
+func (e *Exporter) unblockLocked() bool {
+	disk, err := loadTable(filepath.Join(e.opts.Dir, e.table.run.File))
+	if errors.Is(err, errTableUnreadable) {
+		return false
+	}
+	if err != nil {
+		e.logger.Error("phase table not restored", "err", err)
+	}
+	merged := 0
+	for _, p := range disk.phases {
+		if e.table.find(p.Name) < 0 && len(e.table.phases) < MaxPhases {
+			e.table.phases = append(e.table.phases, p)
+			merged++
+		}
+	}
+	if err == nil {
+		e.table.run.Started = disk.run.Started
+	}
+	e.blocked, e.dirty = false, true
+	e.logger.Warn("phase table readable again; its phases are merged with those kept in memory", "run", e.table.run.File, "merged", merged)
+	return true
 }
 
 // StartRun starts a new run log with header as its header text and
@@ -150,19 +192,71 @@ func (e *Exporter) StartRun(header, firstEntry string) (string, error) {
 	e.flushLocked()
 	l, err := runlog.Start(e.opts, header, firstEntry)
 	if err != nil {
+		e.writeFailed("cannot start a run log", "err", err)
 		return "", fmt.Errorf("exporter: start run: %w", err)
 	}
+	// Only once the new run exists is the old one closed: a run that
+	// cannot start leaves the old one as it was, its phases still running.
+	e.closeRunLocked()
 	e.table = phaseTable{run: Run{File: filepath.Base(l.Path()), Started: e.clock()}}
-	e.log = l
+	e.log, e.blocked = l, false
 	e.saveLocked()
 	e.logger.Info("run started", "run", e.table.run.File)
 	return l.Path(), nil
+}
+
+// closeRunLocked ends the old run when a new one starts: each running
+// phase gets "END <name> <N>s abandoned" (and ends as failed in the old
+// run's table), then the file gets RUN stop unless it already ends so.
+func (e *Exporter) closeRunLocked() {
+	if e.log == nil {
+		return
+	}
+	now := e.clock()
+	ended := false
+	for i := range e.table.phases {
+		p := &e.table.phases[i]
+		if !p.Active() {
+			continue
+		}
+		p.Status, p.Ended = StatusFailed, now
+		e.appendLog(endLine(*p, "abandoned"))
+		ended = true
+	}
+	if ended {
+		e.dirty = true
+		e.saveLocked()
+	}
+	if ended || lastMessage(e.log) != runlog.RunStop {
+		e.appendLog(runlog.RunStop)
+	}
+}
+
+// lastMessage is the message of the log's newest entry, "" if unknown.
+func lastMessage(l *runlog.Log) string {
+	data, err := l.Read()
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if len(last) < len("15:04:05 ") {
+		return ""
+	}
+	return last[len("15:04:05 "):]
 }
 
 // Heartbeat applies one event to the phase named name and returns the
 // phase as it now stands. status goes only with EventEnd ("" means ok).
 // On any error nothing changes.
 func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
+	return e.Apply(HeartbeatRequest{Phase: name, Event: event, Status: status})
+}
+
+// Apply applies one heartbeat, with the progress it may carry, and returns
+// the phase as it now stands. On any error nothing changes.
+func (e *Exporter) Apply(req HeartbeatRequest) (Phase, error) {
+	name, event, status := req.Phase, req.Event, req.Status
 	name, err := NormalizePhaseName(name)
 	if err != nil {
 		return Phase{}, err
@@ -207,6 +301,13 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 			return Phase{}, err
 		}
 	}
+	var known phaseapi.Progress
+	if i >= 0 && event != EventStart {
+		known = e.table.phases[i].Progress
+	}
+	if err := checkProgress(req.Step, req.Total, known); err != nil {
+		return Phase{}, err
+	}
 	if e.table.run.File == "" {
 		e.startRunForEventLocked(now)
 	}
@@ -219,6 +320,15 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 	save := true
 	switch event {
 	case EventStart:
+		// A start while the phase runs is a new attempt (a script rerun
+		// after a crash that sent no end, a retried wrapper): the earlier
+		// one is closed first, so the run log never has a START without
+		// its END, and the duration counts from the new start.
+		if i >= 0 && e.table.phases[i].Active() {
+			old := e.table.phases[i]
+			old.Ended = now
+			e.appendLog(endLine(old, "restarted"))
+		}
 		p := Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1}
 		if i < 0 {
 			e.table.phases = append(e.table.phases, p)
@@ -243,15 +353,14 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 		p := &e.table.phases[i]
 		p.Status, p.Ended, p.LastHeartbeat = status, now, now
 		p.Heartbeats++
-		e.appendLog(endLine(*p))
+		e.appendLog(endLine(*p, ""))
 	}
+	advanceProgress(&e.table.phases[i].Progress, req.Step, req.Total, now)
 	e.dirty = true
 	if save {
 		e.saveLocked()
 	}
-	p := e.table.phases[i]
-	p.DurationSeconds = p.duration(now).Seconds()
-	return p, nil
+	return answerPhase(e.table.phases[i], now), nil
 }
 
 // followRunLocked switches to the newest run in the directory if another
@@ -313,12 +422,21 @@ func (e *Exporter) appendLog(msg string) {
 }
 
 func (e *Exporter) saveLocked() {
-	if err := saveTable(e.opts.Dir, &e.table); err != nil {
+	if err := e.saveTableLocked(); err != nil {
 		e.writeFailed("phase table not saved; it will be retried with the next heartbeat", "err", err)
 		return
 	}
 	e.dirty = false
 	e.lastSave = e.clock()
+}
+
+// saveTableLocked saves the table unless the saved one cannot be read,
+// which is never overwritten.
+func (e *Exporter) saveTableLocked() error {
+	if e.blocked && !e.unblockLocked() {
+		return fmt.Errorf("exporter: save phases of %s: the saved table cannot be read and is never overwritten; phases are kept in memory only", e.table.run.File)
+	}
+	return saveTable(e.opts.Dir, &e.table)
 }
 
 // writeFailed counts a failed write to the logs dir and logs it, at most
@@ -344,7 +462,7 @@ func (e *Exporter) Close() error {
 	if !e.dirty {
 		return nil
 	}
-	if err := saveTable(e.opts.Dir, &e.table); err != nil {
+	if err := e.saveTableLocked(); err != nil {
 		return err
 	}
 	e.dirty = false
@@ -359,14 +477,24 @@ func (e *Exporter) Snapshot() (*Run, []Phase) {
 	now := e.clock()
 	phases := make([]Phase, len(t.phases))
 	for i, p := range t.phases {
-		p.DurationSeconds = p.duration(now).Seconds()
-		phases[i] = p
+		phases[i] = answerPhase(p, now)
 	}
 	if t.run.File == "" {
 		return nil, phases
 	}
 	run := t.run
 	return &run, phases
+}
+
+// answerPhase fills in what is derived from the clock: the duration and
+// the ETA. Neither is ever saved.
+func answerPhase(p Phase, now time.Time) Phase {
+	p.DurationSeconds = phaseDuration(p, now).Seconds()
+	p.ETASeconds = 0
+	if eta, ok := phaseETA(p, now); ok {
+		p.ETASeconds = eta.Seconds()
+	}
+	return p
 }
 
 // publishLocked makes the table as it now stands what Snapshot returns.

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
@@ -20,7 +19,7 @@ const (
 	// live per run, so a buggy client cannot blow up the series count.
 	MaxPhases = 64
 	// MaxPhaseNameBytes bounds one phase name after trimming.
-	MaxPhaseNameBytes = 64
+	MaxPhaseNameBytes = phaseapi.MaxPhaseNameBytes
 
 	// pingSaveInterval throttles saving the table on pings: a client that
 	// pings in a tight loop must not cost an fsync each time. Starts, ends
@@ -30,50 +29,51 @@ const (
 
 	phaseFileVersion = 1
 	phaseFileSuffix  = ".phases.json"
+	// maxPhaseFileBytes bounds the read of a saved table. A full table is
+	// some 20 KiB; anything over this was not written by lavender.
+	maxPhaseFileBytes = 1 << 20
 )
+
+// errTableUnreadable marks a saved table that exists but cannot be read
+// (permissions, I/O error) or be moved aside. It is never overwritten: it
+// may hold the only record of a running phase.
+var errTableUnreadable = errors.New("cannot be read")
 
 // Heartbeat events and end statuses, as posted to /api/v1/heartbeat.
 const (
-	EventStart = "start"
-	EventPing  = "ping"
-	EventEnd   = "end"
+	EventStart = phaseapi.EventStart
+	EventPing  = phaseapi.EventPing
+	EventEnd   = phaseapi.EventEnd
 
-	StatusActive = "active" // only in answers: the phase has not ended
-	StatusOK     = "ok"
-	StatusFailed = "failed"
+	StatusActive = phaseapi.StatusActive
+	StatusOK     = phaseapi.StatusOK
+	StatusFailed = phaseapi.StatusFailed
 )
 
 // Errors a heartbeat can fail with; the API maps each to a status code.
 var (
 	ErrBadEvent      = errors.New("unknown event")
 	ErrBadStatus     = errors.New("bad status")
-	ErrBadPhaseName  = errors.New("bad phase name")
+	ErrBadPhaseName  = phaseapi.ErrBadPhaseName
+	ErrBadProgress   = errors.New("bad progress")
 	ErrUnknownPhase  = errors.New("unknown phase")
 	ErrPhaseEnded    = errors.New("phase already ended")
 	ErrTooManyPhases = errors.New("too many active phases")
 )
 
-// Run identifies the run whose phases the exporter holds.
-type Run struct {
-	File    string    `json:"file"` // base name of the run log
-	Started time.Time `json:"started"`
-}
+type (
+	// Run identifies the run whose phases the exporter holds.
+	Run = phaseapi.Run
+	// Phase is one training phase as the API reports it; the phase table
+	// saves the same form.
+	Phase = phaseapi.Phase
+)
 
-// Phase is one training phase as the API reports it.
-type Phase struct {
-	Name            string    `json:"name"`
-	Status          string    `json:"status"` // active, ok or failed
-	Started         time.Time `json:"started"`
-	LastHeartbeat   time.Time `json:"last_heartbeat"`
-	Ended           time.Time `json:"ended,omitzero"`
-	Heartbeats      uint64    `json:"heartbeats"`
-	DurationSeconds float64   `json:"duration_seconds"` // elapsed while active, final once ended
-}
+// NormalizePhaseName trims name and checks it is a valid phase name.
+func NormalizePhaseName(name string) (string, error) { return phaseapi.NormalizePhaseName(name) }
 
-// Active reports whether the phase has not ended.
-func (p Phase) Active() bool { return p.Status == StatusActive }
-
-func (p Phase) duration(now time.Time) time.Duration {
+// phaseDuration is how long p has run by now, or ran once ended.
+func phaseDuration(p Phase, now time.Time) time.Duration {
 	end := now
 	if !p.Active() {
 		end = p.Ended
@@ -124,35 +124,22 @@ func (t *phaseTable) victim() (int, error) {
 	return v, nil
 }
 
-// NormalizePhaseName trims name and checks it is 1–64 bytes of printable
-// UTF-8, the bound that keeps the phase label readable and the run-log line
-// within its 80 bytes.
-func NormalizePhaseName(name string) (string, error) {
-	name = strings.TrimSpace(name)
-	switch {
-	case name == "":
-		return "", fmt.Errorf("%w: empty", ErrBadPhaseName)
-	case len(name) > MaxPhaseNameBytes:
-		return "", fmt.Errorf("%w: %d bytes, more than %d", ErrBadPhaseName, len(name), MaxPhaseNameBytes)
-	case !utf8.ValidString(name):
-		return "", fmt.Errorf("%w: not valid UTF-8", ErrBadPhaseName)
-	}
-	for _, r := range name {
-		if !unicode.IsPrint(r) {
-			return "", fmt.Errorf("%w: unprintable character %U", ErrBadPhaseName, r)
-		}
-	}
-	return name, nil
-}
-
 func startLine(name string) string { return "START " + name }
 
-func endLine(p Phase) string {
-	line := fmt.Sprintf("END   %s %ds", p.Name, int64(p.duration(p.Ended)/time.Second))
-	if p.Status == StatusFailed {
-		line += " failed"
+// endLine is "END   <name> <N>s", then how the phase ended if not plainly:
+// "failed", "restarted" (a new start came while it ran) or "abandoned" (a
+// new run came while it ran). A long name is shortened so that the line
+// stays within the run log's 80 bytes; the duration and the mark never are.
+func endLine(p Phase, how string) string {
+	if how == "" && p.Status == StatusFailed {
+		how = StatusFailed
 	}
-	return line
+	suffix := fmt.Sprintf(" %ds", int64(phaseDuration(p, p.Ended)/time.Second))
+	if how != "" {
+		suffix += " " + how
+	}
+	const prefix = "END   "
+	return prefix + runlog.Truncate(p.Name, runlog.MaxMessageBytes-len(prefix)-len(suffix)) + suffix
 }
 
 // phaseFilePath is where the phase table of the run log at runPath lives:
@@ -176,28 +163,39 @@ func runStartFromName(base string) time.Time {
 }
 
 // loadTable reads the phase table saved beside the run log at runPath. A
-// missing file gives an empty table. A damaged one is moved aside (never
-// deleted: it is someone's record) and also gives an empty table.
+// missing file gives an empty table. A damaged one (bad JSON, another run's,
+// over 1 MiB, or not a regular file: a FIFO would block the read and
+// /dev/zero never end) is moved aside, numbered, never deleted or
+// overwritten, and also gives an empty table. One that cannot be read gives
+// an empty table and an error wrapping errTableUnreadable.
 func loadTable(runPath string) (phaseTable, error) {
 	base := filepath.Base(runPath)
 	empty := phaseTable{run: Run{File: base, Started: runStartFromName(base)}}
 	path := phaseFilePath(runPath)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := runlog.ReadRegularFile(path, maxPhaseFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return empty, nil
-	}
-	if err != nil {
-		return empty, fmt.Errorf("exporter: load phases %s: %w", path, err)
+	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
+		return empty, moveAside(path, err)
+	case err != nil:
+		return empty, fmt.Errorf("exporter: load phases %s: %w: %w", path, errTableUnreadable, err)
 	}
 	t, err := decodeTable(data, base)
 	if err != nil {
-		aside := path + ".damaged"
-		if rerr := os.Rename(path, aside); rerr != nil {
-			return empty, fmt.Errorf("exporter: load phases %s: %w (and could not move it aside: %v)", path, err, rerr)
-		}
-		return empty, fmt.Errorf("exporter: load phases %s: %w (moved to %s)", path, err, filepath.Base(aside))
+		return empty, moveAside(path, err)
 	}
 	return t, nil
+}
+
+// moveAside keeps a damaged table under a numbered name. If it cannot be
+// moved, it counts as unreadable, so that no save replaces it.
+func moveAside(path string, damage error) error {
+	aside, err := runlog.MoveAside(path)
+	if err != nil {
+		return fmt.Errorf("exporter: load phases %s: damaged: %w; %w: %w", path, damage, errTableUnreadable, err)
+	}
+	return fmt.Errorf("exporter: load phases %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
 }
 
 func decodeTable(data []byte, runFile string) (phaseTable, error) {
@@ -233,7 +231,13 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 		if p.Started.IsZero() {
 			return phaseTable{}, fmt.Errorf("phase %q: no start time", name)
 		}
-		p.DurationSeconds = 0 // derived, never trusted from disk
+		p.DurationSeconds, p.ETASeconds = 0, 0 // derived, never trusted from disk
+		if p.Step != nil && p.Total > 0 && *p.Step > p.Total {
+			return phaseTable{}, fmt.Errorf("phase %q: step %d past the total of %d", name, *p.Step, p.Total)
+		}
+		if !(p.Rate >= 0) || !(p.GapSeconds >= 0) || math.IsInf(p.Rate, 0) || math.IsInf(p.GapSeconds, 0) {
+			return phaseTable{}, fmt.Errorf("phase %q: bad step rate", name)
+		}
 		t.phases = append(t.phases, p)
 	}
 	if len(t.phases) > MaxPhases {

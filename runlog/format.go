@@ -14,17 +14,23 @@ import (
 const (
 	// MaxLineBytes bounds every line the log writes, newline not counted.
 	MaxLineBytes = 80
+	// MaxMessageBytes is what an entry's message may take before it is
+	// clipped: the line less its "HH:MM:SS " stamp.
+	MaxMessageBytes = MaxLineBytes - len(entryLayout) - 1
 	// titlePrefix starts the first header line; its presence is how a file
 	// is recognised as a lavender run log.
 	titlePrefix = "# lavender-2 run log "
 	titleLayout = "2006-01-02 15:04:05"
+	// zoneLayout follows the title's time since titles name their zone;
+	// titles written before that have none.
+	zoneLayout  = "-0700"
 	entryLayout = "15:04:05"
 	ellipsis    = "…"
 )
 
 var (
 	markerRE = regexp.MustCompile(`^# \[\.\.\.compacted (\d+) lines, round (\d+)\]$`)
-	titleRE  = regexp.MustCompile(`^# lavender-2 run log \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$`)
+	titleRE  = regexp.MustCompile(`^# lavender-2 run log \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?: ([+-]\d{4}))?$`)
 )
 
 // File is a parsed run log. The layout on disk is, in order: Header lines,
@@ -135,6 +141,11 @@ func salvage(data []byte, started, repaired time.Time) *File {
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
+	title := titleLine(started)
+	if len(lines) > 0 && titleRE.MatchString(lines[0]) {
+		title = lines[0]
+	}
+	repaired = repaired.In(zoneOf(title, repaired))
 	var rest []string
 	for i, line := range lines {
 		switch {
@@ -154,7 +165,7 @@ func salvage(data []byte, started, repaired time.Time) *File {
 		}
 	}
 	if len(f.Header) == 0 {
-		f.Header = []string{titleLine(started)}
+		f.Header = []string{title}
 	}
 	if len(rest) > 0 {
 		f.First, f.Entries = rest[0], rest[1:]
@@ -183,8 +194,27 @@ func isEntry(line string) bool {
 	return len(line) == len(entryLayout) || line[len(entryLayout)] == ' '
 }
 
+// titleLine is the first line of a run log: its start, in the creator's
+// zone, with the zone's offset. Every entry of the file is stamped in that
+// zone (see zoneOf), whoever appends it.
 func titleLine(t time.Time) string {
-	return titlePrefix + t.Format(titleLayout)
+	return titlePrefix + t.Format(titleLayout+" "+zoneLayout)
+}
+
+// zoneOf returns the zone a file with this title stamps its entries in:
+// the fixed offset the title names. A title from before titles named
+// their zone (or none) leaves entries in now's zone, as they always were.
+func zoneOf(title string, now time.Time) *time.Location {
+	m := titleRE.FindStringSubmatch(title)
+	if m == nil || m[1] == "" {
+		return now.Location()
+	}
+	t, err := time.Parse(zoneLayout, m[1])
+	if err != nil {
+		return now.Location()
+	}
+	_, offset := t.Zone()
+	return time.FixedZone("", offset)
 }
 
 // headerLine turns free header text into "# text", clipped like an entry.

@@ -5,17 +5,28 @@
 // write(2) on an O_APPEND file and compaction is an atomic rename, both under
 // a cross-process lock on the log directory, so several processes may write
 // the same run and a reader never sees a torn line or an oversized file.
+//
+// A run is created complete or not at all (temp file, fsync, rename) and
+// the one-line file CurrentFile, replaced in the same step, names it: the
+// current run is the one created last, not the one whose local-time name
+// sorts last. Titles carry their zone's offset and entries are stamped in
+// it. Nothing in the logs dir is opened unless it is a regular file (a
+// directory for the dir itself), and nothing is read past a bound.
 package runlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +42,16 @@ const (
 	MinMaxBytes = 256
 	// RunStart is the entry that opens a run, as in the predecessor's log.
 	RunStart = "RUN start"
+	// RunStop and RunResume mark where a process that writes the run
+	// (serve) stopped and where it came back with --run.resume.
+	RunStop   = "RUN stop"
+	RunResume = "RUN resume"
+	// CurrentFile names the pointer to the current run in the logs dir. It
+	// holds the run log's base name and is replaced atomically, under the
+	// directory lock, each time a run is created; so the current run is the
+	// one created last, whatever the zone or clock of the process that
+	// named it.
+	CurrentFile = "current"
 )
 
 // ErrNoRun is returned by Current when the directory holds no run log.
@@ -44,6 +65,8 @@ type Options struct {
 	MaxBytes int    // default DefaultMaxBytes; at least MinMaxBytes
 	// Now is the clock; tests set it. Default time.Now.
 	Now func() time.Time
+	// Logger hears about damaged files moved aside; default none.
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -59,6 +82,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	return o, nil
 }
 
@@ -69,6 +95,7 @@ type Log struct {
 	dir      string
 	maxBytes int
 	now      func() time.Time
+	logger   *slog.Logger
 
 	mu sync.Mutex // serialises this process's goroutines; flock serialises processes
 }
@@ -77,6 +104,17 @@ type Log struct {
 // on a name collision) holding the title line and, if header is not empty,
 // "# header". It creates dir if needed.
 func New(opts Options, header string) (*Log, error) {
+	return create(opts, header, "")
+}
+
+// maxNameCollisions bounds the -2, -3, … suffixes tried for one second.
+const maxNameCollisions = 10000
+
+// create writes a new run complete or not at all: the file is written and
+// fsynced under a temporary name, as is the pointer to it (CurrentFile),
+// and both are renamed into place under the directory lock. A reader never
+// sees an empty or half-written run, and a full disk leaves no run behind.
+func create(opts Options, header, first string) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -84,33 +122,59 @@ func New(opts Options, header string) (*Log, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("runlog: create dir %s: %w", opts.Dir, err)
 	}
+	unlock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
 	now := opts.Now()
 	f := &File{Header: []string{titleLine(now)}}
 	if header != "" {
 		f.Header = append(f.Header, headerLine(header))
 	}
-	content := f.Bytes()
+	if first != "" {
+		f.First = entryLine(opts.Now().In(zoneOf(f.Header[0], now)), first)
+	}
 	base := "run-" + now.Format("20060102-150405")
+	var name, path string
 	for seq := 1; ; seq++ {
-		name := base + ".log"
+		if seq > maxNameCollisions {
+			return nil, fmt.Errorf("runlog: create %s: %d runs already started in that second", filepath.Join(opts.Dir, base+".log"), maxNameCollisions)
+		}
+		name = base + ".log"
 		if seq > 1 {
 			name = base + "-" + strconv.Itoa(seq) + ".log"
 		}
-		path := filepath.Join(opts.Dir, name)
-		fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, fs.ErrExist) {
-			continue
+		path = filepath.Join(opts.Dir, name)
+		_, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("runlog: create %s: %w", path, err)
 		}
-		_, werr := fh.Write(content)
-		cerr := fh.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			return nil, fmt.Errorf("runlog: write %s: %w", path, err)
-		}
-		return newLog(opts, path), nil
 	}
+	runTmp, err := writeTemp(path, f.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+	}
+	defer os.Remove(runTmp) // no-op after the rename
+	pointer := filepath.Join(opts.Dir, CurrentFile)
+	pointerTmp, err := writeTemp(pointer, []byte(name+"\n"))
+	if err != nil {
+		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+	}
+	defer os.Remove(pointerTmp)
+	if err := os.Rename(runTmp, path); err != nil {
+		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+	}
+	if err := os.Rename(pointerTmp, pointer); err != nil {
+		os.Remove(path) // not current, so not a run: take it back
+		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+	}
+	syncDir(opts.Dir)
+	return newLog(opts, path), nil
 }
 
 // Current opens the newest run log in the directory, or returns ErrNoRun.
@@ -126,17 +190,13 @@ func Current(opts Options) (*Log, error) {
 	return newLog(opts, path), nil
 }
 
-// Start starts a run with New and writes first as its first entry, e.g.
-// "RUN start  device=cuda".
+// Start starts a run as New does, with first as its first entry, e.g.
+// "RUN start  device=cuda", in the same atomic write.
 func Start(opts Options, header, first string) (*Log, error) {
-	l, err := New(opts, header)
-	if err != nil {
-		return nil, err
+	if first == "" {
+		first = RunStart
 	}
-	if err := l.Append(first); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return create(opts, header, first)
 }
 
 // CurrentOrStart opens the newest run log, or starts one as Start does if
@@ -161,11 +221,24 @@ func AppendCurrent(opts Options, msg string) error {
 	return l.Append(msg)
 }
 
-// CurrentPath returns the path of the newest run log in dir. Runs are ordered
-// by the time in their name, then by their collision suffix.
+// CurrentPath returns the path of the current run log in dir: the one
+// CurrentFile names, which is the run created last. A dir without a usable
+// pointer (written by an older lavender, or the run it names was deleted)
+// falls back to the newest name: runs ordered by the time in their name,
+// then by their collision suffix.
 func CurrentPath(dir string) (string, error) {
 	if dir == "" {
 		dir = DefaultDir
+	}
+	if data, err := ReadRegularFile(filepath.Join(dir, CurrentFile), 256); err == nil {
+		name := strings.TrimSpace(string(data))
+		if nameRE.MatchString(name) {
+			// Whatever now sits at that name is the current run; an odd file
+			// there is moved aside by the next append.
+			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+				return filepath.Join(dir, name), nil
+			}
+		}
 	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -216,7 +289,7 @@ func Open(opts Options, path string) (*Log, error) {
 }
 
 func newLog(opts Options, path string) *Log {
-	return &Log{path: path, dir: filepath.Dir(path), maxBytes: opts.MaxBytes, now: opts.Now}
+	return &Log{path: path, dir: filepath.Dir(path), maxBytes: opts.MaxBytes, now: opts.Now, logger: opts.Logger}
 }
 
 // Path is the file's path.
@@ -225,22 +298,46 @@ func (l *Log) Path() string { return l.path }
 // MaxBytes is the file's cap.
 func (l *Log) MaxBytes() int { return l.maxBytes }
 
-// Read returns the file's current content.
+// Read returns the file's content, or its last MaxBytes from the start of
+// a line if it is larger (lavender never makes it so; the next append
+// repairs it). It refuses anything but a regular file, without blocking.
 func (l *Log) Read() ([]byte, error) {
-	data, err := os.ReadFile(l.path)
+	fh, st, err := openRegular(l.path, os.O_RDONLY)
 	if err != nil {
 		return nil, fmt.Errorf("runlog: read %s: %w", l.path, err)
+	}
+	defer fh.Close()
+	limit := int64(l.maxBytes)
+	if st.Size() <= limit {
+		data, err := io.ReadAll(io.LimitReader(fh, limit))
+		if err != nil {
+			return nil, fmt.Errorf("runlog: read %s: %w", l.path, err)
+		}
+		return data, nil
+	}
+	// One byte more than the cap tells whether the window starts a line.
+	data := make([]byte, limit+1)
+	n, err := fh.ReadAt(data, st.Size()-limit-1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("runlog: read %s: %w", l.path, err)
+	}
+	data = data[:n]
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		data = data[i+1:]
+	} else {
+		data = data[1:]
 	}
 	return data, nil
 }
 
 // Append writes one entry, "HH:MM:SS msg", compacting the file first if the
 // entry would not fit under the cap. The message is kept to one line and
-// clipped to MaxLineBytes. Callers should log an error and carry on: a run
-// log is a record, never a reason to stop training.
+// clipped to MaxLineBytes, and stamped in the zone the file's title names.
+// A file that is not exactly what lavender writes is repaired first; one
+// that is not a regular file is moved aside. Callers should log an error
+// and carry on: a run log is a record, never a reason to stop training.
 func (l *Log) Append(msg string) error {
 	now := l.now()
-	line := entryLine(now, msg) + "\n"
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -250,49 +347,113 @@ func (l *Log) Append(msg string) error {
 	}
 	defer unlock()
 
-	fh, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
+	fh, st, err := openRegular(l.path, os.O_RDWR|os.O_APPEND)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return l.rewrite(nil, msg, now, time.Time{})
+	case errors.Is(err, ErrNotRegular):
+		aside, merr := MoveAside(l.path)
+		if merr != nil {
+			return fmt.Errorf("runlog: append %s: %w (and %v)", l.path, err, merr)
+		}
+		l.logger.Error("run log was not a regular file; moved aside, the run goes on in a new file", "path", l.path, "moved_to", aside, "err", err)
+		return l.rewrite(nil, msg, now, time.Time{})
+	case err != nil:
 		return fmt.Errorf("runlog: append %s: %w", l.path, err)
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return fmt.Errorf("runlog: append %s: %w", l.path, err)
-	}
-	if st.Size()+int64(len(line)) <= int64(l.maxBytes) && wellFormed(fh, st.Size()) {
-		if _, err := fh.Write([]byte(line)); err != nil {
+	if st.Size() <= int64(l.maxBytes) {
+		data := make([]byte, st.Size())
+		n, err := fh.ReadAt(data, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("runlog: append %s: %w", l.path, err)
 		}
-		return nil
+		// Only a file that parses is appended to, so any damage is
+		// repaired by the first append after it.
+		if f, perr := Parse(data[:n]); perr == nil && int64(n) == st.Size() {
+			line := entryLine(now.In(zoneOf(f.Header[0], now)), msg) + "\n"
+			if n+len(line) <= l.maxBytes {
+				if _, err := fh.Write([]byte(line)); err != nil {
+					return fmt.Errorf("runlog: append %s: %w", l.path, err)
+				}
+				return nil
+			}
+		}
 	}
-	return l.rewrite(line[:len(line)-1], now, st.ModTime())
+	return l.rewrite(fh, msg, now, st.ModTime())
 }
 
-// wellFormed checks the title and the final newline, so a hand-edited or
-// foreign file is repaired on its next append rather than appended to.
-func wellFormed(fh *os.File, size int64) bool {
-	title := make([]byte, len(titlePrefix)+len(titleLayout)+1)
-	if size < int64(len(title)) {
-		return false
+// readForRepair reads what a repair needs from fh, bounded whatever its
+// size: all of it up to twice the repair limit, else the first and the last
+// limit bytes (on line boundaries) and a count of the lines in between,
+// read in small chunks and never held.
+func readForRepair(fh *os.File, limit int64) (data []byte, middle uint64, err error) {
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, 0, err
 	}
-	if _, err := fh.ReadAt(title, 0); err != nil || !titleRE.Match(title[:len(title)-1]) || title[len(title)-1] != '\n' {
-		return false
+	size := st.Size()
+	if size <= 2*limit {
+		data, err = io.ReadAll(io.LimitReader(io.NewSectionReader(fh, 0, 2*limit), 2*limit))
+		return data, 0, err
 	}
-	last := make([]byte, 1)
-	_, err := fh.ReadAt(last, size-1)
-	return err == nil && last[0] == '\n'
+	head := make([]byte, limit)
+	if _, err := fh.ReadAt(head, 0); err != nil {
+		return nil, 0, err
+	}
+	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
+	}
+	tail := make([]byte, limit)
+	tailStart := size - limit
+	if _, err := fh.ReadAt(tail, tailStart); err != nil && !errors.Is(err, io.EOF) {
+		return nil, 0, err
+	}
+	if i := bytes.IndexByte(tail, '\n'); i >= 0 && i+1 < len(tail) {
+		tail, tailStart = tail[i+1:], tailStart+int64(i+1)
+	}
+	buf := make([]byte, 64<<10)
+	for off := int64(len(head)); off < tailStart; {
+		n, err := fh.ReadAt(buf[:min(int64(len(buf)), tailStart-off)], off)
+		middle += uint64(bytes.Count(buf[:n], []byte{'\n'}))
+		off += int64(n)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, 0, err
+		}
+	}
+	if len(head) > 0 && head[len(head)-1] != '\n' {
+		head = append(head, '\n')
+	}
+	return append(head, tail...), middle, nil
 }
 
-// rewrite compacts the file with entry appended and atomically replaces it.
-// The caller holds the locks.
-func (l *Log) rewrite(entry string, now, modTime time.Time) error {
-	data, err := os.ReadFile(l.path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("runlog: compact %s: %w", l.path, err)
+// rewrite repairs and compacts the file with msg appended and atomically
+// replaces it. fh is the open file, nil if there is none to keep. The
+// caller holds the locks.
+func (l *Log) rewrite(fh *os.File, msg string, now, modTime time.Time) error {
+	var data []byte
+	var middle uint64
+	if fh != nil {
+		var err error
+		// The cap plus a margin of one cap: enough for any file lavender
+		// wrote under a cap up to twice this one.
+		if data, middle, err = readForRepair(fh, 2*int64(l.maxBytes)); err != nil {
+			return fmt.Errorf("runlog: compact %s: %w", l.path, err)
+		}
 	}
 	started := startedAt(filepath.Base(l.path), modTime)
 	f := salvage(data, started, now)
-	compact(f, entry, l.maxBytes)
+	if middle > 0 {
+		m := Marker{Dropped: middle}
+		if f.Marker != nil {
+			m = Marker{Dropped: f.Marker.Dropped + middle, Rounds: f.Marker.Rounds}
+		}
+		f.Marker = &m
+	}
+	compact(f, entryLine(now.In(zoneOf(f.Header[0], now)), msg), l.maxBytes)
 	if err := WriteFileAtomic(l.path, f.Bytes()); err != nil {
 		return fmt.Errorf("runlog: compact %s: %w", l.path, err)
 	}
@@ -375,41 +536,60 @@ func startedAt(name string, modTime time.Time) time.Time {
 // A reader sees the old content or the new, never a mix. The exporter saves
 // its phase table beside the run log the same way.
 func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := writeTemp(path, data)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// writeTemp writes data, fsynced and mode 0644, to a new hidden file beside
+// path (".name.tmp-*", which no reader takes for a run) and returns its
+// name. The caller renames or removes it.
+func writeTemp(path string, data []byte) (string, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	err = tmp.Chmod(0o644)
+	if err == nil {
+		_, err = tmp.Write(data)
 	}
-	if err := tmp.Close(); err != nil {
-		return err
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if d, err := os.Open(dir); err == nil {
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
+}
+
+func syncDir(dir string) {
+	if d, err := openDir(dir); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
-	return nil
+}
+
+// openDir opens dir only if it is a directory: O_DIRECTORY fails on
+// anything else before it is opened, so a FIFO in its place cannot block.
+func openDir(dir string) (*os.File, error) {
+	return os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 }
 
 // lockDir takes an exclusive flock on the directory itself, so no lock file
 // is needed and a read-only directory can still be locked.
 func lockDir(dir string) (unlock func(), err error) {
-	d, err := os.Open(dir)
+	d, err := openDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("runlog: lock %s: %w", dir, err)
 	}

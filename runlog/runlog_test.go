@@ -25,6 +25,10 @@ func fakeClock() func() time.Time {
 	}
 }
 
+// exampleTitle is the title of a run fakeClock starts: its time and the
+// offset of the local zone then.
+var exampleTitle = "# lavender-2 run log 2026-04-24 00:41:41 " + time.Date(2026, 4, 24, 0, 41, 41, 0, time.Local).Format("-0700")
+
 func testOptions(t *testing.T) Options {
 	t.Helper()
 	return Options{Dir: t.TempDir(), Now: fakeClock()}
@@ -55,19 +59,19 @@ func TestStartWritesHeaderAndFirstEntry(t *testing.T) {
 		{
 			name:   "with header text",
 			header: "device=cuda lavender_2=v0.2.3",
-			want: "# lavender-2 run log 2026-04-24 00:41:41\n" +
+			want: exampleTitle + "\n" +
 				"# device=cuda lavender_2=v0.2.3\n" +
 				"00:41:42 RUN start  device=cuda\n",
 		},
 		{
 			name: "without header text",
-			want: "# lavender-2 run log 2026-04-24 00:41:41\n" +
+			want: exampleTitle + "\n" +
 				"00:41:42 RUN start  device=cuda\n",
 		},
 		{
 			name:   "header text on one line and clipped",
 			header: "a\nb\t" + strings.Repeat("x", 100),
-			want: "# lavender-2 run log 2026-04-24 00:41:41\n" +
+			want: exampleTitle + "\n" +
 				"# a b " + strings.Repeat("x", 80-len("# a b ")-len("…")) + "…\n" +
 				"00:41:42 RUN start  device=cuda\n",
 		},
@@ -230,7 +234,7 @@ func TestPredecessorFigure(t *testing.T) {
 	if f.Marker == nil || f.Marker.Rounds < 10 {
 		t.Fatalf("marker %+v, want at least 10 rounds", f.Marker)
 	}
-	wantHeader := []string{"# lavender-2 run log 2026-04-24 00:41:41", "# device=cuda lavender_2=v0.2.3"}
+	wantHeader := []string{exampleTitle, "# device=cuda lavender_2=v0.2.3"}
 	if strings.Join(f.Header, "\n") != strings.Join(wantHeader, "\n") {
 		t.Errorf("header %q, want %q", f.Header, wantHeader)
 	}
@@ -268,7 +272,7 @@ func TestRepairsForeignFiles(t *testing.T) {
 			name:    "no header",
 			content: "hand written note\n12:00:00 START Pretrain 1/3\n",
 			check: func(t *testing.T, f *File) {
-				if f.Header[0] != "# lavender-2 run log 2026-04-24 00:41:41" {
+				if f.Header[0] != exampleTitle {
 					t.Errorf("title %q, want one restored from the file name", f.Header[0])
 				}
 				if f.First != "00:41:41 hand written note" || f.Entries[0] != "12:00:00 START Pretrain 1/3" || f.Marker != nil {

@@ -113,7 +113,7 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 		return err
 	}
 	defer srv.close()
-	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, srv.reg)
+	bridge, err := barkbridge.New(c.barkConfig(c.logged(g)), g.Logger, srv.reg)
 	if err != nil {
 		return err
 	}

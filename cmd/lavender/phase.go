@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"lavender/exporter"
+	"lavender/heartbeat"
+	"lavender/phaseapi"
 )
 
 // PhaseCmd is the client of the exporter's heartbeat API.
@@ -33,7 +34,7 @@ type phaseClientFlags struct {
 	Timeout      time.Duration `name:"timeout" default:"10s" env:"LAVENDER_PHASE_TIMEOUT" help:"Timeout of each request to the exporter."`
 }
 
-func (f *phaseClientFlags) client() (*exporter.Client, error) {
+func (f *phaseClientFlags) client() (*heartbeat.Client, error) {
 	httpClient := &http.Client{Timeout: f.Timeout}
 	if f.CAFile != "" {
 		pem, err := os.ReadFile(f.CAFile)
@@ -48,7 +49,7 @@ func (f *phaseClientFlags) client() (*exporter.Client, error) {
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		httpClient.Transport = transport
 	}
-	opts := []exporter.ClientOption{exporter.WithHTTPClient(httpClient)}
+	opts := []heartbeat.ClientOption{heartbeat.WithHTTPClient(httpClient)}
 	if f.PasswordFile != "" || f.Username != "" {
 		if f.Username == "" {
 			return nil, errors.New("--password-file needs --username")
@@ -61,54 +62,69 @@ func (f *phaseClientFlags) client() (*exporter.Client, error) {
 			}
 			password = strings.TrimRight(string(data), "\r\n")
 		}
-		opts = append(opts, exporter.WithBasicAuth(f.Username, password))
+		opts = append(opts, heartbeat.WithBasicAuth(f.Username, password))
 	}
-	c, err := exporter.NewClient(f.URL, opts...)
+	c, err := heartbeat.NewClient(f.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--url: %w", err)
 	}
 	return c, nil
 }
 
-func (f *phaseClientFlags) send(name, event, status string) error {
+// progressFlags are the optional progress a heartbeat carries; the
+// exporter checks them (step <= total), so that every client gets the same
+// answer.
+type progressFlags struct {
+	Step  *uint64 `name:"step" env:"LAVENDER_PHASE_STEP" help:"Steps done so far (0 or more), e.g. the trainer's global step."`
+	Total *uint64 `name:"total" env:"LAVENDER_PHASE_TOTAL" help:"Steps in the whole phase (1 or more); with --step, gives the ETA."`
+}
+
+func (f *phaseClientFlags) send(name, event, status string, progress progressFlags) error {
+	if progress.Total != nil && *progress.Total == 0 {
+		return errors.New("--total must be 1 or more")
+	}
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
-	_, err = c.Heartbeat(context.Background(), name, event, status)
+	_, err = c.Heartbeat(context.Background(), phaseapi.HeartbeatRequest{
+		Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total})
 	return err
 }
 
 type PhaseStartCmd struct {
 	phaseClientFlags
+	progressFlags
 	Name string `arg:"" help:"Phase name, e.g. \"Pretrain 1/3\"."`
 }
 
 func (c *PhaseStartCmd) Run(g *Globals) error {
-	return c.send(c.Name, exporter.EventStart, "")
+	return c.send(c.Name, phaseapi.EventStart, "", c.progressFlags)
 }
 
 type PhasePingCmd struct {
 	phaseClientFlags
+	progressFlags
 	Name string `arg:"" help:"Phase name."`
 }
 
 func (c *PhasePingCmd) Run(g *Globals) error {
-	return c.send(c.Name, exporter.EventPing, "")
+	return c.send(c.Name, phaseapi.EventPing, "", c.progressFlags)
 }
 
 type PhaseEndCmd struct {
 	phaseClientFlags
+	progressFlags
 	Name   string `arg:"" help:"Phase name."`
 	Failed bool   `help:"Mark the phase as failed." env:"LAVENDER_PHASE_FAILED"`
 }
 
 func (c *PhaseEndCmd) Run(g *Globals) error {
-	status := exporter.StatusOK
+	status := phaseapi.StatusOK
 	if c.Failed {
-		status = exporter.StatusFailed
+		status = phaseapi.StatusFailed
 	}
-	return c.send(c.Name, exporter.EventEnd, status)
+	return c.send(c.Name, phaseapi.EventEnd, status, c.progressFlags)
 }
 
 type PhaseRunCmd struct {
@@ -121,7 +137,7 @@ type PhaseRunCmd struct {
 // Run exits with the command's exit code: the wrapper must be invisible to
 // whatever runs it (a shell's set -e, a scheduler's retry policy).
 func (c *PhaseRunCmd) Run(g *Globals) error {
-	tty := exporter.ControllingTerminal()
+	tty := heartbeat.ControllingTerminal()
 	if tty != nil {
 		defer tty.Close()
 	}
@@ -149,7 +165,7 @@ func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader, tty 
 	if err != nil {
 		return 2, err
 	}
-	w := &exporter.Wrapper{
+	w := &heartbeat.Wrapper{
 		Client: client,
 		Phase:  c.Name,
 		Every:  c.Every,

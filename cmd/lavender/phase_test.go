@@ -127,3 +127,36 @@ func (l *phaseOutput) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// start, ping and end carry --step and --total (or LAVENDER_PHASE_STEP and
+// LAVENDER_PHASE_TOTAL); the exporter's refusal of a step past the total
+// comes back as the command's error.
+func TestPhaseProgressFlags(t *testing.T) {
+	base, _ := expStartExporter(t)
+	g := expGlobals(io.Discard, io.Discard)
+	if err := parseCLI(t, "phase", "start", "Train", "--url", base, "--step", "0", "--total", "500").Phase.Start.Run(g); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LAVENDER_PHASE_STEP", "120")
+	if err := parseCLI(t, "phase", "ping", "Train", "--url", base).Phase.Ping.Run(g); err != nil {
+		t.Fatal(err)
+	}
+	_, body := httpDo(t, "GET", base+"/api/v1/phases", nil)
+	if !strings.Contains(body, `"step":120,"total":500`) {
+		t.Errorf("phases after ping: %s", body)
+	}
+	err := parseCLI(t, "phase", "ping", "Train", "--url", base, "--step", "501").Phase.Ping.Run(g)
+	if err == nil || !strings.Contains(err.Error(), "step 501 is past the total of 500") {
+		t.Errorf("step past total: %v", err)
+	}
+	if err := parseCLI(t, "phase", "ping", "Train", "--url", base, "--total", "0").Phase.Ping.Run(g); err == nil || !strings.Contains(err.Error(), "--total must be 1 or more") {
+		t.Errorf("--total 0: %v", err)
+	}
+	if err := parseCLI(t, "phase", "end", "Train", "--url", base, "--step", "500").Phase.End.Run(g); err != nil {
+		t.Fatal(err)
+	}
+	_, body = httpDo(t, "GET", base+"/api/v1/phases", nil)
+	if !strings.Contains(body, `"status":"ok"`) || !strings.Contains(body, `"step":500`) {
+		t.Errorf("phases after end: %s", body)
+	}
+}

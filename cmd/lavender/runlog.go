@@ -7,6 +7,14 @@ import (
 	"lavender/runlog"
 )
 
+// logged returns the run-log options with g's logger, which hears about a
+// damaged run log moved aside.
+func (f runlogFlags) logged(g *Globals) runlog.Options {
+	o := f.options()
+	o.Logger = g.Logger
+	return o
+}
+
 // RunlogCmd groups the run-log subcommands.
 type RunlogCmd struct {
 	New    RunlogNewCmd    `cmd:"" help:"Start a new run and print its file's path."`
@@ -24,7 +32,7 @@ func (c *RunlogNewCmd) Run(g *Globals) error {
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
-	l, err := runlog.Start(c.options(), c.Header, runlog.RunStart)
+	l, err := runlog.Start(c.logged(g), c.Header, runlog.RunStart)
 	if err != nil {
 		return err
 	}
@@ -41,7 +49,7 @@ func (c *RunlogAppendCmd) Run(g *Globals) error {
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
-	l, _, err := runlog.CurrentOrStart(c.options(), "", runlog.RunStart)
+	l, _, err := runlog.CurrentOrStart(c.logged(g), "", runlog.RunStart)
 	if err != nil {
 		return err
 	}
@@ -53,7 +61,7 @@ type RunlogShowCmd struct {
 }
 
 func (c *RunlogShowCmd) Run(g *Globals) error {
-	l, err := runlog.Current(runlog.Options{Dir: c.Dir})
+	l, err := runlog.Current(runlog.Options{Dir: c.Dir, Logger: g.Logger})
 	if err != nil {
 		return err
 	}

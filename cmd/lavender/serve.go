@@ -63,7 +63,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer closeExp()
-	bridge, err := barkbridge.New(c.barkConfig(c.options()), g.Logger, srv.reg)
+	bridge, err := barkbridge.New(c.barkConfig(c.logged(g)), g.Logger, srv.reg)
 	if err != nil {
 		return err
 	}
@@ -82,8 +82,13 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 
-	if run, _ := exp.Snapshot(); !c.RunResume || run == nil {
-		device := exporter.Device()
+	device := exporter.Device()
+	if run, _ := exp.Snapshot(); c.RunResume && run != nil {
+		// Entries after the last RUN stop must say the process came back.
+		if err := exp.AppendToRun(runlog.RunResume + "  device=" + device); err != nil {
+			g.Logger.Error("run log: RUN resume not written", "err", err)
+		}
+	} else {
 		header := c.RunHeader
 		if header == "" {
 			header = fmt.Sprintf("device=%s lavender=v%s", device, version.Version)
@@ -135,7 +140,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 
 	err = <-served
 	background.Wait()
-	if logErr := exp.AppendToRun("RUN stop"); logErr != nil {
+	if logErr := exp.AppendToRun(runlog.RunStop); logErr != nil {
 		g.Logger.Error("run log: RUN stop not written", "err", logErr)
 	}
 	return err

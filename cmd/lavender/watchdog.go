@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -121,10 +122,15 @@ func hostReader(procfs string, victims *exporter.OOMVictimReader, exp *exporter.
 		}
 		_, phases := exp.Snapshot()
 		for _, p := range phases {
-			s.Phases = append(s.Phases, watchdog.PhaseState{
+			ps := watchdog.PhaseState{
 				Name: p.Name, Status: watchdog.PhaseStatus(p.Status),
 				Started: p.Started, Ended: p.Ended, LastHeartbeat: p.LastHeartbeat,
-			})
+				Total: int64(min(p.Total, math.MaxInt64)), ProgressAt: p.ProgressAt,
+			}
+			if p.Step != nil {
+				ps.HasStep, ps.Step = true, int64(min(*p.Step, math.MaxInt64))
+			}
+			s.Phases = append(s.Phases, ps)
 		}
 		return s, nil
 	}

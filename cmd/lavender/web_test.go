@@ -4,9 +4,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -189,53 +187,4 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 			t.Errorf("serve = %v, want an error naming the flag and value", err)
 		}
 	})
-}
-
-// TestREADMEPythonSnippet runs the README's Python context manager against
-// serve: Python's urllib sends application/x-www-form-urlencoded unless told
-// otherwise, which the API refuses with 415, so the snippet must set
-// Content-Type: application/json itself.
-func TestREADMEPythonSnippet(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)### From Python.*?```python\n(.*?)```").FindSubmatch(readme)
-	if m == nil {
-		t.Fatal("README has no Python block under \"### From Python\"")
-	}
-	snippet := "def train(**kw):\n    pass\n\n" + string(m[1])
-	header := `{"Content-Type": "application/json"}`
-	if !strings.Contains(snippet, header) {
-		t.Fatalf("the README's snippet no longer sets %s; update this test", header)
-	}
-
-	procfs := newFakeProcfs(t)
-	procfs.setSwap(swap32GiBinKB, 0.1)
-	r := startServe(t, procfs, "--watchdog.interval=0")
-	run := func(code string) string {
-		cmd := exec.Command(python, "-c", code)
-		cmd.Env = append(os.Environ(), "LAVENDER_URL="+r.base)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("python: %v\n%s", err, out)
-		}
-		return string(out)
-	}
-	if out := run(snippet); out != "" {
-		t.Errorf("the snippet printed %q", out)
-	}
-	if log := r.runLog(); !strings.Contains(log, "START Pretrain 1/3") || !strings.Contains(log, "END   Pretrain 1/3 0s") {
-		t.Errorf("run log after the snippet:\n%s", log)
-	}
-	// Without the header urllib's default type is refused, and the snippet
-	// says so and carries on.
-	out := run(strings.Replace(strings.ReplaceAll(snippet, "Pretrain 1/3", "Untyped"), header, "{}", 1))
-	if !strings.Contains(out, "HTTP Error 415") || strings.Contains(r.runLog(), "Untyped") {
-		t.Errorf("without Content-Type: printed %q, run log:\n%s", out, r.runLog())
-	}
 }

@@ -16,9 +16,14 @@ const module = "lavender"
 // mayUse lists, for every package of the module, the packages of the module
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
-	"runlog":     {},
-	"watchdog":   {},
-	"exporter":   {"runlog"},
+	"runlog":   {},
+	"watchdog": {},
+	// The heartbeat API's wire format, shared by the exporter (server) and
+	// heartbeat (client and phase run wrapper), which never import each
+	// other: a client does not pull in the collectors.
+	"phaseapi":   {},
+	"heartbeat":  {"phaseapi"},
+	"exporter":   {"runlog", "phaseapi"},
 	"barkbridge": {"runlog", "watchdog"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},

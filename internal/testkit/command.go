@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,7 +59,7 @@ func RemoveBinaries() {
 func buildLavender() (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("build lavender: no go tool on PATH: %w", err)
 	}
 	out, err := exec.Command(goTool, "env", "GOMOD").Output()
 	if err != nil {

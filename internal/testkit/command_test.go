@@ -37,8 +37,8 @@ func TestStartCommandOneShot(t *testing.T) {
 	if err := bad.Wait(waitLimit); !errors.As(err, &exit) || bad.ExitCode() == 0 || !strings.Contains(bad.Stderr.String(), "no-such-flag") {
 		t.Errorf("unknown flag: %v, exit %d, stderr %q", err, bad.ExitCode(), bad.Stderr)
 	}
-	if Binary(t) != Binary(t) || !strings.HasPrefix(Binary(t), os.TempDir()) {
-		t.Errorf("Binary is %s: want one build in the temp dir", Binary(t))
+	if first, again := Binary(t), Binary(t); first != again || !strings.HasPrefix(first, os.TempDir()) {
+		t.Errorf("Binary is %s, then %s: want one build in the temp dir", first, again)
 	}
 }
 

@@ -1,4 +1,4 @@
-package exporter
+package heartbeat
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // DefaultPingInterval is how often `lavender phase run` pings.
@@ -58,7 +60,7 @@ const (
 // only if the command could not be started (or the phase name is bad, in
 // which case nothing runs).
 func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, error) {
-	phase, err := NormalizePhaseName(w.Phase)
+	phase, err := phaseapi.NormalizePhaseName(w.Phase)
 	if err != nil {
 		return 2, err
 	}
@@ -108,7 +110,7 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 	pinger.Add(1)
 	go func() {
 		defer pinger.Done()
-		hb.send(ctx, EventStart, "")
+		hb.send(ctx, phaseapi.EventStart, "")
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
@@ -116,7 +118,7 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 			case <-stopPings:
 				return
 			case <-tick.C:
-				hb.send(ctx, EventPing, "")
+				hb.send(ctx, phaseapi.EventPing, "")
 			}
 		}
 	}()
@@ -141,11 +143,11 @@ wait:
 	pinger.Wait()
 
 	code := exitCode(cmd.ProcessState)
-	status := StatusOK
+	status := phaseapi.StatusOK
 	if code != 0 {
-		status = StatusFailed
+		status = phaseapi.StatusFailed
 	}
-	hb.send(ctx, EventEnd, status)
+	hb.send(ctx, phaseapi.EventEnd, status)
 	return code, nil
 }
 
@@ -172,7 +174,7 @@ func (h *heartbeater) send(ctx context.Context, event, status string) {
 	if h.client == nil {
 		return
 	}
-	_, err := h.client.Heartbeat(ctx, h.phase, event, status)
+	_, err := h.client.Heartbeat(ctx, phaseapi.HeartbeatRequest{Phase: h.phase, Event: event, Status: status})
 	if err == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package exporter
+package heartbeat
 
 import (
 	"bufio"
@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // childEnv makes the test binary act as the wrapped command; see TestMain.
@@ -184,8 +186,8 @@ func TestWrapperExitCode(t *testing.T) {
 		status string
 		end    string
 	}{
-		{0, StatusOK, "END   Train 0s"},
-		{3, StatusFailed, "END   Train 0s failed"},
+		{0, phaseapi.StatusOK, "END   Train 0s"},
+		{3, phaseapi.StatusFailed, "END   Train 0s failed"},
 	} {
 		t.Run(strconv.Itoa(tc.code), func(t *testing.T) {
 			env := newTestEnv(t)
@@ -256,7 +258,7 @@ func TestWrapperForwardsSignals(t *testing.T) {
 			if r.err != nil || r.code != tc.code {
 				t.Fatalf("Run = %d, %v; want the child's %d", r.code, r.err, tc.code)
 			}
-			if p, _ := env.phase("Train"); p.Status != StatusFailed {
+			if p, _ := env.phase("Train"); p.Status != phaseapi.StatusFailed {
 				t.Errorf("phase %+v, want failed", p)
 			}
 		})
@@ -339,7 +341,7 @@ func TestWrapperCannotStart(t *testing.T) {
 		t.Errorf("non-executable: Run = %d, %v; want %d", code, err, ExitCannotExecute)
 	}
 	w.Phase = "bad\nname"
-	if code, err := w.Run(context.Background(), "true"); code != 2 || !errors.Is(err, ErrBadPhaseName) {
+	if code, err := w.Run(context.Background(), "true"); code != 2 || !errors.Is(err, phaseapi.ErrBadPhaseName) {
 		t.Errorf("bad name: Run = %d, %v", code, err)
 	}
 	if _, phases := env.e.Snapshot(); len(phases) != 0 {
@@ -359,10 +361,10 @@ func TestClient(t *testing.T) {
 	if err != nil || run.File != "run-20261129-120000.log" {
 		t.Fatalf("StartRun = %+v, %v", run, err)
 	}
-	if _, err := c.Heartbeat(ctx, "Pretrain", EventStart, ""); err != nil {
+	if _, err := c.Heartbeat(ctx, phaseapi.HeartbeatRequest{Phase: "Pretrain", Event: phaseapi.EventStart}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Heartbeat(ctx, "Eval", EventEnd, "")
+	_, err = c.Heartbeat(ctx, phaseapi.HeartbeatRequest{Phase: "Eval", Event: phaseapi.EventEnd})
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || !strings.Contains(apiErr.Message, "Eval") {
 		t.Errorf("end of unknown phase: %v", err)
@@ -384,7 +386,7 @@ func TestClientBasicAuth(t *testing.T) {
 	var gotUser, gotPass string
 	srv := newAuthServer(t, &gotUser, &gotPass)
 	c, _ := NewClient(srv, WithBasicAuth("trainer", "s3cret"))
-	if _, err := c.Heartbeat(context.Background(), "A", EventPing, ""); err != nil {
+	if _, err := c.Heartbeat(context.Background(), phaseapi.HeartbeatRequest{Phase: "A", Event: phaseapi.EventPing}); err != nil {
 		t.Fatal(err)
 	}
 	if gotUser != "trainer" || gotPass != "s3cret" {

@@ -1,4 +1,10 @@
-package exporter
+// Package heartbeat is the training side of the heartbeat API: the client
+// that posts heartbeats, starts runs and reads phases, and the `lavender
+// phase run` wrapper that runs a command as a phase (start, pings, end by
+// exit code, signals forwarded, terminal handed over). It speaks the wire
+// format of package phaseapi and imports nothing else of lavender's, so it
+// never pulls in the exporter.
+package heartbeat
 
 import (
 	"bytes"
@@ -11,10 +17,12 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"lavender/phaseapi"
 )
 
-// DefaultURL is where `lavender phase` finds the exporter.
-const DefaultURL = "http://127.0.0.1:9877"
+// maxAnswerBytes bounds the read of an answer: 64 phases are some 30 KiB.
+const maxAnswerBytes = 1 << 20
 
 // Client talks to the heartbeat API.
 type Client struct {
@@ -79,23 +87,23 @@ func (e *APIError) Error() string {
 }
 
 // Heartbeat posts one event and returns the phase as the exporter now sees it.
-func (c *Client) Heartbeat(ctx context.Context, phase, event, status string) (Phase, error) {
-	var p Phase
-	err := c.post(ctx, HeartbeatPath, HeartbeatRequest{Phase: phase, Event: event, Status: status}, &p)
+func (c *Client) Heartbeat(ctx context.Context, req phaseapi.HeartbeatRequest) (phaseapi.Phase, error) {
+	var p phaseapi.Phase
+	err := c.post(ctx, phaseapi.HeartbeatPath, req, &p)
 	return p, err
 }
 
 // StartRun asks the exporter to start a new run and returns it.
-func (c *Client) StartRun(ctx context.Context, header string) (Run, error) {
-	var resp RunResponse
-	err := c.post(ctx, RunsPath, RunRequest{Header: header}, &resp)
+func (c *Client) StartRun(ctx context.Context, header string) (phaseapi.Run, error) {
+	var resp phaseapi.RunResponse
+	err := c.post(ctx, phaseapi.RunsPath, phaseapi.RunRequest{Header: header}, &resp)
 	return resp.Run, err
 }
 
 // Phases returns the exporter's current run and phases.
-func (c *Client) Phases(ctx context.Context) (PhasesResponse, error) {
-	var resp PhasesResponse
-	err := c.do(ctx, http.MethodGet, PhasesPath, nil, &resp)
+func (c *Client) Phases(ctx context.Context) (phaseapi.PhasesResponse, error) {
+	var resp phaseapi.PhasesResponse
+	err := c.do(ctx, http.MethodGet, phaseapi.PhasesPath, nil, &resp)
 	return resp, err
 }
 
@@ -130,12 +138,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		return fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxRequestBytes))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
 		return fmt.Errorf("%s %s: read the answer: %w", method, u.Redacted(), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		var e errorResponse
+		var e phaseapi.ErrorResponse
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 			if len(e.Error) > 200 {

@@ -1,4 +1,4 @@
-package exporter
+package heartbeat
 
 import (
 	"fmt"

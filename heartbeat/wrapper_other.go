@@ -1,6 +1,6 @@
 //go:build !linux
 
-package exporter
+package heartbeat
 
 import (
 	"log/slog"

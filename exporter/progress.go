@@ -1,0 +1,109 @@
+package exporter
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"lavender/phaseapi"
+)
+
+// RateHalfLife is the half-life of the smoothed step rate behind the ETA:
+// an interval that ended this long ago weighs half as much as one that
+// ends now. A few minutes let the ETA follow a run that speeds up after
+// warm-up, or slows down for evaluation, within some ten minutes, without
+// jumping at every uneven step.
+const RateHalfLife = 5 * time.Minute
+
+// checkProgress validates the progress a heartbeat carries against what the
+// phase already reported: step ≥ 0 (the type sees to it), total ≥ 1, and
+// the step never past the total, whichever of the two this heartbeat sends.
+func checkProgress(step, total *uint64, known phaseapi.Progress) error {
+	if total != nil && *total == 0 {
+		return fmt.Errorf("%w: total must be 1 or more, not 0", ErrBadProgress)
+	}
+	s, t := known.Step, known.Total
+	if step != nil {
+		s = step
+	}
+	if total != nil {
+		t = *total
+	}
+	if s != nil && t > 0 && *s > t {
+		return fmt.Errorf("%w: step %d is past the total of %d", ErrBadProgress, *s, t)
+	}
+	return nil
+}
+
+// advanceProgress applies one heartbeat's progress to p at now. A step above the
+// last one is an advance: it moves ProgressAt and feeds the rate. A step
+// below it (a run resumed from a checkpoint) is recorded as it comes and
+// starts the rate afresh, since what came before describes another stretch
+// of the run. The same step again changes nothing, so a stall shows.
+//
+// The rate is an exponentially weighted average over time: each interval
+// between two advances contributes its own rate (steps / seconds), weighted
+// by 1 - 2^(-interval/RateHalfLife) and at most 1/2, so a burst of quick
+// pings does not outvote minutes of history and one long pause moves the
+// rate at most halfway.
+func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
+	if total != nil {
+		p.Total = *total
+	}
+	if step == nil {
+		return
+	}
+	s := *step
+	switch {
+	case p.Step == nil || s < *p.Step:
+		p.Rate, p.Advances, p.GapSeconds = 0, 0, 0
+	case s == *p.Step:
+		return
+	default:
+		dt := now.Sub(p.ProgressAt).Seconds()
+		p.Advances++
+		if dt > 0 {
+			inst := float64(s-*p.Step) / dt
+			if p.Rate == 0 {
+				p.Rate = inst
+			} else {
+				// One interval moves the rate at most halfway: a single
+				// long pause (an evaluation, a checkpoint save) is felt,
+				// but it does not erase the rate the run had before.
+				w := min(1-math.Exp2(-dt/RateHalfLife.Seconds()), 0.5)
+				p.Rate += w * (inst - p.Rate)
+			}
+			p.GapSeconds = dt
+		}
+	}
+	p.Step = &s // a fresh pointer: copies of the phase share the old one
+	p.ProgressAt = now
+}
+
+// phaseETA is the estimated time from now until the phase reaches its total,
+// and whether there is one: the phase runs, its total is known, and two
+// advancing heartbeats gave a rate.
+//
+// While no step comes, the rate decays: once the wait exceeds the last
+// interval between advances, the rate is halved for every RateHalfLife of
+// further waiting, so a hung run's ETA grows instead of counting down to a
+// finish that is not coming.
+func phaseETA(p Phase, now time.Time) (time.Duration, bool) {
+	if !p.Active() || p.Step == nil || p.Total == 0 || p.Advances < 2 || p.Rate <= 0 {
+		return 0, false
+	}
+	remaining := float64(p.Total - min(*p.Step, p.Total))
+	if remaining == 0 {
+		return 0, true
+	}
+	waited := now.Sub(p.ProgressAt).Seconds() - p.GapSeconds
+	rate := p.Rate * math.Exp2(-max(waited, 0)/RateHalfLife.Seconds())
+	secs := remaining / rate
+	if secs > maxETA.Seconds() || math.IsInf(secs, 0) || math.IsNaN(secs) {
+		secs = maxETA.Seconds()
+	}
+	return time.Duration(secs * float64(time.Second)), true
+}
+
+// maxETA caps the estimate so a nearly stopped rate cannot overflow.
+const maxETA = 100 * 365 * 24 * time.Hour

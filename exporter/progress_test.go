@@ -1,0 +1,254 @@
+package exporter
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func u64(v uint64) *uint64 { return &v }
+
+// step sends one heartbeat carrying step (and total, if non-zero).
+func (env *testEnv) step(name, event string, step, total uint64) Phase {
+	env.t.Helper()
+	req := HeartbeatRequest{Phase: name, Event: event, Step: u64(step)}
+	if total > 0 {
+		req.Total = u64(total)
+	}
+	p, err := env.e.Apply(req)
+	if err != nil {
+		env.t.Fatalf("%s %q step %d/%d: %v", event, name, step, total, err)
+	}
+	return p
+}
+
+// eta is the phase's ETA as the API answers it now, and whether it has one.
+func (env *testEnv) eta(name string) (float64, bool) {
+	env.t.Helper()
+	p, ok := env.phase(name)
+	if !ok {
+		env.t.Fatalf("no phase %q", name)
+	}
+	return p.ETASeconds, p.ETASeconds > 0
+}
+
+// run advances the clock by every and the step by perPing, n times.
+func (env *testEnv) run(name string, n int, every time.Duration, perPing uint64) {
+	env.t.Helper()
+	p, _ := env.phase(name)
+	s := *p.Step
+	for range n {
+		env.clock.Advance(every)
+		s += perPing
+		env.step(name, EventPing, s, 0)
+	}
+}
+
+func near(got, want, tolerance float64) bool { return math.Abs(got-want) <= tolerance*want }
+
+// The ETA follows a constant rate exactly, needs two advancing heartbeats,
+// and is absent without a total.
+func TestETAConstantRate(t *testing.T) {
+	env := newTestEnv(t)
+	env.step("Train", EventStart, 0, 1000)
+	env.step("NoTotal", EventStart, 0, 0)
+	env.clock.Advance(time.Minute)
+	env.step("Train", EventPing, 60, 0)
+	env.step("NoTotal", EventPing, 60, 0)
+	if eta, ok := env.eta("Train"); ok {
+		t.Fatalf("ETA %v after one advance; want none until two", eta)
+	}
+	env.clock.Advance(time.Minute)
+	env.step("Train", EventPing, 120, 0)
+	env.step("NoTotal", EventPing, 120, 0)
+	if eta, _ := env.eta("Train"); eta != 880 {
+		t.Errorf("ETA %v at 1 step/s with 880 steps left, want 880", eta)
+	}
+	if eta, ok := env.eta("NoTotal"); ok {
+		t.Errorf("ETA %v without a total", eta)
+	}
+	// A ping within the usual interval does not decay the rate.
+	env.clock.Advance(30 * time.Second)
+	env.step("Train", EventPing, 120, 0)
+	if eta, _ := env.eta("Train"); eta != 880 {
+		t.Errorf("ETA %v 30 s after the last step, want 880 still", eta)
+	}
+	p, _ := env.phase("Train")
+	if *p.Step != 120 || p.Total != 1000 || !p.ProgressAt.Equal(t0.Add(2*time.Minute)) || p.Advances != 2 {
+		t.Errorf("progress %+v", p.Progress)
+	}
+}
+
+// After the rate doubles, the ETA is halfway there after one half-life and
+// within a few percent after four.
+func TestETAFollowsRateChange(t *testing.T) {
+	env := newTestEnv(t)
+	env.step("Train", EventStart, 0, 100000)
+	env.run("Train", 10, time.Minute, 60) // 1 step/s
+	env.run("Train", 5, time.Minute, 120) // 2 steps/s for one half-life
+	p, _ := env.phase("Train")
+	if !near(p.Rate, 1.5, 0.01) {
+		t.Errorf("rate %v one half-life after doubling, want 1.5", p.Rate)
+	}
+	env.run("Train", 15, time.Minute, 120)
+	p, _ = env.phase("Train")
+	left := float64(100000 - *p.Step)
+	if eta, _ := env.eta("Train"); !near(eta, left/2, 0.07) {
+		t.Errorf("ETA %v four half-lives after doubling, want about %v", eta, left/2)
+	}
+}
+
+// While no step comes, the ETA grows instead of counting down; once steps
+// resume at the old rate, it is back within 10% in 15 minutes.
+func TestETAPauseAndResume(t *testing.T) {
+	env := newTestEnv(t)
+	env.step("Train", EventStart, 0, 100000)
+	env.run("Train", 10, time.Minute, 60)
+	before, _ := env.eta("Train")
+	for range 10 { // pings with no progress: an evaluation, or a hang
+		env.clock.Advance(time.Minute)
+		env.step("Train", EventPing, 600, 0)
+	}
+	during, ok := env.eta("Train")
+	if !ok || during < 2*before {
+		t.Errorf("ETA %v after 10 min without a step, want it well above %v", during, before)
+	}
+	if p, _ := env.phase("Train"); !p.ProgressAt.Equal(t0.Add(10 * time.Minute)) {
+		t.Errorf("last progress %v, want when the step last moved", p.ProgressAt)
+	}
+	env.run("Train", 15, time.Minute, 60)
+	p, _ := env.phase("Train")
+	left := float64(100000 - *p.Step)
+	if after, _ := env.eta("Train"); !near(after, left, 0.10) {
+		t.Errorf("ETA %v 15 min after resuming at 1 step/s, want within 10%% of %v", after, left)
+	}
+}
+
+// A step that goes backwards (a run resumed from a checkpoint) is recorded
+// as it comes and starts the rate afresh.
+func TestETABackwardsStep(t *testing.T) {
+	env := newTestEnv(t)
+	env.step("Train", EventStart, 0, 10000)
+	env.run("Train", 10, time.Minute, 60)
+	env.clock.Advance(time.Minute)
+	p := env.step("Train", EventPing, 100, 0)
+	if *p.Step != 100 || p.ETASeconds != 0 || p.Advances != 0 {
+		t.Errorf("after going back: %+v; want step 100 and no ETA yet", p.Progress)
+	}
+	env.run("Train", 2, time.Minute, 180) // 3 steps/s now
+	if eta, _ := env.eta("Train"); eta != float64(10000-460)/3 {
+		t.Errorf("ETA %v, want %v from the new rate alone", eta, float64(10000-460)/3)
+	}
+}
+
+// Progress survives a restart, crash or clean, and the ETA with it.
+func TestRestartKeepsProgress(t *testing.T) {
+	env := newTestEnv(t)
+	env.step("Train", EventStart, 0, 1000)
+	env.run("Train", 3, time.Minute, 60)
+	want, _ := env.phase("Train")
+	if err := env.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	env.restart()
+	got, ok := env.phase("Train")
+	if !ok || got.Step == nil || *got.Step != 180 || got.Total != 1000 || !got.ProgressAt.Equal(want.ProgressAt) ||
+		got.Advances != 3 || got.Rate != want.Rate || got.ETASeconds != want.ETASeconds || got.ETASeconds == 0 {
+		t.Errorf("after restart %+v, want %+v", got.Progress, want.Progress)
+	}
+	// A phase that reported step 0 keeps it: 0 is a step, not "none".
+	env.step("Zero", EventStart, 0, 0)
+	env.restart()
+	if p, _ := env.phase("Zero"); p.Step == nil || *p.Step != 0 {
+		t.Errorf("step 0 lost across a restart: %+v", p.Progress)
+	}
+}
+
+func TestAPIProgress(t *testing.T) {
+	env := newTestEnv(t)
+	srv := env.server()
+	post := func(body string) (int, string) {
+		code, _, data := request(t, http.MethodPost, srv.URL+HeartbeatPath, body)
+		return code, string(data)
+	}
+	if code, body := post(`{"phase":"Train","event":"start","step":0,"total":300}`); code != 200 {
+		t.Fatalf("start with progress: %d %s", code, body)
+	}
+	for i, s := range []int{100, 200} {
+		env.clock.Advance(time.Minute)
+		if code, body := post(fmt.Sprintf(`{"phase":"Train","event":"ping","step":%d}`, s)); code != 200 {
+			t.Fatalf("ping %d: %d %s", i, code, body)
+		}
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"step past total", `{"phase":"Train","event":"ping","step":301}`, "step 301 is past the total of 300"},
+		{"step past new total", `{"phase":"Train","event":"ping","step":250,"total":240}`, "step 250 is past the total of 240"},
+		{"total below step", `{"phase":"Train","event":"ping","total":150}`, "step 200 is past the total of 150"},
+		{"total 0", `{"phase":"Train","event":"ping","total":0}`, "total must be 1 or more"},
+		{"negative step", `{"phase":"Train","event":"ping","step":-1}`, `"step" must be a whole number, 0 or more`},
+		{"fractional step", `{"phase":"Train","event":"ping","step":1.5}`, `"step" must be a whole number, 0 or more`},
+		{"negative total", `{"phase":"Train","event":"ping","total":-3}`, `"total" must be a whole number, 0 or more`},
+		{"step as text", `{"phase":"Train","event":"ping","step":"5"}`, `"step" must be a number, not a string`},
+		{"unknown field still refused", `{"phase":"Train","event":"ping","steps":5}`, `unknown field "steps"`},
+		{"step past total on end", `{"phase":"Train","event":"end","step":400}`, "past the total"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := snapshotState(t, env)
+			code, body := post(tc.body)
+			var e errorResponse
+			_ = json.Unmarshal([]byte(body), &e)
+			if code != http.StatusBadRequest || !strings.Contains(e.Error, tc.want) {
+				t.Errorf("%s: %d %s, want 400 saying %s", tc.body, code, body, tc.want)
+			}
+			if after := snapshotState(t, env); after != before {
+				t.Errorf("state changed:\n%s\nwant\n%s", after, before)
+			}
+		})
+	}
+	_, _, data := request(t, http.MethodGet, srv.URL+PhasesPath, "")
+	var raw struct{ Phases []map[string]any }
+	if err := json.Unmarshal(data, &raw); err != nil || len(raw.Phases) != 1 {
+		t.Fatalf("phases: %s (%v)", data, err)
+	}
+	p := raw.Phases[0]
+	if p["step"] != 200.0 || p["total"] != 300.0 || p["eta_seconds"] != 60.0 || p["last_progress"] != t0.Add(2*time.Minute).Format(time.RFC3339) {
+		t.Errorf("phase as the API shows it: %s", data)
+	}
+	// A step that goes back is accepted; the end records its last step.
+	if code, body := post(`{"phase":"Train","event":"ping","step":50}`); code != 200 || !strings.Contains(body, `"step":50`) {
+		t.Errorf("backwards step: %d %s", code, body)
+	}
+	if code, body := post(`{"phase":"Train","event":"end","step":300}`); code != 200 || !strings.Contains(body, `"step":300`) || strings.Contains(body, "eta_seconds") {
+		t.Errorf("end with step: %d %s; want the step and no ETA", code, body)
+	}
+}
+
+// The progress metrics, checked against a golden file and promlint; a
+// phase without progress has none of them.
+func TestProgressMetrics(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Plain", EventStart, "")
+	env.step("Train", EventStart, 0, 1000)
+	env.run("Train", 2, time.Minute, 100)
+	goldenCompare(t, (*phaseCollector)(env.e), func() prometheus.Collector { return (*phaseCollector)(env.e) }, "phases_progress")
+	problems, err := testutil.GatherAndLint(env.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	for name, want := range map[string]int{"lavender_phase_step": 1, "lavender_phase_total_steps": 1,
+		"lavender_phase_last_progress_timestamp_seconds": 1, "lavender_phase_eta_seconds": 1} {
+		if n, err := testutil.GatherAndCount(env.reg, name); err != nil || n != want {
+			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package heartbeat
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lavender/exporter"
+	"lavender/phaseapi"
+	"lavender/runlog"
+)
+
+// The client and the wrapper are tested against the real exporter's API on
+// loopback (tests may import it: the layer rule counts no tests).
+
+// t0 is 2026-11-29 12:00:00 UTC, the exporter tests' clock.
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+type testEnv struct {
+	t   testing.TB
+	dir string
+	e   *exporter.Exporter
+}
+
+func newTestEnv(t testing.TB) *testEnv {
+	t.Helper()
+	clock := &fakeClock{now: t0}
+	dir := t.TempDir()
+	e, err := exporter.New(exporter.Config{ProcFS: t.TempDir(), Runlog: runlog.Options{Dir: dir}, Clock: clock.Now},
+		slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEnv{t: t, dir: dir, e: e}
+}
+
+func (env *testEnv) server() *httptest.Server {
+	mux := http.NewServeMux()
+	env.e.Register(mux)
+	srv := httptest.NewServer(mux)
+	env.t.Cleanup(srv.Close)
+	return srv
+}
+
+func (env *testEnv) phase(name string) (phaseapi.Phase, bool) {
+	_, phases := env.e.Snapshot()
+	for _, p := range phases {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return phaseapi.Phase{}, false
+}
+
+// entries returns the current run log's entries without their time stamps.
+func (env *testEnv) entries() []string {
+	env.t.Helper()
+	l, err := runlog.Current(runlog.Options{Dir: env.dir})
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	data, err := l.Read()
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	f, err := runlog.Parse(data)
+	if err != nil {
+		env.t.Fatalf("run log does not parse: %v\n%s", err, data)
+	}
+	var out []string
+	for _, e := range f.AllEntries() {
+		out = append(out, e[len("15:04:05 "):])
+	}
+	return out
+}
+
+func equalStrings(a, b []string) bool {
+	return strings.Join(a, "\n") == strings.Join(b, "\n") && len(a) == len(b)
+}
+
+func newAuthServer(t *testing.T, user, pass *string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*user, *pass, _ = r.BasicAuth()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"name":"A","status":"active"}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

@@ -1,0 +1,146 @@
+// Package phaseapi is the heartbeat API's wire format: its paths, the
+// request and answer bodies, the events and statuses, and the rule for a
+// phase name. The exporter serves it and package heartbeat speaks it; both
+// import this package and neither imports the other, so a client build does
+// not pull in the collectors and the server does not pull in the process
+// wrapper. It imports nothing of lavender's.
+package phaseapi
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// API paths.
+const (
+	HeartbeatPath = "/api/v1/heartbeat"
+	RunsPath      = "/api/v1/runs"
+	PhasesPath    = "/api/v1/phases"
+)
+
+// MaxRequestBytes bounds an API request body; a heartbeat is under 200 bytes.
+const MaxRequestBytes = 64 << 10
+
+// MaxPhaseNameBytes bounds one phase name after trimming.
+const MaxPhaseNameBytes = 64
+
+// Heartbeat events and end statuses, as posted to /api/v1/heartbeat.
+const (
+	EventStart = "start"
+	EventPing  = "ping"
+	EventEnd   = "end"
+
+	StatusActive = "active" // only in answers: the phase has not ended
+	StatusOK     = "ok"
+	StatusFailed = "failed"
+)
+
+// ErrBadPhaseName is the error of a name NormalizePhaseName refuses.
+var ErrBadPhaseName = errors.New("bad phase name")
+
+// HeartbeatRequest is the body of POST /api/v1/heartbeat.
+//
+// Step and Total are optional progress: Step counts from 0, Total is at
+// least 1, and Step may not exceed Total. Pointers tell "not sent" from 0.
+type HeartbeatRequest struct {
+	Phase  string  `json:"phase"`
+	Event  string  `json:"event"`            // start, ping or end
+	Status string  `json:"status,omitempty"` // ok or failed, with end only; default ok
+	Step   *uint64 `json:"step,omitempty"`
+	Total  *uint64 `json:"total,omitempty"`
+}
+
+// RunRequest is the body of POST /api/v1/runs.
+type RunRequest struct {
+	Header string `json:"header,omitempty"`
+}
+
+// RunResponse answers POST /api/v1/runs.
+type RunResponse struct {
+	Run Run `json:"run"`
+}
+
+// PhasesResponse answers GET /api/v1/phases.
+type PhasesResponse struct {
+	Run    *Run    `json:"run"` // null before the first run
+	Phases []Phase `json:"phases"`
+}
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
+
+// Run identifies the run whose phases the exporter holds.
+type Run struct {
+	File    string    `json:"file"` // base name of the run log
+	Started time.Time `json:"started"`
+}
+
+// Phase is one training phase as the API reports it.
+type Phase struct {
+	Name            string    `json:"name"`
+	Status          string    `json:"status"` // active, ok or failed
+	Started         time.Time `json:"started"`
+	LastHeartbeat   time.Time `json:"last_heartbeat"`
+	Ended           time.Time `json:"ended,omitzero"`
+	Heartbeats      uint64    `json:"heartbeats"`
+	DurationSeconds float64   `json:"duration_seconds"` // elapsed while active, final once ended
+
+	Progress
+}
+
+// Progress is what a phase has reported of its steps. Every field is absent
+// from the JSON until the phase reports a step.
+type Progress struct {
+	// Step is the last step reported, nil until one is. It is replaced,
+	// never written through: copies of a Phase share it.
+	Step *uint64 `json:"step,omitempty"`
+	// Total is the number of steps, 0 while unknown.
+	Total uint64 `json:"total,omitzero"`
+	// ProgressAt is when the step last moved (or was first reported).
+	ProgressAt time.Time `json:"last_progress,omitzero"`
+	// Advances counts the heartbeats whose step was above the one before.
+	Advances uint64 `json:"advances,omitzero"`
+	// Rate is the smoothed rate in steps per second; see the README's
+	// "Progress and ETA".
+	Rate float64 `json:"steps_per_second,omitzero"`
+	// GapSeconds is the interval between the last two advances; the rate
+	// starts to decay only once a wait exceeds it.
+	GapSeconds float64 `json:"advance_interval_seconds,omitzero"`
+	// ETASeconds is the estimated time to Total. It is set only in answers,
+	// while the phase runs with a known Total after two advancing
+	// heartbeats.
+	ETASeconds float64 `json:"eta_seconds,omitzero"`
+}
+
+// HasStep reports whether the phase has reported a step.
+func (p Progress) HasStep() bool { return p.Step != nil }
+
+// Active reports whether the phase has not ended.
+func (p Phase) Active() bool { return p.Status == StatusActive }
+
+// NormalizePhaseName trims name and checks it is 1–64 bytes of printable
+// UTF-8, the bound that keeps the phase label readable and the run-log line
+// within its 80 bytes.
+func NormalizePhaseName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	switch {
+	case name == "":
+		return "", fmt.Errorf("%w: empty", ErrBadPhaseName)
+	case len(name) > MaxPhaseNameBytes:
+		return "", fmt.Errorf("%w: %d bytes, more than %d", ErrBadPhaseName, len(name), MaxPhaseNameBytes)
+	case !utf8.ValidString(name):
+		return "", fmt.Errorf("%w: not valid UTF-8", ErrBadPhaseName)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return "", fmt.Errorf("%w: unprintable character %U", ErrBadPhaseName, r)
+		}
+	}
+	return name, nil
+}

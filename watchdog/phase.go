@@ -1,0 +1,329 @@
+package watchdog
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Phase rule names, as --phase.notify lists them and as Alert.Rule carries
+// them.
+const (
+	PhaseRuleFailed  = "failed"
+	PhaseRuleStalled = "stalled"
+	PhaseRuleDone    = "done"
+)
+
+// DefaultStallAfter is how long an active phase may go without a heartbeat,
+// or a phase that reports steps without a new step, before it counts as
+// stalled: the same 10 minutes as the PhaseStalled alert of alerts.yml.
+const DefaultStallAfter = 10 * time.Minute
+
+// DefaultPhaseNotify is --phase.notify's default: done is opt-in.
+var DefaultPhaseNotify = []string{PhaseRuleFailed, PhaseRuleStalled}
+
+// PhaseConfig tunes the phase rules. The error messages name the flags
+// that set these fields.
+type PhaseConfig struct {
+	// Notify lists the rules to run: failed, stalled, done. nil means
+	// DefaultPhaseNotify; an empty, non-nil list runs none.
+	Notify []string // --phase.notify
+	// StallAfter is the silence, or the time without a new step, after
+	// which an active phase is stalled; 0 turns the stalled rule off.
+	StallAfter time.Duration // --phase.stall-after
+	Repeat     time.Duration // --watchdog.repeat: reminder while a stall lasts; 0: none
+	Retry      time.Duration // --watchdog.interval: first retry after a push no target accepted; 0: DefaultInterval
+}
+
+// NewPhaseRules checks cfg and returns the phase rules it asks for, in the
+// order failed, stalled, done. cmd appends them to NewRules' rules and
+// feeds Sample.Phases from the exporter's phase table.
+func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
+	notify := cfg.Notify
+	if notify == nil {
+		notify = DefaultPhaseNotify
+	}
+	want := map[string]bool{}
+	for _, n := range notify {
+		n = strings.TrimSpace(n)
+		switch n {
+		case PhaseRuleFailed, PhaseRuleStalled, PhaseRuleDone:
+			want[n] = true
+		default:
+			return nil, fmt.Errorf("--phase.notify: unknown event %q; want a list of failed, stalled and done", n)
+		}
+	}
+	if cfg.StallAfter < 0 {
+		return nil, fmt.Errorf("--phase.stall-after must not be negative, not %s", cfg.StallAfter)
+	}
+	if want[PhaseRuleStalled] && cfg.StallAfter > 0 && cfg.StallAfter < time.Minute {
+		// Heartbeats come every minute by default (phase run's --every):
+		// a shorter silence is the normal gap between two of them.
+		return nil, fmt.Errorf("--phase.stall-after must be at least 1m (or 0 to turn it off), not %s", cfg.StallAfter)
+	}
+	repeat, retry, err := cadence(cfg.Repeat, cfg.Retry)
+	if err != nil {
+		return nil, err
+	}
+	var rules []Rule
+	if want[PhaseRuleFailed] {
+		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, repeat: repeat, retry: retry})
+	}
+	if want[PhaseRuleStalled] && cfg.StallAfter > 0 {
+		rules = append(rules, &StallRule{after: cfg.StallAfter, repeat: repeat, retry: retry})
+	}
+	if want[PhaseRuleDone] {
+		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: PhaseOK, repeat: repeat, retry: retry})
+	}
+	return rules, nil
+}
+
+// PhaseEndRule pushes once for every phase that ends with its status:
+// "failed" for PhaseFailed, "done" for PhaseOK. The alert's Phase names the
+// phase, Began is its start, and PhaseDuration its length. Phases that had
+// already ended at the first sample are not news and never push. A push
+// that reached no target is retried with a backoff until one does.
+type PhaseEndRule struct {
+	name          string
+	status        PhaseStatus
+	repeat, retry time.Duration
+
+	baselined bool
+	seen      map[phaseEnd]bool // ends already pushed (or already old at the first sample)
+	pending   []Alert           // pushes not yet delivered
+	retryAt   time.Time
+	backoff   time.Duration
+}
+
+// phaseEnd identifies one end of one phase: a phase run again and ended
+// again is another end.
+type phaseEnd struct {
+	name  string
+	ended int64
+}
+
+// Name is "failed" or "done".
+func (r *PhaseEndRule) Name() string { return r.name }
+
+// Observe pushes for each phase that has ended with the rule's status
+// since the last sample.
+func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
+	seen := make(map[phaseEnd]bool, len(s.Phases))
+	var fresh []Alert
+	for _, p := range s.Phases {
+		if p.Status != r.status || p.Ended.IsZero() {
+			continue
+		}
+		key := phaseEnd{p.Name, p.Ended.UnixNano()}
+		seen[key] = true
+		if r.baselined && !r.seen[key] {
+			fresh = append(fresh, Alert{Rule: r.name, Status: Firing, Began: p.Started, At: now, Sample: s, Phase: p.Name})
+		}
+	}
+	// Only ends still in the table are remembered, so the set stays within
+	// the table's 64 phases.
+	r.baselined, r.seen = true, seen
+	if len(fresh) > 0 {
+		r.pending = append(r.pending, fresh...)
+		return fresh
+	}
+	if len(r.pending) > 0 && !now.Before(r.retryAt) {
+		return slices.Clone(r.pending)
+	}
+	return nil
+}
+
+// Pushed forgets a delivered push, or schedules a retry of what is pending.
+func (r *PhaseEndRule) Pushed(a Alert, delivered bool, now time.Time) {
+	i := slices.IndexFunc(r.pending, func(p Alert) bool { return p.Phase == a.Phase && p.Began.Equal(a.Began) })
+	if i < 0 {
+		return
+	}
+	if delivered {
+		r.pending = slices.Delete(r.pending, i, i+1)
+		if len(r.pending) == 0 {
+			r.retryAt, r.backoff = time.Time{}, 0
+		}
+		return
+	}
+	r.backoff = nextBackoff(r.backoff, r.retry, r.repeat)
+	r.retryAt = now.Add(r.backoff)
+}
+
+// State: armed unless a push waits for a target; Since is when the first
+// waiting phase started.
+func (r *PhaseEndRule) State() RuleState {
+	st := RuleState{Name: r.name, Armed: len(r.pending) == 0}
+	if len(r.pending) > 0 {
+		st.Since = r.pending[0].Began
+	}
+	return st
+}
+
+// StallRule pushes "stalled" for an active phase that has sent no heartbeat
+// for the stall time, or that reports steps and keeps pinging while its
+// step has not moved for that long: a training loop hung on a collective
+// or a data loader, whose heartbeat thread pings on. The alert's Began is
+// when the silence began (the last heartbeat) or when the step last moved;
+// it stays the same through the stall's reminders, one every Repeat. The
+// stall ends, silently, when a heartbeat comes (for the first kind) or the
+// step moves (for the second), or when the phase ends; the rule is then
+// armed for that phase again.
+type StallRule struct {
+	after, repeat, retry time.Duration
+
+	stalls map[phaseRun]*stall
+}
+
+// phaseRun identifies one run of a phase: a restarted phase stalls afresh.
+type phaseRun struct {
+	name    string
+	started int64
+}
+
+type stall struct {
+	ep     episode
+	began  time.Time
+	onStep bool // the step stopped while heartbeats came
+}
+
+// Name is "stalled".
+func (r *StallRule) Name() string { return PhaseRuleStalled }
+
+// Observe checks every active phase.
+func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
+	live := make(map[phaseRun]*stall, len(s.Phases))
+	var out []Alert
+	for _, p := range s.Phases {
+		if p.Status != PhaseActive {
+			continue
+		}
+		key := phaseRun{p.Name, p.Started.UnixNano()}
+		st := r.stalls[key]
+		if st != nil && st.over(p) {
+			st = nil // re-armed: heartbeats or progress resumed
+		}
+		if st == nil {
+			began, onStep, ok := r.stalled(p, now)
+			if !ok {
+				continue
+			}
+			st = &stall{ep: episode{repeat: r.repeat, retry: r.retry}, began: began, onStep: onStep}
+		}
+		live[key] = st
+		if st.ep.due(now) {
+			status := st.ep.fire(now)
+			out = append(out, Alert{Rule: PhaseRuleStalled, Status: status, Began: st.began, At: now, Sample: s, Phase: p.Name})
+		}
+	}
+	r.stalls = live
+	return out
+}
+
+// stalled reports whether p is stalled at now, since when, and whether on
+// its step. Silence comes first: a phase that sends nothing is stalled on
+// its heartbeat, whatever its step.
+func (r *StallRule) stalled(p PhaseState, now time.Time) (began time.Time, onStep, ok bool) {
+	if now.Sub(p.LastHeartbeat) >= r.after {
+		return p.LastHeartbeat, false, true
+	}
+	if p.HasStep && p.LastHeartbeat.After(p.ProgressAt) && now.Sub(p.ProgressAt) >= r.after {
+		return p.ProgressAt, true, true
+	}
+	return time.Time{}, false, false
+}
+
+// over reports whether what the stall waited for has come.
+func (st *stall) over(p PhaseState) bool {
+	if st.onStep {
+		return p.ProgressAt.After(st.began)
+	}
+	return p.LastHeartbeat.After(st.began)
+}
+
+// Pushed learns the outcome of a push for one phase's stall.
+func (r *StallRule) Pushed(a Alert, delivered bool, now time.Time) {
+	for key, st := range r.stalls {
+		if key.name == a.Phase && st.began.Equal(a.Began) {
+			st.ep.pushed(delivered, now)
+		}
+	}
+}
+
+// State is armed while no phase is stalled; Since is when the earliest
+// current stall began.
+func (r *StallRule) State() RuleState {
+	st := RuleState{Name: PhaseRuleStalled, Armed: true}
+	for _, s := range r.stalls {
+		if st.Armed || s.began.Before(st.Since) {
+			st.Armed, st.Since = false, s.began
+		}
+	}
+	return st
+}
+
+// PhaseState is the phase an alert of a phase rule is about, as the
+// sample that raised it saw it.
+func (a Alert) PhaseState() (PhaseState, bool) {
+	for _, p := range a.Sample.Phases {
+		if p.Name == a.Phase {
+			return p, true
+		}
+	}
+	return PhaseState{}, false
+}
+
+// PhaseDuration is how long the phase of a failed or done alert ran, from
+// its start to its end.
+func (a Alert) PhaseDuration() time.Duration {
+	p, ok := a.PhaseState()
+	if !ok || p.Ended.IsZero() {
+		return a.Lasted()
+	}
+	return max(p.Ended.Sub(p.Started), 0)
+}
+
+// StallKind says what a stalled alert is about, as the push says it after
+// "stalled: ": "no heartbeat for 10m", or "step 1200/5000 for 10m" ("step
+// 1200 for 10m" without a total) when the heartbeats came but the step did
+// not move. The duration is how long the stall had lasted at the poll.
+func (a Alert) StallKind() string {
+	lasted := HumanDuration(a.Lasted())
+	p, ok := a.PhaseState()
+	if !ok || !p.HasStep || !a.Began.Equal(p.ProgressAt) || !p.LastHeartbeat.After(a.Began) {
+		return "no heartbeat for " + lasted
+	}
+	if p.Total > 0 {
+		return fmt.Sprintf("step %d/%d for %s", p.Step, p.Total, lasted)
+	}
+	return fmt.Sprintf("step %d for %s", p.Step, lasted)
+}
+
+// HumanDuration writes d the way a person reads it: seconds under a
+// minute ("45s"), whole minutes under an hour ("10m", so a stall seen a
+// poll after its 10 minutes still reads "10m"), hours and minutes under a
+// day ("4h12m", "4h"), then days and hours ("3d4h"). Every unit is cut, not
+// rounded; under a second is "0s".
+func HumanDuration(d time.Duration) string {
+	if d < time.Second {
+		return "0s"
+	}
+	s := int64(d / time.Second)
+	days, hours, mins, secs := s/86400, s/3600%24, s/60%60, s%60
+	part := func(n int64, unit string) string {
+		if n == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%d%s", n, unit)
+	}
+	switch {
+	case days > 0:
+		return part(days, "d") + part(hours, "h")
+	case hours > 0:
+		return part(hours, "h") + part(mins, "m")
+	case mins > 0:
+		return part(mins, "m")
+	}
+	return part(secs, "s")
+}
