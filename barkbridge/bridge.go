@@ -1,5 +1,6 @@
-// Package barkbridge turns Alertmanager webhooks, and the swap watchdog's
-// findings, into silent Bark pushes, and records each push in the run log.
+// Package barkbridge turns Alertmanager webhooks, and the watchdog's alerts
+// (as its watchdog.Pusher), into silent Bark pushes through one formatter,
+// and records each push in the run log.
 //
 // Bark device keys live in the URL templates of *.bark.env files. They are
 // sent to Bark and nowhere else: targets print as "file:line", failures as a
