@@ -1,12 +1,11 @@
 package barkbridge
 
 import (
-	"net"
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -37,31 +36,31 @@ func TestEscapeMessage(t *testing.T) {
 // TestEncodingOnTheWire checks the raw request line Bark receives and that
 // Bark's own routing and unescaping give the message back whole.
 func TestEncodingOnTheWire(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
+	srv := barktest.New(t, "KEY")
 	tests := []struct {
 		name, line, msg, wantURI string
 	}{
 		{
 			name:    "swap message",
-			line:    srv.template(),
+			line:    srv.Template("KEY"),
 			msg:     "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening",
 			wantURI: "/KEY/%5Blavender-2%5D%20swap%2054%25%20full%20%2816.3%2F32.0%20GB%29%20%E2%80%94%20consider%20intervening?level=passive&isArchive=0",
 		},
 		{
 			name:    "every character Bark would misread",
-			line:    srv.template(),
+			line:    srv.Template("KEY"),
 			msg:     "a/b+c%d#e?f&g h—i",
 			wantURI: "/KEY/a%2Fb%2Bc%25d%23e%3Ff%26g%20h%E2%80%94i?level=passive&isArchive=0",
 		},
 		{
 			name:    "escapes that look decoded already",
-			line:    srv.template(),
+			line:    srv.Template("KEY"),
 			msg:     "100%25 %zz %2F",
 			wantURI: "/KEY/100%2525%20%25zz%20%252F?level=passive&isArchive=0",
 		},
 		{
 			name:    "template's own level, existing query",
-			line:    srv.template() + "?level=timeSensitive&group=train",
+			line:    srv.Template("KEY") + "?level=timeSensitive&group=train",
 			msg:     "x",
 			wantURI: "/KEY/x?level=timeSensitive&group=train&isArchive=0",
 		},
@@ -75,12 +74,12 @@ func TestEncodingOnTheWire(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, map[string]string{"phone.bark.env": tt.line}, nil)
-			before := len(srv.received())
+			before := len(srv.Pushes())
 			res := f.bridge.Send(t.Context(), tt.msg)
 			if len(res) != 1 || res[0].Err != nil || res[0].Target != "phone.bark.env:1" {
 				t.Fatalf("Send = %+v", res)
 			}
-			got := srv.received()[before:]
+			got := srv.Pushes()[before:]
 			if len(got) != 1 {
 				t.Fatalf("server got %d requests", len(got))
 			}
@@ -103,40 +102,38 @@ func TestEncodingOnTheWire(t *testing.T) {
 }
 
 func TestSendFailureClasses(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, "success")
-	}))
-	t.Cleanup(tlsSrv.Close)
-	closer := startCloser(t)
+	srv := barktest.New(t, "KEY")
+	untrusted := barktest.NewTLS(t, "KEY")
 
 	tests := []struct {
-		name, mode, line string
-		class            string // "" = accepted
-		retryable        bool
+		name      string
+		fault     barktest.Fault // how srv answers; nil: success
+		line      string
+		class     string // "" = accepted
+		retryable bool
 	}{
-		{name: "200", mode: "ok", line: srv.template()},
+		{name: "200", line: srv.Template("KEY")},
 		// bark-server's GET / answers a plain "ok": a template that misses
 		// the key's path pushes nothing, and must not count as accepted.
-		{name: "2xx without JSON", mode: "text", line: srv.template(), class: "not-bark"},
-		{name: "302", mode: "redirect:" + srv.URL + "/elsewhere", line: srv.template(), class: "redirect"},
-		{name: "400", mode: "status:400", line: srv.template(), class: "HTTP 400"},
-		{name: "unknown key", mode: "ok", line: srv.URL + "/WRONGKEY/$0", class: "HTTP 400"},
-		{name: "404", mode: "ok", line: srv.URL + "/a/b/c/d/$0", class: "HTTP 404"},
-		{name: "429", mode: "status:429", line: srv.template(), class: "HTTP 429", retryable: true},
-		{name: "500", mode: "status:500", line: srv.template(), class: "HTTP 500", retryable: true},
-		{name: "200 with code 400", mode: "code:400", line: srv.template(), class: "bark code 400"},
-		{name: "200 with code 500", mode: "code:500", line: srv.template(), class: "bark code 500", retryable: true},
-		{name: "hang", mode: "hang", line: srv.template(), class: "timeout", retryable: true},
-		{name: "closed port", line: closedURL(t) + "/KEY/$0", class: "connection refused", retryable: true},
-		{name: "closed connection", line: "http://" + closer + "/KEY/$0", class: "connection closed", retryable: true},
-		{name: "untrusted certificate", line: tlsSrv.URL + "/KEY/$0", class: "tls", retryable: true},
+		{name: "2xx without JSON", fault: barktest.PlainOK(), line: srv.Template("KEY"), class: "not-bark"},
+		{name: "302", fault: barktest.Redirect(http.StatusFound, srv.URL+"/elsewhere"), line: srv.Template("KEY"), class: "redirect"},
+		{name: "400", fault: barktest.Status(400, "push failed"), line: srv.Template("KEY"), class: "HTTP 400"},
+		{name: "unknown key", line: srv.URL + "/WRONGKEY/$0", class: "HTTP 400"},
+		{name: "404", line: srv.URL + "/a/b/c/d/$0", class: "HTTP 404"},
+		{name: "429", fault: barktest.Status(429, "too many requests"), line: srv.Template("KEY"), class: "HTTP 429", retryable: true},
+		{name: "500", fault: barktest.Status(500, "push failed"), line: srv.Template("KEY"), class: "HTTP 500", retryable: true},
+		{name: "200 with code 400", fault: barktest.BarkCode(400, "push failed"), line: srv.Template("KEY"), class: "bark code 400"},
+		{name: "200 with code 500", fault: barktest.BarkCode(500, "push failed"), line: srv.Template("KEY"), class: "bark code 500", retryable: true},
+		{name: "hang", fault: barktest.Hang(), line: srv.Template("KEY"), class: "timeout", retryable: true},
+		{name: "closed port", line: barktest.DownURL(t) + "/KEY/$0", class: "connection refused", retryable: true},
+		{name: "closed connection", fault: barktest.CloseConnection(), line: srv.Template("KEY"), class: "connection closed", retryable: true},
+		{name: "untrusted certificate", line: untrusted.Template("KEY"), class: "tls", retryable: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv.setMode(tt.mode)
+			srv.SetFault(tt.fault)
 			f := newFixture(t, map[string]string{"phone.bark.env": tt.line}, func(c *Config) {
-				if tt.mode == "hang" {
+				if tt.name == "hang" {
 					c.Timeout = hangTimeout
 				}
 			})
@@ -162,45 +159,22 @@ func TestSendFailureClasses(t *testing.T) {
 					t.Errorf("Result.String() = %q", r.String())
 				}
 			}
-			if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": "phone.bark.env:1", "result": result}); v != 1 {
+			if v := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": "phone.bark.env:1", "result": result}); v != 1 {
 				t.Errorf("pushes_total{result=%q} = %v", result, v)
 			}
-			if v := gauge(t, f.reg, "lavender_bark_push_duration_seconds"); v != 1 {
+			if v := f.metrics().MustValue(t, "lavender_bark_push_duration_seconds_count", nil); v != 1 {
 				t.Errorf("push_duration_seconds count = %v", v)
 			}
 		})
 	}
 }
 
-// startCloser listens on loopback and closes every connection after reading
-// the request: the "server went away" failure.
-func startCloser(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			buf := make([]byte, 4096)
-			c.Read(buf)
-			c.Close()
-		}
-	}()
-	return l.Addr().String()
-}
-
 func TestSendConcurrentToAllTargets(t *testing.T) {
-	a, b := newBarkServer(t, "KA"), newBarkServer(t, "KB")
-	b.setMode("hang")
+	a, b := barktest.New(t, "KA"), barktest.New(t, "KB")
+	b.SetFault(barktest.Hang())
 	f := newFixture(t, map[string]string{
-		"a.bark.env": a.template(),
-		"b.bark.env": b.template() + "\n" + closedURL(t) + "/KC/$0",
+		"a.bark.env": a.Template("KA"),
+		"b.bark.env": b.Template("KB") + "\n" + barktest.DownURL(t) + "/KC/$0",
 	}, func(c *Config) { c.Timeout = time.Second }) // a must answer within it: a 200ms bound could flake on a loaded machine
 	res := f.bridge.Send(t.Context(), "hi")
 	var got []string
@@ -211,8 +185,8 @@ func TestSendConcurrentToAllTargets(t *testing.T) {
 	if strings.Join(got, "|") != want {
 		t.Errorf("results = %q, want %q", strings.Join(got, "|"), want)
 	}
-	if len(a.received()) != 1 {
-		t.Errorf("a got %d pushes", len(a.received()))
+	if len(a.Pushes()) != 1 {
+		t.Errorf("a got %d pushes", len(a.Pushes()))
 	}
 }
 
@@ -220,29 +194,15 @@ func TestSendConcurrentToAllTargets(t *testing.T) {
 // that followed a redirect would hand it to whatever host the Location
 // names, with the first URL as its Referer.
 func TestPushNeverFollowsRedirects(t *testing.T) {
-	var (
-		mu       sync.Mutex
-		reached  int
-		referers []string
-	)
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		reached++
-		mu.Unlock()
-		writeJSON(w, 200, "success")
-	}))
-	t.Cleanup(other.Close)
-	srv := newBarkServer(t, "REDIRECTKEY1")
+	other := barktest.New(t, "REDIRECTKEY1") // where the redirects point
+	srv := barktest.New(t, "REDIRECTKEY1")
+	var redirectors []*barktest.Server
 	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
-			redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				referers = append(referers, r.Header.Get("Referer"))
-				mu.Unlock()
-				http.Redirect(w, r, other.URL+r.URL.Path, code)
-			}))
-			t.Cleanup(redirector.Close)
-			f := newFixture(t, map[string]string{"phone.bark.env": redirector.URL + "/REDIRECTKEY1/$0\n" + srv.template()}, nil)
+			redirector := barktest.New(t, "REDIRECTKEY1")
+			redirector.SetFault(barktest.Redirect(code, other.URL))
+			redirectors = append(redirectors, redirector)
+			f := newFixture(t, map[string]string{"phone.bark.env": redirector.Template("REDIRECTKEY1") + "\n" + srv.Template("REDIRECTKEY1")}, nil)
 			res := f.bridge.Send(t.Context(), "hello")
 			if len(res) != 2 || res[0].Err == nil || res[0].Err.Error() != "redirect" || res[0].Retryable {
 				t.Fatalf("results = %+v, want the first a non-retryable redirect failure", res)
@@ -250,27 +210,22 @@ func TestPushNeverFollowsRedirects(t *testing.T) {
 			if res[1].Err != nil {
 				t.Errorf("the second target failed: %v", res[1].Err)
 			}
+			if redirector.Count() != 1 {
+				t.Errorf("the redirector got %d pushes, want 1", redirector.Count())
+			}
 			if strings.Contains(f.logs.String(), "REDIRECTKEY1") || strings.Contains(f.logs.String(), other.URL) {
 				t.Errorf("log holds the key or the Location:\n%s", f.logs)
 			}
 		})
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if reached != 0 {
-		t.Errorf("the redirect target was reached %d times", reached)
+	if n := other.Count(); n != 0 {
+		t.Errorf("the redirect target was reached %d times", n)
 	}
-	for _, r := range append(referers, refererOf(srv)...) {
-		if r != "" {
-			t.Errorf("a push carried Referer %q", r)
+	for _, s := range append(redirectors, srv) {
+		for _, p := range s.Pushes() {
+			if p.Referer != "" {
+				t.Errorf("a push carried Referer %q", p.Referer)
+			}
 		}
 	}
-}
-
-func refererOf(s *barkServer) []string {
-	var out []string
-	for _, p := range s.received() {
-		out = append(out, p.Referer)
-	}
-	return out
 }

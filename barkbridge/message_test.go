@@ -3,6 +3,7 @@ package barkbridge
 import (
 	"flag"
 	"fmt"
+	"lavender/internal/barktest"
 	"math"
 	"os"
 	"path/filepath"
@@ -201,8 +202,8 @@ func TestFormatCharsNeverReachAPush(t *testing.T) {
 			t.Errorf("subject(a %U b) = %q", r, got)
 		}
 	}
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\nhttp://" + strings.TrimPrefix(srv.URL, "http://") + "/WRONGKEY/$0"}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY") + "\nhttp://" + strings.TrimPrefix(srv.URL, "http://") + "/WRONGKEY/$0"}, nil)
 	evil := string(formatChars)
 	body := `{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{"alertname":"Disk` + evil + `Full"},` +
 		`"annotations":{"summary":"exe.` + "\u202E" + `gnp is full` + "\u2066" + `"},"startsAt":"2026-04-24T00:45:00Z"}]}`
@@ -210,7 +211,7 @@ func TestFormatCharsNeverReachAPush(t *testing.T) {
 	if code != 200 || !strings.Contains(answer, "DiskFull: phone.bark.env:2 failed: HTTP 400") || hasFormatChar(answer) {
 		t.Errorf("answer %d %q", code, answer)
 	}
-	pushes := srv.received()
+	pushes := srv.Pushes()
 	if len(pushes) != 2 {
 		t.Fatalf("pushes = %+v", pushes)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/internal/barktest"
 	"lavender/watchdog"
 )
 
@@ -84,13 +85,13 @@ func TestPushTexts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newBarkServer(t, "KEY")
-			f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+			srv := barktest.New(t, "KEY")
+			f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
 			ok, failed := f.bridge.Push(t.Context(), tt.alerts)
 			if ok != 1 || failed != 0 {
 				t.Errorf("Push = %d, %d, want 1, 0", ok, failed)
 			}
-			got := srv.received()
+			got := srv.Pushes()
 			if len(got) != 1 || got[0].Body != tt.body {
 				t.Fatalf("pushed %+v\nwant one push of %q", got, tt.body)
 			}
@@ -104,8 +105,8 @@ func TestPushTexts(t *testing.T) {
 // TestPushLineKeepsItsTail: however many kills and rules, the BARK line
 // stays under runlog's line cap with "sent ok= fail=" whole.
 func TestPushLineKeepsItsTail(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
 	f.bridge.Push(t.Context(), []watchdog.Alert{
 		swapAlert(1, 32*bytesPerGiB, 32*bytesPerGiB),
 		pressureAlert(1, swapOf(1, 2)),
@@ -116,7 +117,7 @@ func TestPushLineKeepsItsTail(t *testing.T) {
 	if len(lines) != 1 || !strings.HasSuffix(lines[0], " sent ok=1 fail=0") || len("15:04:05 "+lines[0]) > 80 {
 		t.Errorf("run log %q", lines)
 	}
-	if got := srv.received(); len(got) != 1 || !strings.HasSuffix(got[0].Body, "; some-future-rule-with-a-long-name firing") {
+	if got := srv.Pushes(); len(got) != 1 || !strings.HasSuffix(got[0].Body, "; some-future-rule-with-a-long-name firing") {
 		t.Errorf("a rule without a text of its own must still reach the phone: %+v", got)
 	}
 }
@@ -125,14 +126,14 @@ func TestPushLineKeepsItsTail(t *testing.T) {
 // a push left empty is no push, no run-log line, and answers (0, 0) so the
 // rule counts it as delivered.
 func TestPushLeavesResolutionsOut(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
 	resolved := swapAlert(0.2, giBytes(6.4), 32*bytesPerGiB)
 	resolved.Status = watchdog.Resolved
 	if ok, failed := f.bridge.Push(context.Background(), []watchdog.Alert{resolved}); ok != 0 || failed != 0 {
 		t.Errorf("Push of a resolution = %d, %d, want 0, 0", ok, failed)
 	}
-	if got := srv.received(); len(got) != 0 {
+	if got := srv.Pushes(); len(got) != 0 {
 		t.Errorf("pushed %+v", got)
 	}
 	if lines := f.barkLines(); len(lines) != 0 {
@@ -140,7 +141,7 @@ func TestPushLeavesResolutionsOut(t *testing.T) {
 	}
 	// Beside a firing alert, the resolution is left out of the text.
 	f.bridge.Push(context.Background(), []watchdog.Alert{resolved, pressureAlert(0.23, watchdog.Swap{})})
-	if got := srv.received(); len(got) != 1 || got[0].Body != "[lavender-2] memory pressure 23% (last 10s), no swap — consider intervening" {
+	if got := srv.Pushes(); len(got) != 1 || got[0].Body != "[lavender-2] memory pressure 23% (last 10s), no swap — consider intervening" {
 		t.Errorf("pushed %+v", got)
 	}
 }

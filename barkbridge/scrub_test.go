@@ -2,6 +2,8 @@ package barkbridge
 
 import (
 	"errors"
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,12 +14,11 @@ import (
 // loaded targets, APNs device tokens or invisible format characters.
 func TestScrubHandler(t *testing.T) {
 	const key = "SCRUBKEY0123456789"
-	dir := t.TempDir()
-	writeTargets(t, dir, map[string]string{"phone.bark.env": "https://bark.example/" + key + "/$0?sound=" + key + "x\n"})
+	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": "https://bark.example/" + key + "/$0?sound=" + key + "x\n"})
 	if _, err := LoadTargets(dir); err != nil {
 		t.Fatal(err)
 	}
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	logger := slog.New(NewScrubHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	token := "/3/device/" + apnsTestToken
 	logger.With("preset", "GET /"+key+"/x").WithGroup("g").Warn(
@@ -44,9 +45,9 @@ func TestScrubHandler(t *testing.T) {
 // TestAPNsTokenNeverLogged: bark-server's 500 answer quotes the APNs device
 // token, and the bridge logs that answer at debug level.
 func TestAPNsTokenNeverLogged(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	srv.setMode("apns500")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "KEY")
+	srv.SetFault(apnsRefused())
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
 	if res := f.bridge.Send(t.Context(), "hello"); len(res) != 1 || res[0].Err == nil || res[0].Err.Error() != "HTTP 500" {
 		t.Fatalf("results = %v", res)
 	}

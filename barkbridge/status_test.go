@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"lavender/internal/barktest"
 	"lavender/watchdog"
 )
 
 func TestStatusRecordsTargetsAndEvents(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + closedURL(t) + "/SECRETKEY123/$0"}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY") + "\n" + barktest.DownURL(t) + "/SECRETKEY123/$0"}, nil)
 
 	before := f.bridge.Status()
 	if len(before.Targets) != 2 || before.Targets[0].Result != "" || len(before.Events) != 0 {
@@ -57,8 +58,8 @@ func TestStatusRecordsTargetsAndEvents(t *testing.T) {
 }
 
 func TestStatusEventsAreBoundedAndEscaped(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
 	for range maxEvents + 5 {
 		f.post([]byte(`{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{"alertname":"<script>x</script>"},"annotations":{"summary":"<b>hi</b>"}}]}`))
 	}
@@ -73,8 +74,8 @@ func TestStatusEventsAreBoundedAndEscaped(t *testing.T) {
 }
 
 func TestStatusForgetsTargetsAReloadRemoved(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"a.bark.env": srv.template(), "b.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"a.bark.env": srv.Template("KEY"), "b.bark.env": srv.Template("KEY")}, nil)
 	f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.6, 19*bytesPerGiB, 32*bytesPerGiB)})
 	if n := len(f.bridge.history.results); n != 2 {
 		t.Fatalf("%d results after a push to two targets", n)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"lavender/internal/barktest"
 	"lavender/watchdog"
 )
 
@@ -150,8 +151,7 @@ func TestTargetNeverPrintsItsTemplate(t *testing.T) {
 }
 
 func TestLoadTargets(t *testing.T) {
-	dir := t.TempDir()
-	writeTargets(t, dir, map[string]string{
+	dir := barktest.ConfigDir(t, map[string]string{
 		"b.bark.env":   "https://api.day.app/KEYB/$0\n",
 		".bark.env":    "# the example, copied\nhttps://api.day.app/KEYDOT/$0\n",
 		"a.bark.env":   "https://api.day.app/KEYA1/$0\n\nhttps://api.day.app/KEYA2/$0\n",
@@ -184,7 +184,7 @@ func TestLoadTargets(t *testing.T) {
 	}
 
 	// One bad line fails the load and names every bad line.
-	writeTargets(t, dir, map[string]string{"c.bark.env": "https://api.day.app/KEYC/\nhttp://x/KEYC2\n"})
+	addTargets(t, dir, map[string]string{"c.bark.env": "https://api.day.app/KEYC/\nhttp://x/KEYC2\n"})
 	_, err = LoadTargets(dir)
 	if err == nil || err.Error() != "c.bark.env:1: "+reasonNoPlaceholder+"\nc.bark.env:2: "+reasonNoPlaceholder {
 		t.Errorf("err = %v", err)
@@ -200,12 +200,12 @@ func TestLoadTargets(t *testing.T) {
 }
 
 func TestReloadKeepsTargetsOnError(t *testing.T) {
-	srv := newBarkServer(t, "K1")
-	f := newFixture(t, map[string]string{"a.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "K1")
+	f := newFixture(t, map[string]string{"a.bark.env": srv.Template("K1")}, nil)
 	if n := len(f.bridge.Targets()); n != 1 {
 		t.Fatalf("targets = %d", n)
 	}
-	writeTargets(t, f.dir, map[string]string{"b.bark.env": "https://api.day.app/SECRETKEY123/"})
+	addTargets(t, f.dir, map[string]string{"b.bark.env": "https://api.day.app/SECRETKEY123/"})
 	err := f.bridge.Reload()
 	if err == nil || !strings.Contains(err.Error(), "b.bark.env:1") || strings.Contains(err.Error(), "SECRETKEY123") {
 		t.Fatalf("Reload error = %v", err)
@@ -213,7 +213,7 @@ func TestReloadKeepsTargetsOnError(t *testing.T) {
 	if n := len(f.bridge.Targets()); n != 1 {
 		t.Errorf("a failed reload changed the targets: %d", n)
 	}
-	if v := gauge(t, f.reg, "lavender_bark_config_last_reload_successful"); v != 0 {
+	if v := f.metrics().MustValue(t, "lavender_bark_config_last_reload_successful", nil); v != 0 {
 		t.Errorf("last_reload_successful = %v", v)
 	}
 
@@ -222,12 +222,12 @@ func TestReloadKeepsTargetsOnError(t *testing.T) {
 	if code != 500 || !strings.Contains(body, "b.bark.env:1") || strings.Contains(body, "SECRETKEY123") {
 		t.Errorf("POST /-/reload = %d %q", code, body)
 	}
-	writeTargets(t, f.dir, map[string]string{"b.bark.env": srv.template() + "\n" + srv.template()})
+	addTargets(t, f.dir, map[string]string{"b.bark.env": srv.Template("K1") + "\n" + srv.Template("K1")})
 	code, body = f.do("POST", "/-/reload")
 	if code != 200 || body != "loaded 3 Bark targets\n" {
 		t.Errorf("POST /-/reload = %d %q", code, body)
 	}
-	if v := gauge(t, f.reg, "lavender_bark_targets"); v != 3 {
+	if v := f.metrics().MustValue(t, "lavender_bark_targets", nil); v != 3 {
 		t.Errorf("lavender_bark_targets = %v", v)
 	}
 	if code, _ := f.do("GET", "/-/reload"); code != 405 {
@@ -239,10 +239,10 @@ func TestReloadKeepsTargetsOnError(t *testing.T) {
 	if err := f.bridge.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if v := gauge(t, f.reg, "lavender_bark_targets"); v != 1 {
+	if v := f.metrics().MustValue(t, "lavender_bark_targets", nil); v != 1 {
 		t.Errorf("lavender_bark_targets = %v", v)
 	}
-	if n := countSeries(t, f.reg, "lavender_bark_pushes_total"); n != 2 {
+	if n := len(f.metrics().Series("lavender_bark_pushes_total")); n != 2 {
 		t.Errorf("pushes_total has %d series, want 2 (a.bark.env:1 ok|failed)", n)
 	}
 }
@@ -252,7 +252,7 @@ func TestNoTargetsWarnsLoudly(t *testing.T) {
 	if !strings.Contains(f.logs.String(), "NO BARK TARGETS") {
 		t.Errorf("no warning in:\n%s", f.logs)
 	}
-	if v := gauge(t, f.reg, "lavender_bark_targets"); v != 0 {
+	if v := f.metrics().MustValue(t, "lavender_bark_targets", nil); v != 0 {
 		t.Errorf("lavender_bark_targets = %v", v)
 	}
 	code, body := f.post(readTestdata(t, "firing_swap_54.json"))

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"lavender/internal/barktest"
 	"lavender/runlog"
 )
 
@@ -22,13 +22,11 @@ import (
 func BenchmarkServeWebhook(b *testing.B) {
 	for _, targets := range []int{1, 3} {
 		b.Run("targets="+strconv.Itoa(targets), func(b *testing.B) {
-			tmp := b.TempDir()
 			files := map[string]string{}
 			for i := range targets {
-				files[fmt.Sprintf("t%d.bark.env", i)] = newBarkServer(b, "KEY").template() + "\n"
+				files[fmt.Sprintf("t%d.bark.env", i)] = barktest.New(b, "KEY").Template("KEY") + "\n"
 			}
-			writeTargets(b, tmp, files)
-			br, err := New(Config{ConfigDir: tmp, Runlog: runlog.Options{Dir: filepath.Join(tmp, "logs")}},
+			br, err := New(Config{ConfigDir: barktest.ConfigDir(b, files), Runlog: runlog.Options{Dir: b.TempDir()}},
 				slog.New(slog.DiscardHandler), nil)
 			if err != nil {
 				b.Fatal(err)
@@ -60,13 +58,12 @@ func BenchmarkServeWebhook(b *testing.B) {
 // the webhook accepts. `lavbench bigwebhook` measures the same against the
 // built binary, with its RSS.
 func BenchmarkLargeWebhook(b *testing.B) {
-	tmp := b.TempDir()
 	var lines []string
 	for i := range 5 {
-		lines = append(lines, fmt.Sprintf("%s/KEY%d/$0", closedURL(b), i))
+		lines = append(lines, fmt.Sprintf("%s/KEY%d/$0", barktest.DownURL(b), i))
 	}
-	writeTargets(b, tmp, map[string]string{"phone.bark.env": strings.Join(lines, "\n")})
-	br, err := New(Config{ConfigDir: tmp, Runlog: runlog.Options{Dir: filepath.Join(tmp, "logs")}},
+	dir := barktest.ConfigDir(b, map[string]string{"phone.bark.env": strings.Join(lines, "\n")})
+	br, err := New(Config{ConfigDir: dir, Runlog: runlog.Options{Dir: b.TempDir()}},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		b.Fatal(err)

@@ -18,12 +18,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"lavender/watchdog"
 )
 
 func TestWebhookRejects(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, func(c *Config) { c.MaxBodyBytes = 64 << 10 })
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, func(c *Config) { c.MaxBodyBytes = 64 << 10 })
 	big := bytes.Repeat([]byte(" "), 64<<10+1) // whitespace is valid JSON padding: only the size is wrong
 	copy(big, readTestdata(t, "firing_swap_54.json"))
 
@@ -62,11 +64,11 @@ func TestWebhookRejects(t *testing.T) {
 		})
 	}
 	for code, want := range map[string]float64{"405": 2, "400": 4, "413": 2, "200": 1, "503": 0} {
-		if v := metricValue(t, f.reg, "lavender_webhook_requests_total", map[string]string{"code": code}); v != want {
+		if v := f.metrics().MustValue(t, "lavender_webhook_requests_total", testkit.Labels{"code": code}); v != want {
 			t.Errorf("webhook_requests_total{code=%s} = %v, want %v", code, v, want)
 		}
 	}
-	if n := len(srv.received()); n != 1 {
+	if n := len(srv.Pushes()); n != 1 {
 		t.Errorf("Bark got %d pushes, want 1", n)
 	}
 }
@@ -76,31 +78,32 @@ func TestWebhookRejects(t *testing.T) {
 func TestWebhookRetryTable(t *testing.T) {
 	tests := []struct {
 		name    string
-		mode    string // barkServer mode; "closed" = nothing listening
+		fault   barktest.Fault // how Bark answers; nil: success
+		down    bool           // nothing listens at the target
 		code    int
 		result  string // pushes_total result
 		logLine string
 		answer  string
 	}{
-		{"200", "ok", 200, "ok", "BARK swap 54% sent ok=1 fail=0", ""},
-		{"400", "status:400", 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 400"},
-		{"500", "status:500", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 500"},
-		{"hang", "hang", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: timeout"},
-		{"closed port", "closed", 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: connection refused"},
-		{"not Bark", "text", 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: not-bark"},
+		{"200", nil, false, 200, "ok", "BARK swap 54% sent ok=1 fail=0", ""},
+		{"400", barktest.Status(400, "push failed"), false, 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 400"},
+		{"500", barktest.Status(500, "push failed"), false, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 500"},
+		{"hang", barktest.Hang(), false, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: timeout"},
+		{"closed port", nil, true, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: connection refused"},
+		{"not Bark", barktest.PlainOK(), false, 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: not-bark"},
 	}
 	payload := readTestdata(t, "firing_swap_54.json")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			line := closedURL(t) + "/KEY/$0"
-			var srv *barkServer
-			if tt.mode != "closed" {
-				srv = newBarkServer(t, "KEY")
-				srv.setMode(tt.mode)
-				line = srv.template()
+			line := barktest.DownURL(t) + "/KEY/$0"
+			var srv *barktest.Server
+			if !tt.down {
+				srv = barktest.New(t, "KEY")
+				srv.SetFault(tt.fault)
+				line = srv.Template("KEY")
 			}
 			f := newFixture(t, map[string]string{"phone.bark.env": line}, func(c *Config) {
-				if tt.mode == "hang" {
+				if tt.name == "hang" {
 					c.Timeout = hangTimeout
 				}
 			})
@@ -116,17 +119,17 @@ func TestWebhookRetryTable(t *testing.T) {
 			if !strings.HasPrefix(answer, head) || !strings.Contains(answer, tt.answer) {
 				t.Errorf("answer %q lacks %q or %q", answer, head, tt.answer)
 			}
-			if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": "phone.bark.env:1", "result": tt.result}); v != 1 {
+			if v := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": "phone.bark.env:1", "result": tt.result}); v != 1 {
 				t.Errorf("pushes_total{result=%s} = %v", tt.result, v)
 			}
-			if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": action}); v != 1 {
+			if v := f.metrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "firing", "action": action}); v != 1 {
 				t.Errorf("alerts_total{firing,%s} = %v", action, v)
 			}
 			if got := f.barkLines(); len(got) != 1 || got[0] != tt.logLine {
 				t.Errorf("run log BARK lines %q, want [%q]", got, tt.logLine)
 			}
-			if srv != nil && len(srv.received()) != 1 {
-				t.Errorf("Bark got %d requests", len(srv.received()))
+			if srv != nil && len(srv.Pushes()) != 1 {
+				t.Errorf("Bark got %d requests", len(srv.Pushes()))
 			}
 		})
 	}
@@ -135,13 +138,13 @@ func TestWebhookRetryTable(t *testing.T) {
 // TestWebhookRetryReachesOnlyFailedTargets plays Alertmanager: it resends the
 // whole group after a 503, and only the target that failed gets the push.
 func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
-	good, flaky, gone := newBarkServer(t, "KG"), newBarkServer(t, "KF"), newBarkServer(t, "KX")
-	flaky.setMode("status:500")
-	gone.setMode("status:400") // permanent: answered 200, not retried by Alertmanager
+	good, flaky, gone := barktest.New(t, "KG"), barktest.New(t, "KF"), barktest.New(t, "KX")
+	flaky.SetFault(barktest.Status(500, "push failed: APNs refused"))
+	gone.SetFault(barktest.Status(400, "push failed: APNs refused")) // permanent: answered 200, not retried by Alertmanager
 	f := newFixture(t, map[string]string{
-		"a.bark.env": good.template(),
-		"b.bark.env": flaky.template(),
-		"c.bark.env": gone.template(),
+		"a.bark.env": good.Template("KG"),
+		"b.bark.env": flaky.Template("KF"),
+		"c.bark.env": gone.Template("KX"),
 	}, nil)
 	payload := readTestdata(t, "two_alerts.json")
 
@@ -150,7 +153,7 @@ func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
 		t.Fatalf("first delivery: %d %q", code, answer)
 	}
 	counts := func() string {
-		return fmt.Sprintf("good=%d flaky=%d gone=%d", len(good.received()), len(flaky.received()), len(gone.received()))
+		return fmt.Sprintf("good=%d flaky=%d gone=%d", len(good.Pushes()), len(flaky.Pushes()), len(gone.Pushes()))
 	}
 	if got := counts(); got != "good=2 flaky=2 gone=2" {
 		t.Fatalf("after first delivery: %s", got)
@@ -163,7 +166,7 @@ func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
 	}
 
 	// Bark recovers: the retry reaches the flaky target once per alert.
-	flaky.setMode("ok")
+	flaky.SetFault(nil)
 	code, answer = f.post(payload)
 	if got := counts(); code != 200 || got != "good=2 flaky=6 gone=6" {
 		t.Fatalf("third delivery: %d %q, %s", code, answer, got)
@@ -175,7 +178,7 @@ func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
 	if got := counts(); code != 200 || got != "good=2 flaky=6 gone=8" {
 		t.Fatalf("fourth delivery: %d %q, %s", code, answer, got)
 	}
-	gone.setMode("ok")
+	gone.SetFault(nil)
 	f.post(payload)
 	code, answer = f.post(payload)
 	if got := counts(); code != 200 || got != "good=2 flaky=6 gone=10" || answer != "alerts=2 pushed=0 failed=0 skipped=0 duplicate=2\n" {
@@ -193,16 +196,16 @@ func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
 		t.Errorf("run log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLog, "\n"))
 	}
 	for target, want := range map[string][2]float64{"a.bark.env:1": {2, 0}, "b.bark.env:1": {2, 4}, "c.bark.env:1": {2, 8}} {
-		ok := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": target, "result": "ok"})
-		failed := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": target, "result": "failed"})
+		ok := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": target, "result": "ok"})
+		failed := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": target, "result": "failed"})
 		if ok != want[0] || failed != want[1] {
 			t.Errorf("%s: ok=%v failed=%v, want %v", target, ok, failed, want)
 		}
 	}
-	if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": "duplicate"}); v != 2 {
+	if v := f.metrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "firing", "action": "duplicate"}); v != 2 {
 		t.Errorf("alerts_total{duplicate} = %v", v)
 	}
-	if v := metricValue(t, f.reg, "lavender_webhook_requests_total", map[string]string{"code": "503"}); v != 2 {
+	if v := f.metrics().MustValue(t, "lavender_webhook_requests_total", testkit.Labels{"code": "503"}); v != 2 {
 		t.Errorf("requests_total{503} = %v", v)
 	}
 }
@@ -211,11 +214,11 @@ func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
 // on the push its twin started reports that push's outcome: a failure is a
 // failure (503, so Alertmanager retries), not a skipped alert.
 func TestWebhookConcurrentCopiesShareTheOutcome(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	srv.setMode("hang")
+	srv := barktest.New(t, "KEY")
+	srv.SetFault(barktest.Hang())
 	// Long enough for the copy to arrive while the first push hangs; the
 	// test asserts no time, only that Bark saw one request.
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, func(c *Config) { c.Timeout = 2 * time.Second })
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, func(c *Config) { c.Timeout = 2 * time.Second })
 	payload := readTestdata(t, "firing_swap_54.json")
 	type answer struct {
 		code int
@@ -226,10 +229,10 @@ func TestWebhookConcurrentCopiesShareTheOutcome(t *testing.T) {
 		code, text := f.post(payload)
 		first <- answer{code, text}
 	}()
-	waitForPushes(t, srv, 1)
+	srv.WaitPushes(t, 1)
 	code, text := f.post(payload)
 	copies := []answer{<-first, {code, text}}
-	if n := len(srv.received()); n != 1 {
+	if n := len(srv.Pushes()); n != 1 {
 		t.Fatalf("Bark got %d pushes; the copy did not wait on the first", n)
 	}
 	for i, a := range copies {
@@ -239,7 +242,7 @@ func TestWebhookConcurrentCopiesShareTheOutcome(t *testing.T) {
 		}
 	}
 	for action, want := range map[string]float64{"failed": 2, "pushed": 0, "skipped": 0, "duplicate": 0} {
-		if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": action}); v != want {
+		if v := f.metrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "firing", "action": action}); v != want {
 			t.Errorf("alerts_total{%s} = %v, want %v", action, v, want)
 		}
 	}
@@ -252,8 +255,8 @@ func TestWebhookConcurrentCopiesShareTheOutcome(t *testing.T) {
 // TestWebhookHACopiesPushOnce: two Alertmanagers deliver the same group at
 // the same moment; the phone gets one push.
 func TestWebhookHACopiesPushOnce(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
 	payload := readTestdata(t, "firing_swap_54.json")
 	const peers = 8
 	var wg sync.WaitGroup
@@ -271,27 +274,27 @@ func TestWebhookHACopiesPushOnce(t *testing.T) {
 			t.Errorf("peer %d got %d", i, c)
 		}
 	}
-	if n := len(srv.received()); n != 1 {
+	if n := len(srv.Pushes()); n != 1 {
 		t.Errorf("Bark got %d pushes, want 1", n)
 	}
 	if got := f.barkLines(); len(got) != 1 {
 		t.Errorf("run log: %q", got)
 	}
-	if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"action": "duplicate"}); v != peers-1 {
-		t.Errorf("duplicates = %v", v)
+	if v, err := f.metrics().Sum("lavender_webhook_alerts_total", testkit.Labels{"action": "duplicate"}); err != nil || v != peers-1 {
+		t.Errorf("duplicates = %v (%v)", v, err)
 	}
 }
 
 func TestWebhookDedupWindowAndKey(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
+	srv := barktest.New(t, "KEY")
 	now := time.Date(2026, 4, 24, 0, 45, 0, 0, time.UTC)
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, func(c *Config) {
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, func(c *Config) {
 		c.Now = func() time.Time { return now }
 		c.SendResolved = true
 		c.DedupMaxEntries = 3
 	})
 	firing := readTestdata(t, "firing_swap_54.json")
-	pushes := func() int { return len(srv.received()) }
+	pushes := func() int { return len(srv.Pushes()) }
 
 	f.post(firing)
 	now = now.Add(59 * time.Minute)
@@ -325,21 +328,21 @@ func TestWebhookDedupWindowAndKey(t *testing.T) {
 }
 
 func TestWebhookSkips(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
 	for _, file := range []string{"below_threshold.json", "resolved_swap.json"} {
 		code, answer := f.post(readTestdata(t, file))
 		if code != 200 || answer != "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n" {
 			t.Errorf("%s: %d %q", file, code, answer)
 		}
 	}
-	if n := len(srv.received()); n != 0 {
+	if n := len(srv.Pushes()); n != 0 {
 		t.Errorf("Bark got %d pushes", n)
 	}
-	if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "firing", "action": "skipped"}); v != 1 {
+	if v := f.metrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "firing", "action": "skipped"}); v != 1 {
 		t.Errorf("firing skipped = %v", v)
 	}
-	if v := metricValue(t, f.reg, "lavender_webhook_alerts_total", map[string]string{"status": "resolved", "action": "skipped"}); v != 1 {
+	if v := f.metrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "resolved", "action": "skipped"}); v != 1 {
 		t.Errorf("resolved skipped = %v", v)
 	}
 	if got := f.barkLines(); len(got) != 0 {
@@ -350,14 +353,14 @@ func TestWebhookSkips(t *testing.T) {
 // TestWatchdogPushSharesTheWebhookPath: the watchdog's swap push and the
 // webhook's swap alert give the same text and the same run-log line.
 func TestWatchdogPushSharesTheWebhookPath(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + closedURL(t) + "/K2/$0"}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY") + "\n" + barktest.DownURL(t) + "/K2/$0"}, nil)
 	ok, failed := f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.54, giBytes(16.3), 32*bytesPerGiB)})
 	if ok != 1 || failed != 1 {
 		t.Errorf("Push = %d, %d", ok, failed)
 	}
 	f.post(readTestdata(t, "firing_swap_54.json"))
-	got := srv.received()
+	got := srv.Pushes()
 	if len(got) != 2 || got[0].Body != got[1].Body || got[0].Body != "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening" {
 		t.Errorf("watchdog and webhook pushed differently: %+v", got)
 	}
@@ -369,8 +372,8 @@ func TestWatchdogPushSharesTheWebhookPath(t *testing.T) {
 // TestWebhookRunLogSubjects: the pressure and OOM alerts get the watchdog's
 // run-log subjects.
 func TestWebhookRunLogSubjects(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	srv := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
 	f.post(readTestdata(t, "firing_pressure_23.json"))
 	f.post(readTestdata(t, "firing_oom_phase.json"))
 	if lines := f.barkLines(); strings.Join(lines, "|") != "BARK pressure 23% sent ok=1 fail=0|BARK oom 1 kill sent ok=1 fail=0" {
@@ -382,17 +385,18 @@ func TestWebhookRunLogSubjects(t *testing.T) {
 // looks for it in the logs, errors, answers, metrics and the run log.
 func TestSecretNeverLeaks(t *testing.T) {
 	const key = "SECRETKEY123"
-	failing, hanging, teapot := newBarkServer(t, key), newBarkServer(t, key), newBarkServer(t, key)
-	failing.setMode("status:500") // its JSON message repeats the key
-	hanging.setMode("hang")
-	teapot.setMode("status:418")
+	failing, hanging, teapot := barktest.New(t, key), barktest.New(t, key), barktest.New(t, key)
+	failing.SetFault(barktest.EchoPath(500)) // its JSON message repeats the key
+	hanging.SetFault(barktest.Hang())
+	teapot.SetFault(barktest.Status(418, "push failed: APNs refused"))
+	healthy := barktest.New(t, key) // checks the key, which a faulty server does not
 	lines := []string{
-		closedURL(t) + "/" + key + "/$0",
-		failing.template(),
-		hanging.template(),
-		teapot.template(),
-		teapot.URL + "/" + key + "x/$0", // unknown key: Bark's 400 quotes it
-		"http://user:" + key + "@" + teapot.Listener.Addr().String() + "/k/$0", // key as a password
+		barktest.DownURL(t) + "/" + key + "/$0",
+		failing.Template(key),
+		hanging.Template(key),
+		teapot.Template(key),
+		healthy.URL + "/" + key + "x/$0", // unknown key: Bark's 400 quotes it
+		"http://user:" + key + "@" + strings.TrimPrefix(teapot.URL, "http://") + "/k/$0", // key as a password
 		"http://127.0.0.1:1/" + key + "/$0?token=" + key,
 	}
 	f := newFixture(t, map[string]string{"phone.bark.env": strings.Join(lines, "\n")}, func(c *Config) {
@@ -411,7 +415,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.9, 0, 0), pressureAlert(0.5, watchdog.Swap{}), oomAlert(1, watchdog.Victim{PID: 1, Name: "python3"}, "", watchdog.Swap{})})
 
 	// A bad line is an error naming file:line only.
-	writeTargets(t, f.dir, map[string]string{"bad.bark.env": "ftp://" + key + "/$0\nhttps://x/" + key + "\n"})
+	addTargets(t, f.dir, map[string]string{"bad.bark.env": "ftp://" + key + "/$0\nhttps://x/" + key + "\n"})
 	if err := f.bridge.Reload(); err != nil {
 		fmt.Fprintln(&seen, err)
 	} else {
@@ -449,9 +453,9 @@ func TestSecretNeverLeaks(t *testing.T) {
 // still gets its answer once the timeout has passed, with every push that
 // could not start counted as a retryable failure.
 func TestWebhookAnswerIsBounded(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	srv.setMode("hang")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, func(c *Config) {
+	srv := barktest.New(t, "KEY")
+	srv.SetFault(barktest.Hang())
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, func(c *Config) {
 		c.MaxParallel = 2
 		c.Timeout = hangTimeout
 	})
@@ -464,10 +468,10 @@ func TestWebhookAnswerIsBounded(t *testing.T) {
 	if code != 503 || !strings.Contains(answer, "alerts=20 pushed=0 failed=20 skipped=0") || !strings.Contains(answer, "… and 10 more failures") {
 		t.Errorf("%d %q", code, answer)
 	}
-	if n := len(srv.received()); n > 2 {
+	if n := len(srv.Pushes()); n > 2 {
 		t.Errorf("%d pushes started with MaxParallel 2 and a hanging Bark", n)
 	}
-	if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"result": "failed"}); v != 20 {
+	if v := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"result": "failed"}); v != 20 {
 		t.Errorf("failed pushes = %v, want 20", v)
 	}
 	if got := len(f.barkLines()); got == 0 {
@@ -524,15 +528,15 @@ func TestWebhookPayloads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			srv := newBarkServer(t, "KEY")
+			srv := barktest.New(t, "KEY")
 			// The same phone twice: it still gets each alert once.
-			f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + srv.template()}, nil)
+			f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY") + "\n" + srv.Template("KEY")}, nil)
 			code, answer := f.post(readTestdata(t, tt.file))
 			if code != tt.code || answer != tt.answer {
 				t.Errorf("got %d %q, want %d %q", code, answer, tt.code, tt.answer)
 			}
 			var bodies []string
-			for _, p := range srv.received() {
+			for _, p := range srv.Pushes() {
 				if p.Title != "" || p.Level != "passive" || p.IsArchive != "0" {
 					t.Errorf("push %+v is not a silent, unarchived, untitled push", p)
 				}
@@ -555,16 +559,6 @@ func sorted(ss []string) []string {
 	return out
 }
 
-// waitForPushes waits, for at most 20 s, until srv has received n pushes.
-func waitForPushes(t *testing.T, srv *barkServer, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); len(srv.received()) < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Bark got %d pushes, waited for %d", len(srv.received()), n)
-		}
-	}
-}
-
 // manyAlerts is a group of n firing alerts, each its own (no dedup).
 func manyAlerts(n int) []byte {
 	alerts := make([]string, n)
@@ -580,9 +574,9 @@ func manyAlerts(n int) []byte {
 // and one per alert and target) are what took a 12,000-alert webhook's RSS
 // to hundreds of MiB.
 func TestWebhookStartsNoGoroutineBeforeASlot(t *testing.T) {
-	srv := newBarkServer(t, "KEY")
-	srv.setMode("hang")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + srv.template() + "?group=b"}, func(c *Config) {
+	srv := barktest.New(t, "KEY")
+	srv.SetFault(barktest.Hang())
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY") + "\n" + srv.Template("KEY") + "?group=b"}, func(c *Config) {
 		c.MaxParallel = 2
 		c.Timeout = 2 * time.Second // the count is taken while the first pushes hang
 	})
@@ -592,7 +586,7 @@ func TestWebhookStartsNoGoroutineBeforeASlot(t *testing.T) {
 		_, answer := f.post(manyAlerts(300))
 		done <- answer
 	}()
-	waitForPushes(t, srv, 2)
+	srv.WaitPushes(t, 2)
 	// The most seen over a while: goroutines started per push would pile
 	// up while the first two hang.
 	during := 0
@@ -609,7 +603,7 @@ func TestWebhookStartsNoGoroutineBeforeASlot(t *testing.T) {
 	if !strings.HasPrefix(answer, "alerts=300 pushed=0 failed=300 ") {
 		t.Errorf("answer %q", answer)
 	}
-	if n := len(srv.received()); n > 2 {
+	if n := len(srv.Pushes()); n > 2 {
 		t.Errorf("%d pushes started with MaxParallel 2 and a hanging Bark", n)
 	}
 }
@@ -617,7 +611,7 @@ func TestWebhookStartsNoGoroutineBeforeASlot(t *testing.T) {
 // TestWebhookOneWarnPerTargetPerRequest: a large group against a Bark that
 // is down logs one WARN line per target, not one per push.
 func TestWebhookOneWarnPerTargetPerRequest(t *testing.T) {
-	f := newFixture(t, map[string]string{"phone.bark.env": closedURL(t) + "/K1/$0\n" + closedURL(t) + "/K2/$0"}, nil)
+	f := newFixture(t, map[string]string{"phone.bark.env": barktest.DownURL(t) + "/K1/$0\n" + barktest.DownURL(t) + "/K2/$0"}, nil)
 	code, answer := f.post(manyAlerts(50))
 	if code != 503 || !strings.HasPrefix(answer, "alerts=50 pushed=0 failed=50 ") {
 		t.Errorf("%d %q", code, answer)
@@ -637,8 +631,8 @@ func TestWebhookOneWarnPerTargetPerRequest(t *testing.T) {
 			t.Errorf("no WARN line with %q:\n%s", w, strings.Join(warns, "\n"))
 		}
 	}
-	if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"result": "failed"}); v != 100 {
-		t.Errorf("failed pushes = %v, want 100", v)
+	if v, err := f.metrics().Sum("lavender_bark_pushes_total", testkit.Labels{"result": "failed"}); err != nil || v != 100 {
+		t.Errorf("failed pushes = %v (%v), want 100", v, err)
 	}
 	// Ten BARK lines, then one for the rest.
 	lines := f.barkLines()
@@ -653,8 +647,10 @@ func TestWebhookOneWarnPerTargetPerRequest(t *testing.T) {
 // a dial; Alertmanager's retry of the group tries them all again.
 func TestWebhookStopsDialingATargetThatCannotBeReached(t *testing.T) {
 	var conns atomic.Int64
+	// It counts connections, which no Bark stand-in does; the handler is
+	// never reached, since the bridge refuses its certificate.
 	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, "success")
+		http.Error(w, "past a refused handshake", http.StatusInternalServerError)
 	}))
 	tlsSrv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
 		if state == http.StateNew {
@@ -664,8 +660,8 @@ func TestWebhookStopsDialingATargetThatCannotBeReached(t *testing.T) {
 	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake errors are the point
 	tlsSrv.StartTLS()
 	t.Cleanup(tlsSrv.Close)
-	good := newBarkServer(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": tlsSrv.URL + "/KEY/$0\n" + good.template()}, func(c *Config) { c.MaxParallel = 2 })
+	good := barktest.New(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": tlsSrv.URL + "/KEY/$0\n" + good.Template("KEY")}, func(c *Config) { c.MaxParallel = 2 })
 	code, answer := f.post(manyAlerts(200))
 	if code != 503 || !strings.HasPrefix(answer, "alerts=200 pushed=200 failed=0 ") || !strings.Contains(answer, "A0: phone.bark.env:1 failed: tls") {
 		t.Errorf("%d %q", code, answer)
@@ -673,10 +669,10 @@ func TestWebhookStopsDialingATargetThatCannotBeReached(t *testing.T) {
 	if n := conns.Load(); n >= 20 {
 		t.Errorf("%d connections to a target whose certificate is refused, for 200 alerts", n)
 	}
-	if n := len(good.received()); n != 200 {
+	if n := len(good.Pushes()); n != 200 {
 		t.Errorf("the reachable target got %d pushes, want 200", n)
 	}
-	if v := metricValue(t, f.reg, "lavender_bark_pushes_total", map[string]string{"target": "phone.bark.env:1", "result": "failed"}); v != 200 {
+	if v := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": "phone.bark.env:1", "result": "failed"}); v != 200 {
 		t.Errorf("failed pushes = %v, want 200", v)
 	}
 }

@@ -1,0 +1,150 @@
+package barkbridge
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
+	"lavender/runlog"
+)
+
+// Timeouts of the test bridges. Nothing asserts on timing: hangTimeout
+// keeps the cases that wait on a hanging Bark short, and every other case
+// gets a timeout it never comes near, so a loaded CI machine (or -race on a
+// TLS handshake) cannot turn a success into a "timeout".
+const (
+	hangTimeout    = 200 * time.Millisecond
+	relaxedTimeout = 10 * time.Second
+)
+
+// apnsTestToken is a device token as APNs issues them: 64 hex characters.
+const apnsTestToken = "5f1c0e9a7b3d2c4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6"
+
+// apnsRefused is bark-server's answer when APNs refuses a push: it quotes
+// the device token.
+func apnsRefused() barktest.Fault {
+	return barktest.Status(500, `push failed: Post "https://api.push.apple.com/3/device/`+apnsTestToken+`": remote error`)
+}
+
+// fixture is a bridge wired to temp dirs, a debug logger and its own registry.
+type fixture struct {
+	t      testing.TB
+	dir    string
+	logs   *testkit.SyncBuffer
+	reg    *prometheus.Registry
+	bridge *Bridge
+	mux    *http.ServeMux
+	cfg    Config
+}
+
+// addTargets writes more *.bark.env files, mode 0600, into an existing
+// config dir, as a user does before a reload.
+func addTargets(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newFixture(t testing.TB, files map[string]string, tweak func(*Config)) *fixture {
+	t.Helper()
+	dir := barktest.ConfigDir(t, files)
+	f := &fixture{t: t, dir: dir, logs: &testkit.SyncBuffer{}, reg: prometheus.NewRegistry(), mux: http.NewServeMux()}
+	f.cfg = Config{
+		ConfigDir: dir,
+		Timeout:   relaxedTimeout,
+		Runlog:    runlog.Options{Dir: filepath.Join(t.TempDir(), "logs")},
+	}
+	if tweak != nil {
+		tweak(&f.cfg)
+	}
+	logger := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := New(f.cfg, logger, f.reg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f.bridge = b
+	b.Register(f.mux)
+	return f
+}
+
+// post sends body to /webhook and returns the status and answer.
+func (f *fixture) post(body []byte) (int, string) {
+	f.t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	f.mux.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
+}
+
+// runlogEntries returns the current run's entries without their times.
+func (f *fixture) runlogEntries() []string {
+	f.t.Helper()
+	l, err := runlog.Current(f.cfg.Runlog)
+	if err != nil {
+		return nil
+	}
+	data, err := l.Read()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pf, err := runlog.Parse(data)
+	if err != nil {
+		f.t.Fatalf("run log does not parse: %v\n%s", err, data)
+	}
+	var out []string
+	for _, e := range pf.AllEntries() {
+		out = append(out, e[len("15:04:05 "):])
+	}
+	return out
+}
+
+// barkLines returns the run log's BARK entries.
+func (f *fixture) barkLines() []string {
+	var out []string
+	for _, e := range f.runlogEntries() {
+		if strings.HasPrefix(e, "BARK ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// do sends an empty request to path on the fixture's mux.
+func (f *fixture) do(method, path string) (int, string) {
+	f.t.Helper()
+	rec := httptest.NewRecorder()
+	f.mux.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+// metrics reads the bridge's registry.
+func (f *fixture) metrics() testkit.Metrics {
+	f.t.Helper()
+	m, err := testkit.GatherMetrics(f.reg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m
+}
