@@ -8,39 +8,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"lavender/internal/testkit"
 	"lavender/runlog"
 )
 
-// logBuffer collects an Exporter's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newLoggedExporter builds an Exporter on dir whose log goes to the
 // returned buffer.
-func newLoggedExporter(t *testing.T, dir string, clock *fakeClock) (*Exporter, *logBuffer) {
+func newLoggedExporter(t *testing.T, dir string, clock *fakeClock) (*Exporter, *testkit.SyncBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testkit.SyncBuffer{}
 	e, err := New(Config{
 		ProcFS:   "testdata/procfs/swap54",
 		Runlog:   runlog.Options{Dir: dir},
@@ -104,7 +86,7 @@ func TestOddPhaseTableMovedAside(t *testing.T) {
 			tc.make(t, table)
 
 			var e *Exporter
-			var logs *logBuffer
+			var logs *testkit.SyncBuffer
 			noHang(t, "New", func() { e, logs = newLoggedExporter(t, env.dir, env.clock) })
 			if !strings.Contains(logs.String(), "phase table not restored") || !strings.Contains(logs.String(), "damaged") {
 				t.Errorf("log does not say the table was damaged and moved:\n%s", logs)
