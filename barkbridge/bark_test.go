@@ -1,13 +1,14 @@
 package barkbridge
 
 import (
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 )
 
 func TestEscapeMessage(t *testing.T) {

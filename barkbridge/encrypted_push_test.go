@@ -2,11 +2,12 @@ package barkbridge
 
 import (
 	"io"
-	"lavender/internal/barktest"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"lavender/internal/barktest"
 )
 
 func postEncrypted(t *testing.T, reqURL string, form url.Values) {

@@ -3,7 +3,6 @@ package barkbridge
 import (
 	"flag"
 	"fmt"
-	"lavender/internal/barktest"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/alertmanager/template"
+
+	"lavender/internal/barktest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")

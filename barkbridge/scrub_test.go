@@ -2,11 +2,12 @@ package barkbridge
 
 import (
 	"errors"
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 )
 
 // TestScrubHandler: whatever reaches the logger (a message, a string, an

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
+
+	"lavender/internal/testkit"
 )
 
 // openPTY opens a pseudo-terminal pair with the kernel's default settings
@@ -79,7 +82,7 @@ func startWrapperProc(t *testing.T, terminal *os.File) *wrapperProc {
 			syscall.Kill(p.childPID, syscall.SIGKILL)
 		}
 	})
-	waitFor(t, "the command to be ready", func() bool {
+	testkit.WaitFor(t, 20*time.Second, func() bool {
 		lines := p.lines()
 		if len(lines) > 0 && strings.HasPrefix(lines[0], "ready_") {
 			p.childPID, _ = strconv.Atoi(strings.TrimPrefix(lines[0], "ready_"))
@@ -92,7 +95,7 @@ func startWrapperProc(t *testing.T, terminal *os.File) *wrapperProc {
 		default:
 		}
 		return false
-	})
+	}, "the command to be ready")
 	return p
 }
 
@@ -117,10 +120,10 @@ func (p *wrapperProc) waitForwarded(sig syscall.Signal, n int) {
 	if !strings.Contains(sig.String(), " ") {
 		want = fmt.Sprintf(`msg="forwarded signal to the command" signal=%s`, sig.String())
 	}
-	waitFor(p.t, fmt.Sprintf("the wrapper to forward %s %d times", sig, n), func() bool {
+	testkit.WaitFor(p.t, 20*time.Second, func() bool {
 		data, _ := os.ReadFile(p.logs)
 		return strings.Count(string(data), want) >= n
-	})
+	}, fmt.Sprintf("the wrapper to forward %s %d times", sig, n))
 }
 
 // finish ends the command with SIGWINCH (sent to it directly, after every
@@ -170,7 +173,7 @@ func TestWrapperSignalsReachTheCommandOnce(t *testing.T) {
 		if _, err := master.Write([]byte{0x03}); err != nil { // ^C
 			t.Fatal(err)
 		}
-		waitFor(t, "the command to get SIGINT", func() bool { return len(p.counted()) >= 1 })
+		testkit.WaitFor(t, 20*time.Second, func() bool { return len(p.counted()) >= 1 }, "the command to get SIGINT")
 		// Any copy of the SIGINT the wrapper got would be forwarded before
 		// this SIGTERM (lower signals are delivered first).
 		if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
@@ -235,23 +238,23 @@ func TestWrapperCtrlZ(t *testing.T) {
 	if _, err := master.Write([]byte{0x1a}); err != nil { // ^Z
 		t.Fatal(err)
 	}
-	waitFor(t, "the wrapper to see the stop", func() bool {
+	testkit.WaitFor(t, 20*time.Second, func() bool {
 		data, _ := os.ReadFile(p.logs)
 		// SIGTSTP is "stopped"; the stop signal read from waitid's siginfo.
 		return strings.Contains(string(data), "command stopped") && strings.Contains(string(data), "signal=stopped")
-	})
-	waitFor(t, "the command to be running with the terminal again", func() bool {
+	}, "the wrapper to see the stop")
+	testkit.WaitFor(t, 20*time.Second, func() bool {
 		state, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.childPID))
 		if err != nil {
 			return false
 		}
 		fields := strings.Fields(string(state[strings.LastIndexByte(string(state), ')')+1:]))
 		return len(fields) > 0 && fields[0] != "T" && foregroundGroup(t, master) == p.childPID
-	})
+	}, "the command to be running with the terminal again")
 	if _, err := master.Write([]byte{0x03}); err != nil { // ^C
 		t.Fatal(err)
 	}
-	waitFor(t, "the command to get SIGINT", func() bool { return len(p.counted()) >= 1 })
+	testkit.WaitFor(t, 20*time.Second, func() bool { return len(p.counted()) >= 1 }, "the command to get SIGINT")
 	if got, want := p.finish(), []string{"interrupt", "done"}; !equalLines(got, want) {
 		t.Errorf("the command got %q, want %q", got, want)
 	}

@@ -2,7 +2,6 @@ package heartbeat
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,12 +13,12 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"lavender/internal/testkit"
 	"lavender/phaseapi"
 )
 
@@ -127,35 +126,6 @@ func waitResult(t *testing.T, done <-chan wrapperRun) wrapperRun {
 	}
 }
 
-// waitFor polls cond; the bound only stops a broken test from hanging.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
-// syncBuffer is a bytes.Buffer safe for the child's copy goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // countSignals writes "ready PID" to file, then one line per SIGINT,
 // SIGTERM or SIGHUP it receives, in order ("interrupt", "terminated",
 // "hangup"), and exits 0 at SIGWINCH after writing "done". The test sends
@@ -197,7 +167,7 @@ func TestWrapperExitCode(t *testing.T) {
 				t.Fatal(err)
 			}
 			stdinR, stdinW := io.Pipe()
-			var stdout, stderr syncBuffer
+			var stdout, stderr testkit.SyncBuffer
 			w := &Wrapper{Client: client, Phase: "Train", Every: 5 * time.Millisecond,
 				Stdin: stdinR, Stdout: &stdout, Stderr: &stderr}
 			done := startWrapper(t, w, fmt.Sprintf("cat %d", tc.code))
@@ -205,10 +175,10 @@ func TestWrapperExitCode(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Pings arrive while the child runs; then let it finish.
-			waitFor(t, "three heartbeats", func() bool {
+			testkit.WaitFor(t, 20*time.Second, func() bool {
 				p, ok := env.phase("Train")
 				return ok && p.Heartbeats >= 3
-			})
+			}, "three heartbeats")
 			stdinW.Close()
 			r := waitResult(t, done)
 			if r.err != nil || r.code != tc.code {
@@ -305,14 +275,14 @@ func TestWrapperExporterUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	stdinR, stdinW := io.Pipe()
-	var stdout syncBuffer
+	var stdout testkit.SyncBuffer
 	w := &Wrapper{Client: client, Phase: "Train", Every: time.Millisecond, Stdin: stdinR, Stdout: &stdout,
 		Stderr: io.Discard, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	done := startWrapper(t, w, "cat 0")
 	io.WriteString(stdinW, "still trains\n")
-	waitFor(t, "failed pings", func() bool { return tr.n.Load() >= 5 })
+	testkit.WaitFor(t, 20*time.Second, func() bool { return tr.n.Load() >= 5 }, "failed pings")
 	stdinW.Close()
 	r := waitResult(t, done)
 	if r.err != nil || r.code != 0 || stdout.String() != "still trains\n" {
