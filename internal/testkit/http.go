@@ -9,9 +9,11 @@ import (
 	"testing"
 )
 
-// Do sends one request and returns the status and the body. user ""
-// sends no credentials; client nil is a plain client with a 30 s timeout.
-// The body is read to the end (at most 16 MiB).
+// Do sends one request and returns the status and the body. A body goes
+// as Content-Type: application/json, as Alertmanager and `lavender phase`
+// send theirs (lavender refuses any other type with 415). user "" sends no
+// credentials; client nil is a plain client with a 30 s timeout. The
+// answer is read to the end (at most 16 MiB).
 func Do(client *http.Client, method, url string, body []byte, user, password string) (int, string, error) {
 	if client == nil {
 		client = &http.Client{Timeout: waitLimit}
@@ -19,6 +21,9 @@ func Do(client *http.Client, method, url string, body []byte, user, password str
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
+	}
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if user != "" {
 		req.SetBasicAuth(user, password)

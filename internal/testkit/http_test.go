@@ -20,7 +20,7 @@ func TestDoAndWaitReady(t *testing.T) {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte(r.Method + " " + r.URL.Path))
+		w.Write([]byte(r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type")))
 	}))
 	t.Cleanup(srv.Close)
 
@@ -28,7 +28,7 @@ func TestDoAndWaitReady(t *testing.T) {
 	if n := asked.Load(); n != 3 {
 		t.Errorf("asked /-/ready %d times, want 3 (two 503s, then 200)", n)
 	}
-	if code, body := MustDo(t, nil, "POST", srv.URL+"/x", []byte("{}"), "u", "p"); code != 200 || body != "POST /x" {
+	if code, body := MustDo(t, nil, "POST", srv.URL+"/x", []byte("{}"), "u", "p"); code != 200 || body != "POST /x application/json" {
 		t.Errorf("MustDo: %d %q", code, body)
 	}
 	if code, _, err := Do(nil, "GET", srv.URL+"/x", nil, "", ""); err != nil || code != 401 {
