@@ -6,16 +6,19 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
 
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"lavender/runlog"
 )
 
 func TestBarkSend(t *testing.T) {
-	bark := newFakeBark(t)
-	dir := barkConfigDir(t, map[string]string{
+	bark := barktest.New(t)
+	dir := barktest.ConfigDir(t, map[string]string{
 		"a.bark.env": bark.URL + "/KEY/$0\n",
 		"b.bark.env": "# wrong key\n" + bark.URL + "/SECRETKEY123/$0\n",
 	})
@@ -29,17 +32,21 @@ func TestBarkSend(t *testing.T) {
 	if !strings.Contains(stderr, "[bark] b.bark.env:2 failed: HTTP 400") || strings.Contains(stderr+out, "SECRETKEY123") {
 		t.Errorf("stderr %q", stderr)
 	}
-	if got := bark.requests(); len(got) != 2 || !strings.Contains(strings.Join(got, " "), "/KEY/hello%20a%2Fb%2Bc?level=passive&isArchive=0") {
-		t.Errorf("Bark got %q", got)
+	var uris []string
+	for _, p := range bark.Pushes() {
+		uris = append(uris, p.RequestURI)
+	}
+	if len(uris) != 2 || !slices.Contains(uris, "/KEY/hello%20a%2Fb%2Bc?level=passive&isArchive=0") {
+		t.Errorf("Bark got %q", uris)
 	}
 
 	// Every target failing is an error, and so is having none.
-	dir = barkConfigDir(t, map[string]string{"b.bark.env": bark.URL + "/SECRETKEY123/$0\n"})
+	dir = barktest.ConfigDir(t, map[string]string{"b.bark.env": bark.URL + "/SECRETKEY123/$0\n"})
 	out, _, err = runCLI(t, "bark", "send", "--bark.config-dir", dir, "hello")
 	if err == nil || out != "b.bark.env:1 failed: HTTP 400\n" || !strings.Contains(err.Error(), "every target failed") {
 		t.Errorf("all failed: %q, %v", out, err)
 	}
-	if _, _, err := runCLI(t, "bark", "send", "--bark.config-dir", barkConfigDir(t, nil), "hello"); err == nil || !strings.Contains(err.Error(), "no Bark targets") {
+	if _, _, err := runCLI(t, "bark", "send", "--bark.config-dir", barktest.ConfigDir(t, nil), "hello"); err == nil || !strings.Contains(err.Error(), "no Bark targets") {
 		t.Errorf("no targets: %v", err)
 	}
 	if _, _, err := runCLI(t, "bark", "send", "--bark.config-dir", dir, " "); err == nil || !strings.Contains(err.Error(), "message is empty") {
@@ -48,7 +55,7 @@ func TestBarkSend(t *testing.T) {
 }
 
 func TestBarkCheck(t *testing.T) {
-	dir := barkConfigDir(t, map[string]string{
+	dir := barktest.ConfigDir(t, map[string]string{
 		"a.bark.env": "https://api.day.app/SECRETKEY123/$0\n\nhttp://bark.lan:8080/SECRETKEY123/$0?level=active\n",
 	})
 	out, _, err := runCLI(t, "bark", "check", "--bark.config-dir", dir)
@@ -59,7 +66,7 @@ func TestBarkCheck(t *testing.T) {
 		t.Errorf("stdout %q", out)
 	}
 
-	bad := barkConfigDir(t, map[string]string{
+	bad := barktest.ConfigDir(t, map[string]string{
 		"a.bark.env": "https://api.day.app/SECRETKEY123/\nftp://SECRETKEY123/$0\n",
 	})
 	out, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir", bad)
@@ -69,7 +76,7 @@ func TestBarkCheck(t *testing.T) {
 	if strings.Contains(out+stderr+err.Error(), "SECRETKEY123") {
 		t.Error("bark check printed the key")
 	}
-	if _, _, err := runCLI(t, "bark", "check", "--bark.config-dir", barkConfigDir(t, nil)); err == nil {
+	if _, _, err := runCLI(t, "bark", "check", "--bark.config-dir", barktest.ConfigDir(t, nil)); err == nil {
 		t.Error("an empty config dir passed the check")
 	}
 }
@@ -87,7 +94,7 @@ func TestBarkSendSaysWhatItSaw(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	t.Cleanup(notBark.Close)
-	dir := barkConfigDir(t, map[string]string{
+	dir := barktest.ConfigDir(t, map[string]string{
 		"a.bark.env": notBark.URL + "/?body=$0&key=SAWKEY12345\n" + notBark.URL + "/moved/SAWKEY12345/$0\n",
 	})
 	out, stderr, err := runCLI(t, "bark", "send", "--bark.config-dir", dir, "hello")
@@ -142,14 +149,14 @@ func TestShippedExampleIsNotConfigured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := barkConfigDir(t, map[string]string{"phone.bark.env": string(example)})
+	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": string(example)})
 	out, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir", dir)
 	if err == nil || !strings.Contains(err.Error(), "phone.bark.env:7: not configured") || strings.Contains(out, " ok") {
 		t.Errorf("bark check of the untouched example: %q %q %v", out, stderr, err)
 	}
 
 	configured := strings.ReplaceAll(string(example), "YOUR_DEVICE_KEY", "Xy12AbCdEfGhIjKlMnOpQr")
-	dir = barkConfigDir(t, map[string]string{"phone.bark.env": configured})
+	dir = barktest.ConfigDir(t, map[string]string{"phone.bark.env": configured})
 	out, _, err = runCLI(t, "bark", "check", "--bark.config-dir", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -175,35 +182,34 @@ func TestShippedExampleIsNotConfigured(t *testing.T) {
 // bad line as file:line: reason, say so in the reload gauge, and exit 0.
 // bark check keeps failing on the same files.
 func TestBadBarkLineDoesNotStopServe(t *testing.T) {
-	bark := newFakeBark(t)
-	dir := barkConfigDir(t, map[string]string{
+	bark := barktest.New(t)
+	dir := barktest.ConfigDir(t, map[string]string{
 		"phone.bark.env": bark.URL + "/KEY/$0\n",
 		"typo.bark.env":  "# a typo\nhttps://api.day.app/SECRETKEY123/\n",
 	})
 	for _, cmd := range []string{"serve", "bridge"} {
 		t.Run(cmd, func(t *testing.T) {
-			args := []string{cmd, "--bark.config-dir=" + dir, "--runlog.dir=" + t.TempDir()}
+			args := []string{cmd, "--web.listen-address=127.0.0.1:0", "--bark.config-dir=" + dir, "--runlog.dir=" + t.TempDir()}
 			if cmd == "serve" {
-				args = hServeArgs(t, dir, t.TempDir())
+				args = quietServeArgs(t, dir, t.TempDir())
 			}
-			p := hStart(t, nil, args...)
-			if code, body := p.do("GET", "/-/ready", nil, "", ""); code != 200 {
-				t.Errorf("/-/ready = %d %q", code, body)
-			}
-			m := p.metrics()
-			if v := sample(m, "lavender_bark_config_last_reload_successful"); v != 0 {
+			command := testkit.StartCommand(t, args...)
+			base := command.URL(t)
+			testkit.WaitReady(t, nil, base, "", "")
+			m := testkit.Scrape(t, nil, base+"/metrics")
+			if v := m.MustValue(t, "lavender_bark_config_last_reload_successful", nil); v != 0 {
 				t.Errorf("last_reload_successful = %v, want 0", v)
 			}
-			if v := sample(m, "lavender_bark_targets"); v != 1 {
+			if v := m.MustValue(t, "lavender_bark_targets", nil); v != 1 {
 				t.Errorf("lavender_bark_targets = %v, want 1", v)
 			}
-			if code, body := p.do("POST", "/webhook", hSwapWebhook(1), "", ""); code != 200 || !strings.Contains(body, "pushed=1") {
+			if code, body := testkit.MustDo(t, nil, "POST", base+"/webhook", swapAlertWebhook(1), "", ""); code != 200 || !strings.Contains(body, "pushed=1") {
 				t.Errorf("webhook = %d %q", code, body)
 			}
-			if err := p.stop(); err != nil {
+			if err := command.Stop(); err != nil {
 				t.Errorf("%s exited with %v, want a clean exit", cmd, err)
 			}
-			logs := p.logs.String()
+			logs := command.Stderr.String()
 			if !strings.Contains(logs, "typo.bark.env:2: no $0 placeholder") || strings.Contains(logs, "SECRETKEY123") {
 				t.Errorf("log:\n%s", logs)
 			}

@@ -1,71 +1,21 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/alecthomas/kong"
 
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"lavender/runlog"
 )
-
-// fakeBark is a minimal Bark server: it records raw request URIs and answers
-// Bark's JSON, 200 for key "KEY" and 400 for any other.
-type fakeBark struct {
-	*httptest.Server
-	mu   sync.Mutex
-	uris []string
-}
-
-func newFakeBark(t *testing.T) *fakeBark {
-	t.Helper()
-	b := &fakeBark{}
-	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.mu.Lock()
-		b.uris = append(b.uris, r.RequestURI)
-		b.mu.Unlock()
-		code := http.StatusOK
-		if !strings.HasPrefix(r.URL.Path, "/KEY/") {
-			code = http.StatusBadRequest
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(map[string]any{"code": code, "message": "m", "timestamp": 1})
-	}))
-	t.Cleanup(b.Close)
-	return b
-}
-
-func (b *fakeBark) requests() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]string(nil), b.uris...)
-}
-
-// barkConfigDir writes files into a fresh dir, mode 0600, and returns it.
-func barkConfigDir(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 func parseCLI(t *testing.T, args ...string) *CLI {
 	t.Helper()
@@ -81,63 +31,17 @@ func parseCLI(t *testing.T, args ...string) *CLI {
 	return &cli
 }
 
-// startBridge runs `lavender bridge` on 127.0.0.1:0 until the test ends and
-// returns its base URL and the log output.
-func startBridge(t *testing.T, args ...string) (string, *lockedBuffer) {
-	t.Helper()
-	cli := parseCLI(t, append([]string{"bridge", "--web.listen-address=127.0.0.1:0"}, args...)...)
-	logs := &lockedBuffer{}
-	g := &Globals{Logger: slog.New(slog.NewTextHandler(logs, nil)), Stdout: io.Discard, Stderr: logs}
-	base := startInProcess(t, "bridge", func(ctx context.Context, onListen func([]net.Addr)) error {
-		return cli.Bridge.serve(ctx, g, onListen)
-	})
-	return base, logs
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func httpDo(t *testing.T, method, url string, body []byte) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(body) > 0 {
-		// As Alertmanager and `lavender phase` do.
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data)
-}
-
 func TestBridgeCommand(t *testing.T) {
-	bark := newFakeBark(t)
-	dir := barkConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
+	bark := barktest.New(t)
+	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
 	logDir := filepath.Join(t.TempDir(), "logs")
-	base, logs := startBridge(t, "--bark.config-dir", dir, "--runlog.dir", logDir, "--bark.timeout=5s", "--bark.prefix=[box]")
+	bridge := testkit.StartCommand(t, "bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir", dir, "--runlog.dir", logDir,
+		"--bark.timeout=5s", "--bark.prefix=[box]")
+	base := bridge.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
 
 	for _, path := range []string{"/-/healthy", "/-/ready", "/"} {
-		if code, _ := httpDo(t, "GET", base+path, nil); code != 200 {
+		if code, _ := testkit.MustDo(t, nil, "GET", base+path, nil, "", ""); code != 200 {
 			t.Errorf("GET %s = %d", path, code)
 		}
 	}
@@ -145,15 +49,15 @@ func TestBridgeCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, answer := httpDo(t, "POST", base+"/webhook", payload)
+	code, answer := testkit.MustDo(t, nil, "POST", base+"/webhook", payload, "", "")
 	if code != 200 || answer != "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n" {
 		t.Fatalf("POST /webhook = %d %q", code, answer)
 	}
 	want := "/KEY/%5Bbox%5D%20swap%2054%25%20full%20%2816.3%2F32.0%20GB%29%20%E2%80%94%20consider%20intervening?level=passive&isArchive=0"
-	if got := bark.requests(); len(got) != 1 || got[0] != want {
-		t.Errorf("Bark got %q, want [%q]", got, want)
+	if got := bark.Pushes(); len(got) != 1 || got[0].RequestURI != want {
+		t.Errorf("Bark got %+v, want one push to %q", got, want)
 	}
-	if code, _ := httpDo(t, "GET", base+"/webhook", nil); code != 405 {
+	if code, _ := testkit.MustDo(t, nil, "GET", base+"/webhook", nil, "", ""); code != 405 {
 		t.Errorf("GET /webhook = %d", code)
 	}
 
@@ -166,19 +70,25 @@ func TestBridgeCommand(t *testing.T) {
 		t.Errorf("run log:\n%s", data)
 	}
 
-	_, metrics := httpDo(t, "GET", base+"/metrics", nil)
-	for _, m := range []string{
-		`lavender_bark_pushes_total{result="ok",target="phone.bark.env:1"} 1`,
-		`lavender_webhook_requests_total{code="200"} 1`,
-		`lavender_webhook_requests_total{code="405"} 1`,
-		`lavender_webhook_alerts_total{action="pushed",status="firing"} 1`,
-		"lavender_bark_targets 1",
-		"lavender_bark_push_duration_seconds_count 1",
-		"lavender_build_info",
-		"go_goroutines",
+	m := testkit.Scrape(t, nil, base+"/metrics")
+	for _, s := range []struct {
+		name   string
+		labels testkit.Labels
+	}{
+		{"lavender_bark_pushes_total", testkit.Labels{"result": "ok", "target": "phone.bark.env:1"}},
+		{"lavender_webhook_requests_total", testkit.Labels{"code": "200"}},
+		{"lavender_webhook_requests_total", testkit.Labels{"code": "405"}},
+		{"lavender_webhook_alerts_total", testkit.Labels{"action": "pushed", "status": "firing"}},
+		{"lavender_bark_targets", nil},
+		{"lavender_bark_push_duration_seconds_count", nil},
 	} {
-		if !strings.Contains(metrics, m) {
-			t.Errorf("/metrics lacks %s", m)
+		if v := m.MustValue(t, s.name, s.labels); v != 1 {
+			t.Errorf("%s%v = %v, want 1", s.name, s.labels, v)
+		}
+	}
+	for _, name := range []string{"lavender_build_info", "go_goroutines"} {
+		if !m.Has(name) {
+			t.Errorf("/metrics lacks %s", name)
 		}
 	}
 
@@ -186,32 +96,29 @@ func TestBridgeCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "tablet.bark.env"), []byte(bark.URL+"/KEY/$0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+	if err := bridge.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	reloaded := false
-	for range 100 {
-		if _, m := httpDo(t, "GET", base+"/metrics", nil); strings.Contains(m, "lavender_bark_targets 2") {
-			reloaded = true
-			break
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		m, err := testkit.FetchMetrics(nil, base+"/metrics", "", "")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !reloaded {
-		t.Errorf("SIGHUP did not reload; log:\n%s", logs)
-	}
+		v, err := m.Value("lavender_bark_targets", nil)
+		return err == nil && v == 2
+	}, "SIGHUP to reload the targets")
 	os.WriteFile(filepath.Join(dir, "bad.bark.env"), []byte("https://x/KEY/\n"), 0o600)
-	if code, body := httpDo(t, "POST", base+"/-/reload", nil); code != 500 || !strings.Contains(body, "bad.bark.env:1") {
+	if code, body := testkit.MustDo(t, nil, "POST", base+"/-/reload", nil, "", ""); code != 500 || !strings.Contains(body, "bad.bark.env:1") {
 		t.Errorf("POST /-/reload = %d %q", code, body)
 	}
 	os.Remove(filepath.Join(dir, "bad.bark.env"))
-	if code, body := httpDo(t, "POST", base+"/-/reload", nil); code != 200 || body != "loaded 2 Bark targets\n" {
+	if code, body := testkit.MustDo(t, nil, "POST", base+"/-/reload", nil, "", ""); code != 200 || body != "loaded 2 Bark targets\n" {
 		t.Errorf("POST /-/reload = %d %q", code, body)
 	}
 }
 
 func TestBridgeFlagErrors(t *testing.T) {
-	dir := barkConfigDir(t, nil)
+	dir := barktest.ConfigDir(t, nil)
 	tests := []struct {
 		args []string
 		want string

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"lavender/internal/testkit"
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -43,25 +44,6 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
-// setPressure writes <procfs>/pressure/memory with "some avg10" at ratio
-// (0–1) and "full" a little below it.
-func (p *fakeProcfs) setPressure(ratio float64) {
-	p.t.Helper()
-	dir := filepath.Join(p.dir, "pressure")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		p.t.Fatal(err)
-	}
-	content := fmt.Sprintf("some avg10=%.2f avg60=0.00 avg300=0.00 total=1000000\nfull avg10=%.2f avg60=0.00 avg300=0.00 total=500000\n",
-		ratio*100, ratio*90)
-	tmp := filepath.Join(dir, ".memory.tmp")
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		p.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "memory")); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
 // TestStatusPageInChromium loads the status page of a real serve, at 54 %
 // swap and 23 % memory pressure with two phases and a push, in headless
 // Chromium.
@@ -71,8 +53,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	chromium := findChromium(t)
 
-	procfs := newFakeProcfs(t)
-	procfs.setSwap(swap32GiBinKB, 0.30)
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.30)})
 	r := startServe(t, procfs, "--watchdog.interval=20ms", "--watchdog.repeat=1h", "--status.history-step=50ms",
 		"--run.header=device=cuda lavender=v0.1.0")
 	const evil = `<script>alert(1)</script>`
@@ -82,7 +63,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		`{"phase":"Pretrain 1/3","event":"start"}`,
 		`{"phase":"` + strings.ReplaceAll(evil, "/", `\/`) + `","event":"start"}`,
 	} {
-		if code, body := httpDo(t, "POST", r.base+"/api/v1/heartbeat", []byte(hb)); code != 200 {
+		if code, body := testkit.MustDo(t, nil, "POST", r.base+"/api/v1/heartbeat", []byte(hb), "", ""); code != 200 {
 			t.Fatalf("heartbeat %s: %d %s", hb, code, body)
 		}
 	}
@@ -90,14 +71,15 @@ func TestStatusPageInChromium(t *testing.T) {
 	// each level.
 	samples := 0
 	for i, ratio := range []float64{0.30, 0.38, 0.46, 0.54} {
-		procfs.setSwap(swap32GiBinKB, ratio)
-		procfs.setPressure([]float64{0.02, 0.08, 0.15, 0.23}[i])
+		procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, ratio))
+		pressure := []float64{0.02, 0.08, 0.15, 0.23}[i] * 100
+		procfs.SetPSI(&testkit.PSI{SomeAvg10: pressure, FullAvg10: pressure * 0.9, SomeTotal: 1000000, FullTotal: 500000})
 		samples += 4
-		waitFor(t, "chart samples", func() bool {
-			_, body := httpDo(t, "GET", r.base+"/api/v1/status", nil)
+		testkit.WaitFor(t, 20*time.Second, func() bool {
+			_, body := testkit.MustDo(t, nil, "GET", r.base+"/api/v1/status", nil, "", "")
 			var s struct{ History []json.RawMessage }
 			return json.Unmarshal([]byte(body), &s) == nil && len(s.History) >= samples
-		})
+		}, "chart samples")
 	}
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"lavender/internal/barktest"
 )
 
 // TestFlagErrorsNameTheFlag (issue 14.12): a bad flag value is reported by
@@ -61,7 +63,7 @@ func TestBarkCheckPlurals(t *testing.T) {
 		{map[string]string{"a.bark.env": "https://api.day.app/K/$0\n"}, "1 Bark target in 1 file\n"},
 		{map[string]string{"a.bark.env": "https://api.day.app/K/$0\n", "b.bark.env": "https://api.day.app/L/$0\n"}, "2 Bark targets in 2 files\n"},
 	} {
-		out, _, err := runCLI(t, "bark", "check", "--bark.config-dir", barkConfigDir(t, tc.files))
+		out, _, err := runCLI(t, "bark", "check", "--bark.config-dir", barktest.ConfigDir(t, tc.files))
 		if err != nil || !strings.HasSuffix(out, tc.want) {
 			t.Errorf("bark check: %q, %v; want it to end with %q", out, err, tc.want)
 		}

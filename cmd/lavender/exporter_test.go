@@ -1,47 +1,24 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/bcrypt"
+	"lavender/internal/testkit"
 )
 
-func expGlobals(stdout, stderr io.Writer) *Globals {
-	return &Globals{Logger: slog.New(slog.NewTextHandler(stderr, nil)), Stdout: stdout, Stderr: stderr}
-}
-
-// expStartExporter runs `lavender exporter` on 127.0.0.1:0 until the test ends
-// and returns its base URL and the run-log dir.
-func expStartExporter(t *testing.T, extra ...string) (string, string) {
-	t.Helper()
-	logDir := filepath.Join(t.TempDir(), "logs")
-	args := append([]string{"exporter", "--web.listen-address=127.0.0.1:0", "--runlog.dir", logDir,
-		"--path.procfs", fakeProcfsAt(t, 0.54)}, extra...)
-	cli := parseCLI(t, args...)
-	base := startInProcess(t, "exporter", func(ctx context.Context, onListen func([]net.Addr)) error {
-		return cli.Exporter.serve(ctx, expGlobals(io.Discard, io.Discard), onListen)
-	})
-	return base, logDir
-}
-
 func TestExporterCommand(t *testing.T) {
-	base, logDir := expStartExporter(t)
+	base, logDir := startExporter(t)
 
 	for path, want := range map[string]string{
 		"/-/healthy": "Healthy",
 		"/-/ready":   "Ready",
 		"/":          "/metrics",
 	} {
-		if code, body := httpDo(t, "GET", base+path, nil); code != 200 || !strings.Contains(body, want) {
+		if code, body := testkit.MustDo(t, nil, "GET", base+path, nil, "", ""); code != 200 || !strings.Contains(body, want) {
 			t.Errorf("GET %s: %d %q", path, code, body)
 		}
 	}
@@ -62,7 +39,7 @@ func TestExporterCommand(t *testing.T) {
 		t.Errorf("end of an unknown phase: %v", err)
 	}
 
-	code, metrics := httpDo(t, "GET", base+"/metrics", nil)
+	code, metrics := testkit.MustDo(t, nil, "GET", base+"/metrics", nil, "", "")
 	if code != 200 {
 		t.Fatalf("/metrics: %d", code)
 	}
@@ -82,29 +59,21 @@ func TestExporterCommand(t *testing.T) {
 		}
 	}
 
-	got := runlogEntries(t, logDir)
+	got := runLogEntries(t, readRunLog(t, logDir))
 	if want := "RUN start|START Pretrain 1/3|END   Pretrain 1/3 0s failed"; strings.Join(got, "|") != want {
 		t.Errorf("run log entries %q, want %q", got, want)
 	}
 }
 
 func TestExporterCommandBasicAuth(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	webConfig := filepath.Join(dir, "web.yml")
-	if err := os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  trainer: %s\n", hash), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	passwordFile := filepath.Join(dir, "password")
+	webConfig := testkit.WriteWebConfig(t, testkit.WebConfig{Users: map[string]string{"trainer": "s3cret"}})
+	passwordFile := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(passwordFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, _ := expStartExporter(t, "--web.config.file", webConfig)
+	base, _ := startExporter(t, "--web.config.file", webConfig)
 
-	if code, _ := httpDo(t, "GET", base+"/metrics", nil); code != http.StatusUnauthorized {
+	if code, _ := testkit.MustDo(t, nil, "GET", base+"/metrics", nil, "", ""); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without credentials: %d", code)
 	}
 	if _, _, err := runCLI(t, "phase", "start", "Train", "--url", base); err == nil || !strings.Contains(err.Error(), "401") {
@@ -117,7 +86,7 @@ func TestExporterCommandBasicAuth(t *testing.T) {
 	if _, _, err := runCLI(t, "phase", "ping", "Train", "--web.user", "trainer", "--password-file", passwordFile); err != nil {
 		t.Errorf("phase ping with LAVENDER_URL and --web.user: %v", err)
 	}
-	_, _, err = runCLI(t, "phase", "ping", "Train", "--password-file", passwordFile)
+	_, _, err := runCLI(t, "phase", "ping", "Train", "--password-file", passwordFile)
 	if err == nil || !strings.Contains(err.Error(), "--username") {
 		t.Errorf("password file without user name: %v", err)
 	}

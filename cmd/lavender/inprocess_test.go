@@ -2,38 +2,101 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
+
+	"lavender/internal/testkit"
 )
 
-// startInProcess runs a serving command's serve method until the test
-// ends, and returns its base URL once it listens. serve gets the context
-// the cleanup cancels and the onListen callback.
-func startInProcess(t *testing.T, name string, serve func(ctx context.Context, onListen func([]net.Addr)) error) string {
+// inProcess is a serving command (serve, exporter or bridge) run inside
+// the test binary, with its log at debug level as --log.level=debug gives
+// it. It is for the tests that need what a child process hides: the
+// standard log package routed into the logger, a SIGHUP to the test's own
+// pid, Globals. Every other test runs the real binary with
+// testkit.StartCommand.
+type inProcess struct {
+	base   string // http(s)://127.0.0.1:port
+	client *http.Client
+	logs   *testkit.SyncBuffer
+	stop   func() error // ends the command; its error, or nil
+}
+
+// startInProcess runs args (the command name first) on 127.0.0.1:0 until
+// the test ends, and returns once it is ready. client talks to it over
+// TLS if it has a Transport; nil is a plain client with a 30 s timeout.
+func startInProcess(t *testing.T, client *http.Client, args ...string) *inProcess {
 	t.Helper()
+	p := &inProcess{client: client, logs: &testkit.SyncBuffer{}}
+	if p.client == nil {
+		p.client = &http.Client{Timeout: 30 * time.Second}
+	}
+	cli := parseCLI(t, append(args, "--web.listen-address=127.0.0.1:0")...)
+	logger, err := newLogger("debug", "logfmt", p.logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Globals{Logger: logger, Stdout: p.logs, Stderr: p.logs}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan []net.Addr, 1)
+	ready := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, func(a []net.Addr) { addrs <- a }) }()
-	var base string
+	onListen := func(a []net.Addr) { addrs <- a }
+	go func() {
+		switch args[0] {
+		case "serve":
+			done <- cli.Serve.serve(ctx, g, onListen, func() { close(ready) })
+		case "exporter":
+			close(ready)
+			done <- cli.Exporter.serve(ctx, g, onListen)
+		case "bridge":
+			close(ready)
+			done <- cli.Bridge.serve(ctx, g, onListen)
+		default:
+			done <- fmt.Errorf("startInProcess: no serving command %q", args[0])
+		}
+	}()
+	scheme := "http"
+	if client != nil && client.Transport != nil {
+		scheme = "https"
+	}
 	select {
 	case a := <-addrs:
-		base = "http://" + a[0].String()
+		p.base = scheme + "://" + a[0].String()
 	case err := <-done:
 		cancel()
-		t.Fatalf("%s stopped before listening: %v", name, err)
+		t.Fatalf("%s stopped before listening: %v\n%s", args[0], err, p.logs)
+	}
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("%s stopped before ready: %v\n%s", args[0], err, p.logs)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("%s not ready within 30s", args[0])
+	}
+	var once sync.Once
+	var stopErr error
+	p.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(30 * time.Second):
+				stopErr = errors.New("did not stop within 30s")
+			}
+		})
+		return stopErr
 	}
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("%s did not stop", name)
+		if err := p.stop(); err != nil {
+			t.Errorf("%s: %v", args[0], err)
 		}
 	})
-	return base
+	return p
 }

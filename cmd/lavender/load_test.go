@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"lavender/runlog"
 )
 
@@ -31,48 +33,6 @@ func needSlow(t *testing.T) {
 	t.Helper()
 	if os.Getenv("LAVENDER_SLOW") != "1" {
 		t.Skip("slow test (load, kill -9 or slowloris): set LAVENDER_SLOW=1 to run it")
-	}
-}
-
-// hServeProc is `lavender serve` as a real process on loopback.
-type hServeProc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	base   string
-	stderr *lockedBuffer
-	done   chan error
-}
-
-func hStartServeProc(t *testing.T, bin string, args ...string) *hServeProc {
-	t.Helper()
-	port := freePort(t)
-	p := &hServeProc{t: t, base: "http://127.0.0.1:" + port, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--web.listen-address=127.0.0.1:" + port}, args...)...)
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		p.done <- nil
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if code, _ := httpDoQuiet(p.base + "/-/ready"); code == 200 {
-			return p
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("serve exited: %v\n%s", err, p.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not ready within 30s\n%s", p.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -182,15 +142,16 @@ func TestLoad(t *testing.T) {
 	}
 	const webhookRate, scrapeRate, heartbeatRate = 200, 50, 20
 
-	bin := hBuild(t)
-	bark := newFakeBark(t)
-	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
+	bark := barktest.New(t)
+	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
 	logDir := t.TempDir()
 	// The host's own /proc, as in production: a fake procfs on the same
 	// disk as the run log would make scrapes wait on its journal.
-	p := hStartServeProc(t, bin, "--path.procfs=/proc", "--watchdog.interval=0",
+	serve := testkit.StartCommand(t, "serve", "--web.listen-address=127.0.0.1:0", "--path.procfs=/proc", "--watchdog.interval=0",
 		"--runlog.dir="+logDir, "--bark.config-dir="+barkDir)
-	pid := p.cmd.Process.Pid
+	base := serve.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
+	pid := serve.Pid()
 	runPath, err := runlog.CurrentPath(logDir)
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +159,7 @@ func TestLoad(t *testing.T) {
 
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	post := func(path string, body []byte) (int, error) {
-		resp, err := client.Post(p.base+path, "application/json", strings.NewReader(string(body)))
+		resp, err := client.Post(base+path, "application/json", strings.NewReader(string(body)))
 		if err != nil {
 			return 0, err
 		}
@@ -238,12 +199,12 @@ func TestLoad(t *testing.T) {
 	inflight.Add(3)
 	go pace(webhookRate, func(i int) {
 		t0 := time.Now()
-		code, err := post("/webhook", hSwapWebhook(i))
+		code, err := post("/webhook", swapAlertWebhook(i))
 		webhooks.timed(t0, code, err)
 	})
 	go pace(scrapeRate, func(i int) {
 		t0 := time.Now()
-		resp, err := client.Get(p.base + "/metrics")
+		resp, err := client.Get(base + "/metrics")
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -302,8 +263,10 @@ func TestLoad(t *testing.T) {
 		}
 		if n%10 == 0 {
 			rss = append(rss, float64(rssKiB(t, pid))/1024)
-			if code, body, err := (&hProc{t: t, base: p.base, client: client}).try("GET", "/metrics", nil, "", ""); err == nil && code == 200 {
-				goroutines = append(goroutines, sample(body, "go_goroutines"))
+			if m, err := testkit.FetchMetrics(client, base+"/metrics", "", ""); err == nil {
+				if n, err := m.Value("go_goroutines", nil); err == nil {
+					goroutines = append(goroutines, n)
+				}
 			}
 		}
 	}
@@ -374,33 +337,33 @@ func TestLoad(t *testing.T) {
 	// Every push is accounted for: Bark received one per webhook, the
 	// counters say so, and so does the run log.
 	pushed := webhooks.codes[200]
-	if got := len(bark.requests()); got != pushed {
+	if got := bark.Count(); got != pushed {
 		t.Errorf("Bark received %d pushes for %d webhooks answered 200", got, pushed)
 	}
-	_, m := httpDo(t, "GET", p.base+"/metrics", nil)
-	for series, want := range map[string]int{
-		`lavender_bark_pushes_total{result="ok",target="phone.bark.env:1"}`:     pushed,
-		`lavender_bark_pushes_total{result="failed",target="phone.bark.env:1"}`: 0,
-		`lavender_webhook_requests_total{code="200"}`:                           pushed,
-		`lavender_webhook_alerts_total{action="pushed",status="firing"}`:        pushed,
-		`lavender_runlog_write_errors_total{writer="bark"}`:                     0,
-		`lavender_runlog_write_errors_total{writer="exporter"}`:                 0,
+	m := testkit.Scrape(t, client, base+"/metrics")
+	for _, s := range []struct {
+		name   string
+		labels testkit.Labels
+		want   int
+	}{
+		{"lavender_bark_pushes_total", testkit.Labels{"result": "ok", "target": "phone.bark.env:1"}, pushed},
+		{"lavender_bark_pushes_total", testkit.Labels{"result": "failed", "target": "phone.bark.env:1"}, 0},
+		{"lavender_webhook_requests_total", testkit.Labels{"code": "200"}, pushed},
+		{"lavender_webhook_alerts_total", testkit.Labels{"action": "pushed", "status": "firing"}, pushed},
+		{"lavender_runlog_write_errors_total", testkit.Labels{"writer": "bark"}, 0},
+		{"lavender_runlog_write_errors_total", testkit.Labels{"writer": "exporter"}, 0},
 	} {
-		if got := sample(m, series); got != float64(want) {
-			t.Errorf("%s = %v, want %d", series, got, want)
+		if got := m.MustValue(t, s.name, s.labels); got != float64(s.want) {
+			t.Errorf("%s%v = %v, want %d", s.name, s.labels, got, s.want)
 		}
 	}
 	// Stop cleanly, so the last entry is RUN stop. The run log holds at most
 	// 1 KiB, so most BARK lines are compacted away; what is provable is that
 	// the marker's dropped count plus the entries kept after the first
 	// equals every line written: one per push, one per START/END, RUN stop.
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-p.done; err != nil {
+	if err := serve.Stop(); err != nil {
 		t.Errorf("serve after SIGTERM: %v", err)
 	}
-	p.done <- nil
 	data, err := os.ReadFile(runPath)
 	if err != nil {
 		t.Fatal(err)
@@ -450,14 +413,22 @@ func roundAll(xs []float64) []float64 {
 // sample, and the appenders' newest lines survive.
 func TestKill9WithTwoAppenders(t *testing.T) {
 	needSlow(t)
-	bin := hBuild(t)
-	bark := newFakeBark(t)
-	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
+	bin := testkit.Binary(t) // for the appenders
+	bark := barktest.New(t)
+	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
 	logDir := t.TempDir()
-	procfs := hProcfs(t)
-	args := []string{"--path.procfs=" + procfs, "--watchdog.interval=0", "--runlog.dir=" + logDir,
-		"--bark.config-dir=" + barkDir, "--run.resume"}
-	p := hStartServeProc(t, bin, args...)
+	args := []string{"serve", "--web.listen-address=127.0.0.1:0", "--path.procfs=" + testkit.SwapProcfs(t, 0.10),
+		"--watchdog.interval=0", "--runlog.dir=" + logDir, "--bark.config-dir=" + barkDir, "--run.resume"}
+	// startServe starts serve and returns its base URL once ready; the
+	// test kills it, so the cleanup kills whatever is left.
+	var serve *testkit.Command
+	startServe := func() string {
+		serve = testkit.StartCommandWith(t, testkit.Options{KillAtEnd: true}, args...)
+		base := serve.URL(t)
+		testkit.WaitReady(t, nil, base, "", "")
+		return base
+	}
+	first := startServe()
 	runPath, err := runlog.CurrentPath(logDir)
 	if err != nil {
 		t.Fatal(err)
@@ -480,7 +451,7 @@ func TestKill9WithTwoAppenders(t *testing.T) {
 	// serve's own writes: webhooks and phase events, until told to stop.
 	var driver sync.WaitGroup
 	var base atomic.Value
-	base.Store(p.base)
+	base.Store(first)
 	driver.Go(func() {
 		client := &http.Client{Timeout: 5 * time.Second}
 		for i := 0; ; i++ {
@@ -490,7 +461,7 @@ func TestKill9WithTwoAppenders(t *testing.T) {
 			default:
 			}
 			b := base.Load().(string)
-			if resp, err := client.Post(b+"/webhook", "application/json", strings.NewReader(string(hSwapWebhook(i)))); err == nil {
+			if resp, err := client.Post(b+"/webhook", "application/json", strings.NewReader(string(swapAlertWebhook(i)))); err == nil {
 				resp.Body.Close()
 			}
 			ev := []string{"start", "end"}[i%2]
@@ -535,13 +506,11 @@ loop:
 		}
 		check()
 		if kills < 3 && time.Now().After(next) {
-			p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-			p.done <- nil
+			serve.Signal(syscall.SIGKILL)
+			<-serve.Done()
 			kills++
 			check()
-			p = hStartServeProc(t, bin, args...)
-			base.Store(p.base)
+			base.Store(startServe())
 			next = time.Now().Add(700 * time.Millisecond)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -553,7 +522,7 @@ loop:
 		t.Error(err)
 	}
 	check()
-	t.Logf("%d kills; %d samples of the run log; Bark got %d pushes", kills, samples, len(bark.requests()))
+	t.Logf("%d kills; %d samples of the run log; Bark got %d pushes", kills, samples, bark.Count())
 	if kills < 3 {
 		t.Errorf("only %d kills happened before the appenders finished", kills)
 	}
@@ -590,17 +559,17 @@ loop:
 // goroutines return to where they were.
 func TestSlowloris(t *testing.T) {
 	needSlow(t)
-	bin := hBuild(t)
-	p := hStartServeProc(t, bin, "--path.procfs="+hProcfs(t), "--watchdog.interval=0",
-		"--runlog.dir="+t.TempDir(), "--bark.config-dir="+barkConfigDir(t, nil))
+	serve := testkit.StartCommand(t, "serve", "--web.listen-address=127.0.0.1:0", "--path.procfs="+testkit.SwapProcfs(t, 0.10),
+		"--watchdog.interval=0", "--runlog.dir="+t.TempDir(), "--bark.config-dir="+barktest.ConfigDir(t, nil))
+	base := serve.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
 	goroutines := func() float64 {
-		_, body := httpDo(t, "GET", p.base+"/metrics", nil)
-		return sample(body, "go_goroutines")
+		return testkit.Scrape(t, nil, base+"/metrics").MustValue(t, "go_goroutines", nil)
 	}
 	before := goroutines()
 
 	const conns = 400
-	addr := strings.TrimPrefix(p.base, "http://")
+	addr := strings.TrimPrefix(base, "http://")
 	closedAt := make(chan time.Duration, conns)
 	opened := time.Now()
 	var wg sync.WaitGroup
@@ -631,7 +600,7 @@ func TestSlowloris(t *testing.T) {
 	during := goroutines()
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, path := range []string{"/metrics", "/-/healthy", "/api/v1/phases"} {
-		resp, err := client.Get(p.base + path)
+		resp, err := client.Get(base + path)
 		if err != nil {
 			t.Fatalf("GET %s while %d slow clients hang on: %v", path, conns, err)
 		}
@@ -640,7 +609,7 @@ func TestSlowloris(t *testing.T) {
 			t.Errorf("GET %s while slow clients hang on: %d", path, resp.StatusCode)
 		}
 	}
-	if code, body := httpDo(t, "POST", p.base+"/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`)); code != 200 {
+	if code, body := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), "", ""); code != 200 {
 		t.Errorf("heartbeat while slow clients hang on: %d %s", code, body)
 	}
 
@@ -660,9 +629,9 @@ func TestSlowloris(t *testing.T) {
 		t.Errorf("the last slow connection was closed after %v, over %v", latest, bound)
 	}
 	var after float64
-	waitFor(t, "goroutines back to where they were", func() bool {
+	testkit.WaitFor(t, 20*time.Second, func() bool {
 		after = goroutines()
 		return after <= before+10
-	})
+	}, "goroutines back to where they were")
 	t.Logf("goroutines: %v before, %v with %d slow clients, %v after; all closed within %v", before, during, conns, after, latest.Round(time.Millisecond))
 }

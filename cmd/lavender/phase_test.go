@@ -5,11 +5,10 @@ import (
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"lavender/runlog"
+	"lavender/internal/testkit"
 )
 
 func TestPhaseRunParsesCommand(t *testing.T) {
@@ -35,11 +34,11 @@ func TestPhaseRunParsesCommand(t *testing.T) {
 }
 
 func TestPhaseRunCommand(t *testing.T) {
-	base, logDir := expStartExporter(t)
-	var stdout, stderr phaseOutput
+	base, logDir := startExporter(t)
+	var stdout, stderr testkit.SyncBuffer
 	cli := parseCLI(t, "phase", "run", "Train 1/2", "--every", "10ms", "--url", base, "--",
 		"sh", "-c", `read line; echo "got $line"; echo oops >&2; exit 7`)
-	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), strings.NewReader("batch\n"), nil)
+	code, err := cli.Phase.Run.run(context.Background(), testGlobals(&stdout, &stderr), strings.NewReader("batch\n"), nil)
 	if err != nil || code != 7 {
 		t.Fatalf("run = %d, %v; want the child's 7", code, err)
 	}
@@ -49,44 +48,23 @@ func TestPhaseRunCommand(t *testing.T) {
 	if strings.Contains(stderr.String(), "level=WARN") {
 		t.Errorf("warnings with a reachable exporter: %s", stderr.String())
 	}
-	_, body := httpDo(t, "GET", base+"/api/v1/phases", nil)
+	_, body := testkit.MustDo(t, nil, "GET", base+"/api/v1/phases", nil, "", "")
 	if !strings.Contains(body, `"name":"Train 1/2","status":"failed"`) {
 		t.Errorf("phases: %s", body)
 	}
-	entries := runlogEntries(t, logDir)
+	entries := runLogEntries(t, readRunLog(t, logDir))
 	if len(entries) != 3 || entries[1] != "START Train 1/2" || !strings.HasPrefix(entries[2], "END   Train 1/2 ") || !strings.HasSuffix(entries[2], "s failed") {
 		t.Errorf("run log entries %q", entries)
 	}
 }
 
-func runlogEntries(t *testing.T, dir string) []string {
-	t.Helper()
-	l, err := runlog.Current(runlog.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := l.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := runlog.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range f.AllEntries() {
-		out = append(out, e[len("15:04:05 "):])
-	}
-	return out
-}
-
 // With no exporter listening the command still runs, and its exit code
 // still comes back; the wrapper warns once.
 func TestPhaseRunWithoutExporter(t *testing.T) {
-	var stdout, stderr phaseOutput
+	var stdout, stderr testkit.SyncBuffer
 	cli := parseCLI(t, "phase", "run", "Train", "--every", "5ms", "--url", "http://127.0.0.1:1", "--",
 		"sh", "-c", "sleep 0.1; echo done")
-	code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, &stderr), nil, nil)
+	code, err := cli.Phase.Run.run(context.Background(), testGlobals(&stdout, &stderr), nil, nil)
 	if err != nil || code != 0 || stdout.String() != "done\n" {
 		t.Fatalf("run = %d, %v, stdout %q", code, err, stdout.String())
 	}
@@ -103,37 +81,19 @@ func TestPhaseRunUsageErrors(t *testing.T) {
 	} {
 		cli := parseCLI(t, args...)
 		var stdout bytes.Buffer
-		code, err := cli.Phase.Run.run(context.Background(), expGlobals(&stdout, io.Discard), nil, nil)
+		code, err := cli.Phase.Run.run(context.Background(), testGlobals(&stdout, io.Discard), nil, nil)
 		if err == nil || code == 0 {
 			t.Errorf("%q: run = %d, %v; want a usage error", args, code, err)
 		}
 	}
 }
 
-// phaseOutput is written by the child's stream copier and the logger at once.
-type phaseOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *phaseOutput) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *phaseOutput) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // start, ping and end carry --step and --total (or LAVENDER_PHASE_STEP and
 // LAVENDER_PHASE_TOTAL); the exporter's refusal of a step past the total
 // comes back as the command's error.
 func TestPhaseProgressFlags(t *testing.T) {
-	base, _ := expStartExporter(t)
-	g := expGlobals(io.Discard, io.Discard)
+	base, _ := startExporter(t)
+	g := testGlobals(io.Discard, io.Discard)
 	if err := parseCLI(t, "phase", "start", "Train", "--url", base, "--step", "0", "--total", "500").Phase.Start.Run(g); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +101,7 @@ func TestPhaseProgressFlags(t *testing.T) {
 	if err := parseCLI(t, "phase", "ping", "Train", "--url", base).Phase.Ping.Run(g); err != nil {
 		t.Fatal(err)
 	}
-	_, body := httpDo(t, "GET", base+"/api/v1/phases", nil)
+	_, body := testkit.MustDo(t, nil, "GET", base+"/api/v1/phases", nil, "", "")
 	if !strings.Contains(body, `"step":120,"total":500`) {
 		t.Errorf("phases after ping: %s", body)
 	}
@@ -155,7 +115,7 @@ func TestPhaseProgressFlags(t *testing.T) {
 	if err := parseCLI(t, "phase", "end", "Train", "--url", base, "--step", "500").Phase.End.Run(g); err != nil {
 		t.Fatal(err)
 	}
-	_, body = httpDo(t, "GET", base+"/api/v1/phases", nil)
+	_, body = testkit.MustDo(t, nil, "GET", base+"/api/v1/phases", nil, "", "")
 	if !strings.Contains(body, `"status":"ok"`) || !strings.Contains(body, `"step":500`) {
 		t.Errorf("phases after end: %s", body)
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"lavender/internal/testkit"
 )
 
 // snippetRE finds the README's tested code: a python fence between
@@ -87,7 +89,7 @@ func TestREADMEPythonSnippets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		base, logDir := expStartExporter(t)
+		base, logDir := startExporter(t)
 		phases, printed = "", ""
 		cmd := exec.Command(python, filepath.Join(stubs, "drive.py"), filepath.Join(dir, "snippet.py"), kind, outcome)
 		cmd.Env = append(os.Environ(), "LAVENDER_URL="+base, "PYTHONPATH="+dir+string(os.PathListSeparator)+stubs,
@@ -104,7 +106,7 @@ func TestREADMEPythonSnippets(t *testing.T) {
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 			t.Fatalf("drive.py printed %q: %v", out, err)
 		}
-		_, phases = httpDo(t, "GET", base+"/api/v1/phases", nil)
+		_, phases = testkit.MustDo(t, nil, "GET", base+"/api/v1/phases", nil, "", "")
 		return res, strings.Join(lines[:len(lines)-1], "\n"), phases, logDir
 	}
 
@@ -123,7 +125,7 @@ func TestREADMEPythonSnippets(t *testing.T) {
 	} {
 		t.Run(tc.kind+"/"+tc.outcome, func(t *testing.T) {
 			res, printed, phases, logDir := run(t, snippets["client"], snippets[tc.snippet], tc.kind, tc.outcome)
-			entries := strings.Join(runlogEntries(t, logDir), "\n")
+			entries := strings.Join(runLogEntries(t, readRunLog(t, logDir)), "\n")
 			if printed != "" {
 				t.Errorf("the snippet printed %q", printed)
 			}

@@ -12,51 +12,34 @@ import (
 	"testing"
 	"time"
 
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"lavender/runlog"
 )
-
-// messages returns the entries of the run log at path without their times.
-func messages(t *testing.T, path string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := runlog.Parse(data)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
-	var out []string
-	for _, e := range f.AllEntries() {
-		out = append(out, e[len("15:04:05 "):])
-	}
-	return out
-}
 
 // TestServeResumeWritesRunResume: serve --run.resume says in the run log
 // that it came back, so entries after a RUN stop are not a mystery.
 func TestServeResumeWritesRunResume(t *testing.T) {
 	logDir := filepath.Join(t.TempDir(), "logs")
 	barkDir := t.TempDir()
-	first := hStart(t, nil, hServeArgs(t, barkDir, logDir)...)
-	if code, body := first.do("POST", "/api/v1/heartbeat", []byte(`{"phase":"SFT","event":"start"}`), "", ""); code != 200 {
-		t.Fatalf("start: %d %s", code, body)
+	for _, step := range []struct {
+		args  []string
+		event string
+	}{
+		{quietServeArgs(t, barkDir, logDir), `{"phase":"SFT","event":"start"}`},
+		{quietServeArgs(t, barkDir, logDir, "--run.resume"), `{"phase":"SFT","event":"end"}`},
+	} {
+		// In-process: the phase lasts less than a second across the
+		// restart, which the END line's "0s" checks.
+		serve := startInProcess(t, nil, step.args...)
+		if code, body := testkit.MustDo(t, nil, "POST", serve.base+"/api/v1/heartbeat", []byte(step.event), "", ""); code != 200 {
+			t.Fatalf("%s: %d %s", step.event, code, body)
+		}
+		if err := serve.stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := first.stop(); err != nil {
-		t.Fatal(err)
-	}
-	second := hStart(t, nil, hServeArgs(t, barkDir, logDir, "--run.resume")...)
-	if code, body := second.do("POST", "/api/v1/heartbeat", []byte(`{"phase":"SFT","event":"end"}`), "", ""); code != 200 {
-		t.Fatalf("end after resume: %d %s", code, body)
-	}
-	if err := second.stop(); err != nil {
-		t.Fatal(err)
-	}
-	path, err := runlog.CurrentPath(logDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := messages(t, path)
+	got := runLogEntries(t, readRunLog(t, logDir))
 	device := strings.TrimPrefix(got[0], "RUN start  ")
 	want := []string{"RUN start  " + device, "START SFT", "RUN stop", "RUN resume  " + device, "END   SFT 0s", "RUN stop"}
 	if device == got[0] || strings.Join(got, "|") != strings.Join(want, "|") {
@@ -71,7 +54,6 @@ func TestServeWithOddFilesInLogsDir(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := hBuild(t)
 	for _, tc := range []struct {
 		name, file string // file: "table" or "log"
 		make       func(path string) error
@@ -96,11 +78,15 @@ func TestServeWithOddFilesInLogsDir(t *testing.T) {
 			if err := tc.make(odd); err != nil {
 				t.Fatal(err)
 			}
-			p := startServeGuarded(t, bin, "--path.procfs="+hProcfs(t), "--watchdog.interval=0",
-				"--runlog.dir="+logDir, "--bark.config-dir="+t.TempDir(), "--run.resume")
+			// A serve that takes connections and never answers (as one
+			// blocked on a FIFO did) fails WaitReady instead of hanging.
+			serve := testkit.StartCommand(t, "serve", "--web.listen-address=127.0.0.1:0", "--path.procfs="+testkit.SwapProcfs(t, 0.10),
+				"--watchdog.interval=0", "--runlog.dir="+logDir, "--bark.config-dir="+t.TempDir(), "--run.resume")
+			base := serve.URL(t)
+			testkit.WaitReady(t, &http.Client{Timeout: 5 * time.Second}, base, "", "")
 			client := &http.Client{Timeout: 30 * time.Second}
 			for _, path := range []string{"/", "/api/v1/status", "/api/v1/phases"} {
-				resp, err := client.Get(p.base + path)
+				resp, err := client.Get(base + path)
 				if err != nil {
 					t.Fatalf("GET %s: %v", path, err)
 				}
@@ -110,77 +96,30 @@ func TestServeWithOddFilesInLogsDir(t *testing.T) {
 					t.Errorf("GET %s: %d, %d bytes", path, resp.StatusCode, len(body))
 				}
 			}
-			resp, err := client.Post(p.base+"/api/v1/heartbeat", "application/json", strings.NewReader(`{"phase":"Train","event":"start"}`))
+			resp, err := client.Post(base+"/api/v1/heartbeat", "application/json", strings.NewReader(`{"phase":"Train","event":"start"}`))
 			if err != nil || resp.StatusCode != 200 {
 				t.Errorf("heartbeat: %v %v", resp, err)
 			}
 			if resp != nil {
 				resp.Body.Close()
 			}
-			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-p.done:
-				p.done <- err
-				if err != nil {
-					t.Errorf("exit after SIGTERM: %v\n%s", err, p.stderr)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("serve did not exit within 30s of SIGTERM\n%s", p.stderr)
+			if err := serve.Stop(); err != nil {
+				t.Errorf("exit after SIGTERM: %v\n%s", err, serve.Stderr)
 			}
 			if st, err := os.Lstat(odd + ".damaged"); err != nil || st.Mode().IsRegular() {
 				t.Errorf("the odd file was not moved aside: %v %v", st, err)
 			}
-			if !strings.Contains(p.stderr.String(), "damaged") && !strings.Contains(p.stderr.String(), "not a regular file") {
-				t.Errorf("nothing logged about the odd file:\n%s", p.stderr)
+			if !strings.Contains(serve.Stderr.String(), "damaged") && !strings.Contains(serve.Stderr.String(), "not a regular file") {
+				t.Errorf("nothing logged about the odd file:\n%s", serve.Stderr)
 			}
 			if st, err := os.Lstat(l.Path()); err != nil || !st.Mode().IsRegular() {
 				t.Fatalf("the run log is not a regular file after serve: %v %v", st, err)
 			}
-			got := messages(t, l.Path())
+			got := runLogEntries(t, readRunLog(t, logDir))
 			if got[len(got)-1] != "RUN stop" {
 				t.Errorf("run log after the repair: %q", got)
 			}
 		})
-	}
-}
-
-// startServeGuarded starts `lavender serve` like hStartServeProc, but a
-// serve that takes connections and never answers (as one blocked on a
-// FIFO did) fails the test instead of hanging it; the process is killed.
-func startServeGuarded(t *testing.T, bin string, args ...string) *hServeProc {
-	t.Helper()
-	port := freePort(t)
-	p := &hServeProc{t: t, base: "http://127.0.0.1:" + port, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--web.listen-address=127.0.0.1:" + port}, args...)...)
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		p.done <- nil
-	})
-	client := &http.Client{Timeout: 5 * time.Second}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := client.Get(p.base + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("serve exited: %v\n%s", err, p.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve never answered /-/ready within a minute\n%s", p.stderr)
-		}
 	}
 }
 
@@ -207,8 +146,10 @@ func TestStatusShowsTheTailOfAHugeRunLog(t *testing.T) {
 	fh.WriteString("00:00:01 the newest line\n")
 	fh.Close()
 
-	p := hStart(t, nil, "exporter", "--path.procfs="+hProcfs(t), "--runlog.dir="+logDir)
-	code, body := p.do("GET", "/api/v1/status", nil, "", "")
+	serve := testkit.StartCommand(t, "exporter", "--web.listen-address=127.0.0.1:0", "--path.procfs="+testkit.SwapProcfs(t, 0.10), "--runlog.dir="+logDir)
+	base := serve.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
+	code, body := testkit.MustDo(t, nil, "GET", base+"/api/v1/status", nil, "", "")
 	var status struct {
 		RunLog string `json:"run_log"`
 	}
@@ -218,13 +159,13 @@ func TestStatusShowsTheTailOfAHugeRunLog(t *testing.T) {
 	if len(status.RunLog) > runlog.DefaultMaxBytes || !strings.HasSuffix(status.RunLog, "00:00:01 the newest line\n") {
 		t.Errorf("run_log is %d bytes ending %q, want at most %d ending in the newest line", len(status.RunLog), status.RunLog[max(0, len(status.RunLog)-30):], runlog.DefaultMaxBytes)
 	}
-	if code, page := p.do("GET", "/", nil, "", ""); code != 200 || len(page) > 256<<10 || !strings.Contains(page, "the newest line") {
+	if code, page := testkit.MustDo(t, nil, "GET", base+"/", nil, "", ""); code != 200 || len(page) > 256<<10 || !strings.Contains(page, "the newest line") {
 		t.Errorf("GET /: %d, %d bytes", code, len(page))
 	}
-	if code, body := p.do("POST", "/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), "", ""); code != 200 {
+	if code, body := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), "", ""); code != 200 {
 		t.Fatalf("heartbeat: %d %s", code, body)
 	}
-	log := hRunLog(t, logDir) // checks the cap and that it parses
+	log := readRunLog(t, logDir) // checks the cap and that it parses
 	if !strings.Contains(log, "the newest line") || !strings.HasSuffix(log, " START Train\n") {
 		t.Errorf("repaired run log:\n%s", log)
 	}
@@ -238,24 +179,26 @@ func TestServeStartsWhenLogsDirIsAFile(t *testing.T) {
 	if err := os.WriteFile(logDir, []byte("not a dir\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := hStart(t, nil, hServeArgs(t, t.TempDir(), logDir)...)
-	if n := sample(p.metrics(), `lavender_runlog_write_errors_total{writer="exporter"}`); n < 1 {
+	serve := testkit.StartCommand(t, quietServeArgs(t, t.TempDir(), logDir)...)
+	base := serve.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
+	if n := testkit.Scrape(t, nil, base+"/metrics").MustValue(t, "lavender_runlog_write_errors_total", testkit.Labels{"writer": "exporter"}); n < 1 {
 		t.Errorf("write errors counted: %v, want at least 1", n)
 	}
-	if !strings.Contains(p.logs.String(), "not a directory") {
-		t.Errorf("the problem is not logged:\n%s", p.logs)
+	if !strings.Contains(serve.Stderr.String(), "not a directory") {
+		t.Errorf("the problem is not logged:\n%s", serve.Stderr)
 	}
-	if code, body := p.do("POST", "/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), "", ""); code != 200 {
+	if code, body := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), "", ""); code != 200 {
 		t.Fatalf("heartbeat while the dir is a file: %d %s", code, body)
 	}
 	os.Remove(logDir)
 	if err := os.Mkdir(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := p.do("POST", "/api/v1/heartbeat", []byte(`{"phase":"Eval","event":"start"}`), "", ""); code != 200 {
+	if code, body := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(`{"phase":"Eval","event":"start"}`), "", ""); code != 200 {
 		t.Fatalf("heartbeat once the dir is usable: %d %s", code, body)
 	}
-	if log := hRunLog(t, logDir); !strings.HasSuffix(log, " START Eval\n") {
+	if log := readRunLog(t, logDir); !strings.HasSuffix(log, " START Eval\n") {
 		t.Errorf("records did not resume:\n%s", log)
 	}
 }
@@ -270,7 +213,7 @@ func TestRunlogAcrossTimeZones(t *testing.T) {
 	if _, err := os.Stat("/usr/share/zoneinfo/America/New_York"); err != nil {
 		t.Skipf("no tz database: %v", err)
 	}
-	bin := hBuild(t)
+	bin := testkit.Binary(t)
 	dir := filepath.Join(t.TempDir(), "logs")
 	lavender := func(tz string, args ...string) string {
 		t.Helper()
@@ -321,23 +264,20 @@ func TestRunlogAcrossTimeZones(t *testing.T) {
 	if d > 300 && d < 86400-300 {
 		t.Errorf("entry %q is not in New York's time (now %s there)", last, now.Format("15:04:05"))
 	}
-	if strings.Contains(readOrEmpty(utc), "from Tokyo") {
+	if data, _ := os.ReadFile(utc); strings.Contains(string(data), "from Tokyo") {
 		t.Error("the append went to the older run")
 	}
-}
-
-func readOrEmpty(path string) string {
-	data, _ := os.ReadFile(path)
-	return string(data)
 }
 
 // TestBridgeLogsAMovedRunLog: the bridge's appends hear about a run log
 // moved aside too, not only the exporter's.
 func TestBridgeLogsAMovedRunLog(t *testing.T) {
 	logDir := filepath.Join(t.TempDir(), "logs")
-	bark := newFakeBark(t)
-	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
-	p := hStart(t, nil, hServeArgs(t, barkDir, logDir)...)
+	bark := barktest.New(t)
+	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
+	serve := testkit.StartCommand(t, quietServeArgs(t, barkDir, logDir)...)
+	base := serve.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
 	path, err := runlog.CurrentPath(logDir)
 	if err != nil {
 		t.Fatal(err)
@@ -348,13 +288,13 @@ func TestBridgeLogsAMovedRunLog(t *testing.T) {
 	if err := syscall.Mkfifo(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := p.do("POST", "/webhook", hSwapWebhook(0), "", ""); code != 200 {
+	if code, body := testkit.MustDo(t, nil, "POST", base+"/webhook", swapAlertWebhook(0), "", ""); code != 200 {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
-	if !strings.Contains(p.logs.String(), "run log was not a regular file; moved aside") {
-		t.Errorf("the move is not logged:\n%s", p.logs)
+	if !strings.Contains(serve.Stderr.String(), "run log was not a regular file; moved aside") {
+		t.Errorf("the move is not logged:\n%s", serve.Stderr)
 	}
-	if log := hRunLog(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
+	if log := readRunLog(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
 		t.Errorf("run log after the move:\n%s", log)
 	}
 }

@@ -8,14 +8,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"lavender/internal/testkit"
 )
 
 // TestMain keeps commands started through run() from changing the test
-// binary's own runtime settings; TestRuntimeFlags checks what they would set.
+// binary's own runtime settings (TestRuntimeFlags checks what they would
+// set), and removes the lavender binary testkit.StartCommand built.
 func TestMain(m *testing.M) {
 	setGOMAXPROCS = func(int) int { return runtime.GOMAXPROCS(0) }
 	setGCPercent = func(int) int { return 0 } // apply ignores the old value
-	os.Exit(m.Run())
+	code := m.Run()
+	testkit.RemoveBinaries()
+	os.Exit(code)
 }
 
 func TestRuntimeFlags(t *testing.T) {

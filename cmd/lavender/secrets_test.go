@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"lavender/barkbridge"
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 )
 
 // secretMarker is the device key (and the basic-auth password) of the
@@ -61,7 +58,7 @@ func (s *secretSweep) files(dir string) {
 }
 
 // request sends one request and adds the whole answer, headers included.
-func (s *secretSweep) request(p *hProc, method, path, body, user, pass string) int {
+func (s *secretSweep) request(p *inProcess, method, path, body, user, pass string) int {
 	req, _ := http.NewRequest(method, p.base+path, strings.NewReader(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -91,75 +88,54 @@ func TestSecretsNeverLeak(t *testing.T) {
 	s := &secretSweep{t: t}
 	// net/http speaks through the standard log package: route it as run()
 	// does, into what the sweep reads.
-	stdLogs := &lockedBuffer{}
+	stdLogs := &testkit.SyncBuffer{}
 	stdLogger, _ := newLogger("debug", "logfmt", stdLogs)
 	t.Cleanup(routeStdLog(stdLogger))
-	okBark := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		code := 200
-		if !strings.HasPrefix(r.URL.Path, "/"+secretMarker+"/") && !strings.HasPrefix(r.URL.Path, "/k/") {
-			code = 400
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(map[string]any{"code": code, "message": "device key " + r.URL.Path, "timestamp": 1})
-	}))
-	t.Cleanup(okBark.Close)
-	good := okBark.URL + "/" + secretMarker + "/$0\n"
+	// okBark knows the marker and "k"; its 400 for any other key quotes it.
+	okBark := barktest.New(t, secretMarker, "k")
+	good := okBark.Template(secretMarker) + "\n"
 	var failing strings.Builder
 	failing.WriteString(good)
-	for _, fault := range []string{"down", "hang", "500", "400", "reset", "tls"} {
-		failing.WriteString(hFaultyBark(t, fault).url + "/" + secretMarker + "/$0?token=" + secretMarker + "\n")
-	}
-	// A server that redirects elsewhere, one that keeps talking on the idle
-	// connection (net/http then quotes it through the standard log), one
-	// that answers a page that is not Bark's JSON, and bark-server's 500
-	// quoting an APNs device token.
-	followed := &lockedBuffer{}
-	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(followed, "a redirect was followed: %s %v\n", r.URL, r.Header)
-	}))
-	t.Cleanup(elsewhere.Close)
-	odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasPrefix(r.URL.Path, "/redirect/"):
-			http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusFound)
-		case strings.HasPrefix(r.URL.Path, "/page/"):
-			io.WriteString(w, "<html>you asked for "+r.URL.Path+"</html>")
-		default:
-			w.WriteHeader(500)
-			json.NewEncoder(w).Encode(map[string]any{"code": 500, "timestamp": 1,
-				"message": `push failed: Post "https://api.push.apple.com/3/device/` + apnsMarker + `": ` + r.URL.Path})
-		}
-	}))
-	t.Cleanup(odd.Close)
-	for _, prefix := range []string{odd.URL + "/redirect", odd.URL + "/page", odd.URL + "/apns", idleTalker(t)} {
-		failing.WriteString(prefix + "/" + secretMarker + "/$0?token=" + secretMarker + "\n")
+	failing.WriteString(barktest.DownURL(t) + "/" + secretMarker + "/$0?token=" + secretMarker + "\n")
+	failing.WriteString(barktest.NewTLS(t, secretMarker).Template(secretMarker) + "?token=" + secretMarker + "\n")
+	// Bark failing in every way it can answer, each quoting what it was
+	// sent where a real one might: bark-server's errors quote the path,
+	// its 500 an APNs device token; a page that is not Bark's JSON; a
+	// server that keeps talking on the idle connection (net/http then
+	// quotes it through the standard log).
+	elsewhere := barktest.New(t, secretMarker) // where the redirect points
+	for _, fault := range []barktest.Fault{
+		barktest.Hang(), barktest.EchoPath(500), barktest.EchoPath(400), barktest.Reset(),
+		barktest.Redirect(http.StatusFound, elsewhere.URL),
+		barktest.PlainText(200, "<html>you asked for /"+secretMarker+"/hello</html>"),
+		barktest.Status(500, `push failed: Post "https://api.push.apple.com/3/device/`+apnsMarker+`": /`+secretMarker+`/hello`),
+		barktest.IdleTalk(),
+	} {
+		bark := barktest.New(t, secretMarker)
+		bark.SetFault(fault)
+		failing.WriteString(bark.Template(secretMarker) + "?token=" + secretMarker + "\n")
 	}
 	failing.WriteString(okBark.URL + "/" + secretMarker + "x/$0\n") // unknown key: the 400 quotes it
 	failing.WriteString("http://user:" + secretMarker + "@" + strings.TrimPrefix(okBark.URL, "http://") + "/k/$0\n")
 	badLines := "ftp://" + secretMarker + "/$0\nhttps://h/" + secretMarker + "\nhttps://h/" + secretMarker + "/$0#" + secretMarker + "\n"
 
 	setups := map[string]string{
-		"succeeding": barkConfigDir(t, map[string]string{"phone.bark.env": good}),
-		"failing":    barkConfigDir(t, map[string]string{"phone.bark.env": failing.String()}),
-		"bad config": barkConfigDir(t, map[string]string{"phone.bark.env": good, "bad.bark.env": badLines}),
+		"succeeding": barktest.ConfigDir(t, map[string]string{"phone.bark.env": good}),
+		"failing":    barktest.ConfigDir(t, map[string]string{"phone.bark.env": failing.String()}),
+		"bad config": barktest.ConfigDir(t, map[string]string{"phone.bark.env": good, "bad.bark.env": badLines}),
 	}
 	// A readable file gets the permission warning, which names the file only.
 	os.Chmod(filepath.Join(setups["failing"], "phone.bark.env"), 0o644)
 
 	// Basic auth whose password is the marker.
-	hash, _ := bcrypt.GenerateFromPassword([]byte(secretMarker), bcrypt.MinCost)
-	authDir := t.TempDir()
-	webConfig := filepath.Join(authDir, "web.yml")
-	os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  trainer: %s\n", hash), 0o600)
-	passwordFile := filepath.Join(authDir, "password")
+	webConfig := testkit.WriteWebConfig(t, testkit.WebConfig{Users: map[string]string{"trainer": secretMarker}})
+	passwordFile := filepath.Join(t.TempDir(), "password")
 	os.WriteFile(passwordFile, []byte(secretMarker+"\n"), 0o600)
 
-	highSwap := newFakeProcfs(t)
-	highSwap.setSwap(swap32GiBinKB, 0.90)
+	highSwap := testkit.SwapProcfs(t, 0.90)
 	webhooks := []string{
-		string(hSwapWebhook(1)),
-		string(hSwapWebhook(1)), // a duplicate
+		string(swapAlertWebhook(1)),
+		string(swapAlertWebhook(1)), // a duplicate
 		`{"version":"4","status":"resolved","alerts":[{"status":"resolved","labels":{"alertname":"SwapUsageHigh"},"annotations":{"swap_used_ratio":"0.2"},"startsAt":"2026-04-24T00:45:00Z","fingerprint":"ab"}]}`,
 		`{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{"alertname":"PhaseStalled","phase":"` + secretMarker[:6] + `"},"annotations":{"summary":"stalled"},"startsAt":"2026-04-24T00:45:00Z"}]}`,
 		`{"version":"3"}`,
@@ -175,11 +151,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 			logDir := t.TempDir()
 			args := []string{cmd, "--bark.config-dir=" + dir, "--runlog.dir=" + logDir, "--bark.timeout=500ms", "--bark.send-resolved"}
 			if cmd == "serve" {
-				args = append(args, "--path.procfs="+highSwap.dir, "--watchdog.interval=50ms", "--watchdog.repeat=100ms")
+				args = append(args, "--path.procfs="+highSwap, "--watchdog.interval=50ms", "--watchdog.repeat=100ms")
 			}
 			// A bad config starts too: the bad lines are logged by
 			// file:line and the good targets serve.
-			p := hStart(t, nil, args...)
+			p := startInProcess(t, nil, args...)
 			for _, w := range webhooks {
 				s.request(p, "POST", "/webhook", w, "", "")
 			}
@@ -197,9 +173,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "late.bark.env"), []byte(badLines), 0o600)
 			s.request(p, "POST", "/-/reload", "", "", "")
 			syscall.Kill(os.Getpid(), syscall.SIGHUP)
-			waitFor(t, "the SIGHUP reload", func() bool {
+			testkit.WaitFor(t, 20*time.Second, func() bool {
 				return strings.Count(p.logs.String(), "late.bark.env") >= 2
-			})
+			}, "the SIGHUP reload")
 			os.Remove(filepath.Join(dir, "late.bark.env"))
 			s.request(p, "GET", "/metrics", "", "", "")
 			if err := p.stop(); err != nil {
@@ -213,7 +189,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	// The exporter and the phase client, with the marker as the password.
 	logDir := t.TempDir()
-	p := hStart(t, nil, "exporter", "--path.procfs="+highSwap.dir, "--runlog.dir="+logDir, "--web.config.file="+webConfig)
+	p := startInProcess(t, nil, "exporter", "--path.procfs="+highSwap, "--runlog.dir="+logDir, "--web.config.file="+webConfig)
 	s.request(p, "GET", "/metrics", "", "trainer", secretMarker)
 	s.request(p, "GET", "/metrics", "", "trainer", secretMarker+"wrong")
 	s.cli("phase", "start", "Train", "--url", p.base, "--username", "trainer", "--password-file", passwordFile)
@@ -230,9 +206,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 	s.cli("runlog", "path", "--runlog.dir="+logDir)
 	s.cli("version")
 	s.add("the standard log", stdLogs.String())
-	s.add("requests that followed a redirect", followed.String())
-	if followed.String() != "" {
-		t.Errorf("a push followed a redirect:\n%s", followed)
+	for _, p := range elsewhere.Pushes() {
+		s.add("a request that followed a redirect", p.Method+" "+p.RequestURI, p.Header)
+	}
+	if n := elsewhere.Count(); n != 0 {
+		t.Errorf("a push followed a redirect %d times", n)
 	}
 
 	all := s.seen.String()
@@ -247,7 +225,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"failed: connection reset", "failed: tls", "phone.bark.env:1 ok", "bad.bark.env:1", "late.bark.env:1",
 		"readable by group or others", "detail=", "-> 401", "-> 503", "-> 400", "exporter answered 401",
 		"BARK swap 54% sent ok=", "BARK swap 90% sent ok=", "exporter URL carries credentials",
-		"failed: redirect", "failed: not-bark", "/3/device/<redacted>", "Unsolicited response", "you sent /<redacted>/",
+		"failed: redirect", "failed: not-bark", "/3/device/<redacted>", "Unsolicited response", "<redacted>: unsolicited bytes",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the sweep never saw %q", want)
@@ -291,55 +269,19 @@ func TestPhaseClientNeverFollowsRedirects(t *testing.T) {
 	}
 }
 
-// idleTalker is a Bark stand-in that, after a good answer, keeps talking on
-// the kept-alive connection and quotes the request path, key included. Go's
-// HTTP client then prints `Unsolicited response received on idle HTTP
-// channel starting with "HTTP/1.1 400 you sent /<key>/…"` through the
-// standard log package.
-func idleTalker(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					body := `{"code":200,"message":"success","timestamp":1}`
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-					time.Sleep(20 * time.Millisecond) // the client has put the connection back as idle
-					fmt.Fprintf(c, "HTTP/1.1 400 you sent %s\r\n\r\n", req.URL.Path)
-				}
-			}()
-		}
-	}()
-	return "http://" + l.Addr().String()
-}
-
 // TestStdLogGoesThroughTheScrubbingLogger: net/http writes to the standard
 // log package, which bypasses lavender's logger unless routed through it.
 func TestStdLogGoesThroughTheScrubbingLogger(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	logger, err := newLogger("debug", "logfmt", logs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	restore := routeStdLog(logger)
 	t.Cleanup(restore)
-	dir := barkConfigDir(t, map[string]string{"phone.bark.env": idleTalker(t) + "/" + secretMarker + "/$0\n"})
+	talker := barktest.New(t, secretMarker)
+	talker.SetFault(barktest.IdleTalk())
+	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": talker.Template(secretMarker) + "\n"})
 	bridge, err := barkbridge.New(barkbridge.Config{ConfigDir: dir}, logger, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -347,10 +289,45 @@ func TestStdLogGoesThroughTheScrubbingLogger(t *testing.T) {
 	if res := bridge.Send(t.Context(), "hello"); len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("push: %v", res)
 	}
-	waitFor(t, "net/http's complaint in lavender's log", func() bool {
+	testkit.WaitFor(t, 20*time.Second, func() bool {
 		return strings.Contains(logs.String(), "Unsolicited response")
-	})
-	if got := logs.String(); strings.Contains(got, secretMarker) || !strings.Contains(got, "you sent /<redacted>/") || !strings.Contains(got, "level=WARN") {
+	}, "net/http's complaint in lavender's log")
+	if got := logs.String(); strings.Contains(got, secretMarker) || !strings.Contains(got, "<redacted>: unsolicited bytes") || !strings.Contains(got, "level=WARN") {
 		t.Errorf("log:\n%s", got)
+	}
+}
+
+// TestBarkEnvPermissionWarning: a target file others can read is warned
+// about at start-up by every command that loads targets; a 0600 one is not.
+func TestBarkEnvPermissionWarning(t *testing.T) {
+	bark := barktest.New(t)
+	const warning = "readable by group or others"
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o600, 0o400} {
+		barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
+		if err := os.Chmod(filepath.Join(barkDir, "phone.bark.env"), mode); err != nil {
+			t.Fatal(err)
+		}
+		wantWarning := mode&0o044 != 0
+		for _, args := range [][]string{
+			quietServeArgs(t, barkDir, t.TempDir()),
+			{"bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir=" + barkDir, "--runlog.dir=" + t.TempDir()},
+		} {
+			command := testkit.StartCommand(t, args...)
+			testkit.WaitReady(t, nil, command.URL(t), "", "")
+			if err := command.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			logs := command.Stderr.String()
+			if got := strings.Contains(logs, warning) && strings.Contains(logs, "chmod 600") && strings.Contains(logs, "phone.bark.env"); got != wantWarning {
+				t.Errorf("%s with mode %04o: warning %v, want %v:\n%s", args[0], mode, got, wantWarning, logs)
+			}
+		}
+		stdout, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir="+barkDir)
+		if err != nil {
+			t.Fatalf("bark check: %v %s", err, stderr)
+		}
+		if got := strings.Contains(stderr, warning); got != wantWarning {
+			t.Errorf("bark check with mode %04o: warning %v, want %v: %q %q", mode, got, wantWarning, stdout, stderr)
+		}
 	}
 }

@@ -2,12 +2,13 @@ package main
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"lavender/internal/testkit"
 )
 
 // initLinesAfter counts the GODEBUG=inittrace lines after the one of pkg,
@@ -39,7 +40,6 @@ func TestSIGHUPDuringStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := hBuild(t)
 	const tries = 8
 	conclusive := 0
 	defer func() {
@@ -48,47 +48,41 @@ func TestSIGHUPDuringStart(t *testing.T) {
 		}
 	}()
 	for try := range tries {
-		procfs := newFakeProcfs(t)
-		procfs.setSwap(swap32GiBinKB, 0.10)
-		port := freePort(t)
-		cmd := exec.Command(bin, "serve", "--web.listen-address=127.0.0.1:"+port, "--path.procfs="+procfs.dir,
+		procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
+		// The address is known before the start: the SIGHUPs begin before
+		// serve could log where it listens.
+		base := "http://" + testkit.FreeAddrs(t, 1)[0]
+		serve := testkit.StartCommandWith(t, testkit.Options{Env: []string{"GODEBUG=inittrace=1"}, KillAtEnd: true},
+			"serve", "--web.listen-address="+strings.TrimPrefix(base, "http://"), "--path.procfs="+procfs.Dir,
 			"--runlog.dir="+t.TempDir(), "--bark.config-dir="+t.TempDir(), "--watchdog.interval=50ms")
-		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
-		var stderr lockedBuffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		stderr := serve.Stderr
+		ready200 := func() bool {
+			code, _, err := testkit.Do(nil, "GET", base+"/-/ready", nil, "", "")
+			return err == nil && code == 200
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
 
 		// Wait for os/signal's init, then send SIGHUPs until ready.
 		deadline := time.Now().Add(30 * time.Second)
 		var waitErr error
 		done, ready, sent := false, false, 0
 		for !done && time.Now().Before(deadline) {
-			select {
-			case waitErr = <-exited:
-				done = true
+			if serve.Exited() {
+				waitErr, done = serve.Wait(0), true
 				continue
-			default:
 			}
 			if initLinesAfter(stderr.String(), "os/signal") < 0 {
 				time.Sleep(50 * time.Microsecond)
 				continue
 			}
-			_ = cmd.Process.Signal(syscall.SIGHUP)
+			_ = serve.Signal(syscall.SIGHUP)
 			sent++
 			time.Sleep(200 * time.Microsecond)
-			if sent%25 == 0 {
-				if code, _ := httpDoQuiet("http://127.0.0.1:" + port + "/-/ready"); code == 200 {
-					ready = true
-					break
-				}
+			if sent%25 == 0 && ready200() {
+				ready = true
+				break
 			}
 		}
 		if !done && !ready {
-			cmd.Process.Kill()
 			t.Fatalf("try %d: serve neither ready nor exited within 30s", try)
 		}
 		if done {
@@ -103,19 +97,12 @@ func TestSIGHUPDuringStart(t *testing.T) {
 			t.Fatalf("try %d: serve exited during start after %d SIGHUPs: %v\n%s", try, sent, waitErr, tail(stderr.String(), 20))
 		}
 		// Ready: one more SIGHUP is a reload, then SIGTERM ends it with 0.
-		_ = cmd.Process.Signal(syscall.SIGHUP)
-		if code, _ := httpDoQuiet("http://127.0.0.1:" + port + "/-/ready"); code != 200 {
-			t.Errorf("try %d: not ready after a SIGHUP (%d)", try, code)
+		_ = serve.Signal(syscall.SIGHUP)
+		if !ready200() {
+			t.Errorf("try %d: not ready after a SIGHUP", try)
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Fatalf("try %d: exit after SIGTERM: %v\n%s", try, err, tail(stderr.String(), 20))
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Fatalf("try %d: serve did not exit within 30s of SIGTERM", try)
+		if err := serve.Stop(); err != nil {
+			t.Fatalf("try %d: exit after SIGTERM: %v\n%s", try, err, tail(stderr.String(), 20))
 		}
 		conclusive++
 		t.Logf("try %d: %d SIGHUPs during start, serve ready and stopped cleanly", try, sent)

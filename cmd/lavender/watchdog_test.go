@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/barktest"
 	"lavender/internal/testkit"
 	"lavender/watchdog"
 )
@@ -18,34 +17,23 @@ import (
 const swap2GiBinKB = 2 << 20
 
 // watchdogRig is `lavender serve` on a fake procfs with PSI and oom_kill,
-// pushing to a Bark-compatible server.
+// polling every 20 ms, pushing to a Bark-compatible server.
 type watchdogRig struct {
 	*serveRig
 	host *testkit.Procfs
-	bark *barktest.Server
 }
 
 func startWatchdogServe(t *testing.T, h testkit.Host, args ...string) *watchdogRig {
 	t.Helper()
 	host := testkit.NewProcfs(t, h)
-	bark := barktest.New(t)
-	r := startServeWith(t, host.Dir, bark.Template(barktest.Key), append([]string{"--watchdog.interval=20ms", "--watchdog.repeat=1h"}, args...)...)
-	return &watchdogRig{serveRig: r, host: host, bark: bark}
-}
-
-// bodies are the texts Bark received, in order.
-func (r *watchdogRig) bodies() []string {
-	var out []string
-	for _, p := range r.bark.Pushes() {
-		out = append(out, p.Body)
-	}
-	return out
+	r := startServe(t, host, append([]string{"--watchdog.interval=20ms", "--watchdog.repeat=1h"}, args...)...)
+	return &watchdogRig{serveRig: r, host: host}
 }
 
 // barkLines are the run log's BARK entries without their times.
 func (r *watchdogRig) barkLines() []string {
 	var out []string
-	for _, line := range strings.Split(r.runLog(), "\n") {
+	for _, line := range strings.Split(readRunLog(r.t, r.logDir), "\n") {
 		if _, entry, ok := strings.Cut(line, " "); ok && strings.HasPrefix(entry, "BARK ") {
 			out = append(out, entry)
 		}
@@ -59,7 +47,7 @@ func psi(someAvg10 float64) *testkit.PSI {
 
 func (r *watchdogRig) startPhase(name string) {
 	r.t.Helper()
-	if code, body := httpDo(r.t, "POST", r.base+"/api/v1/heartbeat", []byte(`{"phase":"`+name+`","event":"start"}`)); code != 200 {
+	if code, body := testkit.MustDo(r.t, nil, "POST", r.base+"/api/v1/heartbeat", []byte(`{"phase":"`+name+`","event":"start"}`), "", ""); code != 200 {
 		r.t.Fatalf("heartbeat answered %d %s", code, body)
 	}
 }
@@ -70,14 +58,14 @@ func (r *watchdogRig) startPhase(name string) {
 func TestServeWatchdogPressureAndOOM(t *testing.T) {
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26), PSI: psi(5), OOMKills: 3})
 	r.waitPolls(5)
-	if got := r.bodies(); len(got) != 0 {
+	if got := r.pushes(); len(got) != 0 {
 		t.Fatalf("pushes for 3 kills from before the start or 5%% pressure: %q", got)
 	}
 
 	r.host.SetPSI(psi(23))
 	r.bark.WaitPushes(t, 1)
 	const pressure = "[lavender-2] memory pressure 23% (last 10s), swap 26% full (0.5/2.0 GB) — consider intervening"
-	if got := r.bodies(); len(got) != 1 || got[0] != pressure {
+	if got := r.pushes(); len(got) != 1 || got[0] != pressure {
 		t.Fatalf("pushes %q, want [%q]", got, pressure)
 	}
 
@@ -92,14 +80,14 @@ func TestServeWatchdogPressureAndOOM(t *testing.T) {
 		"[lavender-2] swap 56% full (1.1/2.0 GB) — consider intervening",
 		`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
 	}
-	if got := r.bodies(); !slices.Equal(got, want) {
+	if got := r.pushes(); !slices.Equal(got, want) {
 		t.Fatalf("pushes\n%q\nwant\n%q", got, want)
 	}
 	wantLines := []string{"BARK pressure 23% sent ok=1 fail=0", "BARK swap 56% sent ok=1 fail=0", "BARK oom 1 kill sent ok=1 fail=0"}
 	if got := r.barkLines(); !slices.Equal(got, wantLines) {
 		t.Errorf("run log BARK lines %q, want %q", got, wantLines)
 	}
-	if v := r.metric(`lavender_watchdog_armed`); v != 0 {
+	if v := r.metric("lavender_watchdog_armed", nil); v != 0 {
 		t.Errorf("lavender_watchdog_armed = %v after the swap push", v)
 	}
 }
@@ -117,7 +105,7 @@ func TestServeWatchdogSeveralRulesOnePush(t *testing.T) {
 	r.waitPolls(3)
 	const want = "[lavender-2] swap 56% full (1.1/2.0 GB) — consider intervening; " +
 		"memory pressure 23% (last 10s), swap 56% full (1.1/2.0 GB) — consider intervening"
-	if got := r.bodies(); len(got) != 1 || got[0] != want {
+	if got := r.pushes(); len(got) != 1 || got[0] != want {
 		t.Fatalf("pushes %q\nwant one: %q", got, want)
 	}
 	if got := r.barkLines(); len(got) != 1 || got[0] != "BARK swap 56% + pressure 23% sent ok=1 fail=0" {
@@ -130,19 +118,19 @@ func TestServeWatchdogSeveralRulesOnePush(t *testing.T) {
 func TestServeWatchdogWithoutPSI(t *testing.T) {
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.20)})
 	r.waitPolls(3)
-	if v := r.metric("lavender_watchdog_errors_total"); v != 0 {
+	if v := r.metric("lavender_watchdog_errors_total", nil); v != 0 {
 		t.Errorf("lavender_watchdog_errors_total = %v on a host without PSI", v)
 	}
-	if v := r.metric(`lavender_watchdog_rule_armed{rule="pressure"}`); v != 1 {
+	if v := r.metric("lavender_watchdog_rule_armed", testkit.Labels{"rule": "pressure"}); v != 1 {
 		t.Errorf("pressure rule armed = %v", v)
 	}
 	r.host.SetSwap(testkit.SwapAt(swap2GiBinKB, 0.56))
 	r.bark.WaitPushes(t, 1)
 	r.waitPolls(3)
-	if got := r.bodies(); len(got) != 1 || got[0] != "[lavender-2] swap 56% full (1.1/2.0 GB) — consider intervening" {
+	if got := r.pushes(); len(got) != 1 || got[0] != "[lavender-2] swap 56% full (1.1/2.0 GB) — consider intervening" {
 		t.Errorf("pushes %q", got)
 	}
-	_, page := httpDo(t, "GET", r.base+"/api/v1/status", nil)
+	_, page := testkit.MustDo(t, nil, "GET", r.base+"/api/v1/status", nil, "", "")
 	if strings.Contains(page, "pressure_some_avg10") {
 		t.Errorf("status shows a pressure the host does not have: %s", page)
 	}
@@ -168,7 +156,7 @@ func TestServeWatchdogNamesTheVictim(t *testing.T) {
 	r.host.SetOOMKills(2)
 	r.bark.WaitPushes(t, 1)
 	const want = `[lavender-2] OOM killer struck python3 (pid 4242) during "Pretrain 1/3" — swap 26% full (0.5/2.0 GB)`
-	if got := r.bodies(); len(got) != 1 || got[0] != want {
+	if got := r.pushes(); len(got) != 1 || got[0] != want {
 		t.Errorf("pushes %q, want [%q]", got, want)
 	}
 	r.waitPolls(2)
@@ -185,10 +173,10 @@ func TestServeWatchdogRulesOff(t *testing.T) {
 	r.waitPolls(2)
 	r.host.Set(testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.20), PSI: psi(60), OOMKills: 5})
 	r.waitPolls(5)
-	if got := r.bodies(); len(got) != 0 {
+	if got := r.pushes(); len(got) != 0 {
 		t.Errorf("pushes with the rules off: %q", got)
 	}
-	_, metrics := httpDo(t, "GET", r.base+"/metrics", nil)
+	_, metrics := testkit.MustDo(t, nil, "GET", r.base+"/metrics", nil, "", "")
 	if strings.Contains(metrics, `rule="oom"`) || strings.Contains(metrics, `rule="pressure"`) || !strings.Contains(metrics, `rule="swap"`) {
 		t.Errorf("rule series:\n%s", grepLines(metrics, "lavender_watchdog_rule_armed"))
 	}
@@ -235,10 +223,10 @@ func TestServeWatchdogFlagErrors(t *testing.T) {
 func TestStatusPageReadsTheHistoryWhileTheWatchdogPolls(t *testing.T) {
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26), PSI: psi(3)},
 		"--watchdog.interval=1ms", "--status.history-step=1ms")
-	target := r.metric("lavender_watchdog_polls_total") + 2*watchdog.HistorySamples // enough to wrap the ring
+	target := r.metric("lavender_watchdog_polls_total", nil) + 2*watchdog.HistorySamples // enough to wrap the ring
 	pages := 0
-	for ; pages < 5 || r.metric("lavender_watchdog_polls_total") < target; pages++ {
-		if code, _ := httpDo(t, "GET", r.base+"/", nil); code != 200 {
+	for ; pages < 5 || r.metric("lavender_watchdog_polls_total", nil) < target; pages++ {
+		if code, _ := testkit.MustDo(t, nil, "GET", r.base+"/", nil, "", ""); code != 200 {
 			t.Fatalf("status page answered %d", code)
 		}
 	}
@@ -247,7 +235,7 @@ func TestStatusPageReadsTheHistoryWhileTheWatchdogPolls(t *testing.T) {
 			Pressure *float64 `json:"pressure_some_avg10"`
 		} `json:"history"`
 	}
-	_, body := httpDo(t, "GET", r.base+"/api/v1/status", nil)
+	_, body := testkit.MustDo(t, nil, "GET", r.base+"/api/v1/status", nil, "", "")
 	if err := json.Unmarshal([]byte(body), &status); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 )
 
 // routeCase is one request and the status and Allow header it must get.
@@ -39,8 +42,7 @@ func checkRoutes(t *testing.T, base string, cases []routeCase) {
 // method; 405 (with Allow) is only for a known path (issue 14.5).
 func TestUnknownPathIs404(t *testing.T) {
 	t.Run("serve", func(t *testing.T) {
-		procfs := newFakeProcfs(t)
-		procfs.setSwap(swap32GiBinKB, 0.1)
+		procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.1)})
 		r := startServe(t, procfs, "--watchdog.interval=0")
 		checkRoutes(t, r.base, []routeCase{
 			{"POST", "/webhooks", 404, ""},
@@ -55,7 +57,9 @@ func TestUnknownPathIs404(t *testing.T) {
 		})
 	})
 	t.Run("bridge", func(t *testing.T) {
-		base, _ := startBridge(t, "--bark.config-dir", t.TempDir(), "--runlog.dir", t.TempDir())
+		bridge := testkit.StartCommand(t, "bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir", t.TempDir(), "--runlog.dir", t.TempDir())
+		base := bridge.URL(t)
+		testkit.WaitReady(t, nil, base, "", "")
 		checkRoutes(t, base, []routeCase{
 			{"POST", "/webhooks", 404, ""},
 			{"POST", "/api/v1/heartbeat", 404, ""},
@@ -105,10 +109,9 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 	textPlain := "text/plain;charset=UTF-8" // what a form or fetch() sends without a preflight
 
 	t.Run("other sites", func(t *testing.T) {
-		procfs := newFakeProcfs(t)
-		procfs.setSwap(swap32GiBinKB, 0.1)
+		procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.1)})
 		r := startServe(t, procfs, "--watchdog.interval=0")
-		runBefore := r.runLog()
+		runBefore := readRunLog(t, r.logDir)
 		for _, w := range writes {
 			for _, h := range []map[string]string{
 				{"Content-Type": textPlain, "Origin": "http://evil.example"},
@@ -127,10 +130,10 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 				t.Errorf("POST %s as text/plain = %d %q, want 415", w.path, code, body)
 			}
 		}
-		if got := r.bark.requests(); len(got) != 0 {
-			t.Errorf("Bark got %q from refused webhooks", got)
+		if n := r.bark.Count(); n != 0 {
+			t.Errorf("Bark got %d pushes from refused webhooks", n)
 		}
-		if after := r.runLog(); after != runBefore || strings.Contains(after, "Evil") {
+		if after := readRunLog(t, r.logDir); after != runBefore || strings.Contains(after, "Evil") {
 			t.Errorf("refused writes changed the run log:\n%s\nwant\n%s", after, runBefore)
 		}
 		// The same writes as Alertmanager and `lavender phase` send them pass.
@@ -140,16 +143,15 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 				t.Errorf("POST %s as JSON from this host = %d %q", w.path, code, body)
 			}
 		}
-		if len(r.bark.requests()) != 1 {
-			t.Errorf("Bark got %d pushes, want 1", len(r.bark.requests()))
+		if r.bark.Count() != 1 {
+			t.Errorf("Bark got %d pushes, want 1", r.bark.Count())
 		}
 	})
 
 	reads := []string{"/metrics", "/", "/api/v1/status", "/api/v1/phases", "/-/healthy", "/-/ready"}
 	t.Run("other hosts", func(t *testing.T) {
 		// 127.0.0.1 outside the allow list stands for a host off the box.
-		procfs := newFakeProcfs(t)
-		procfs.setSwap(swap32GiBinKB, 0.1)
+		procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.1)})
 		r := startServe(t, procfs, "--watchdog.interval=0", "--web.write-allow=192.0.2.0/24", "--web.write-allow=2001:db8::/32")
 		for _, w := range writes {
 			code, body := writeReq(t, http.DefaultClient, r.base, w.path, w.body, map[string]string{"Content-Type": "application/json"}, "", "")
@@ -157,32 +159,36 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 				t.Errorf("POST %s from a peer not allowed = %d %q, want 403 naming --web.write-allow", w.path, code, body)
 			}
 		}
-		if got := r.bark.requests(); len(got) != 0 {
-			t.Errorf("Bark got %q", got)
+		if n := r.bark.Count(); n != 0 {
+			t.Errorf("Bark got %d pushes", n)
 		}
 		for _, path := range reads {
-			if code, _ := httpDo(t, "GET", r.base+path, nil); code != 200 {
+			if code, _ := testkit.MustDo(t, nil, "GET", r.base+path, nil, "", ""); code != 200 {
 				t.Errorf("GET %s = %d, want 200: reads stay open", path, code)
 			}
 		}
 	})
 
 	t.Run("other hosts with basic auth", func(t *testing.T) {
-		webConfig, client := hWebConfig(t, "alice", "s3cret-pass")
-		p := hStart(t, client, hServeArgs(t, barkConfigDir(t, nil), t.TempDir(),
+		certs := testkit.NewTLS(t)
+		webConfig := testkit.WriteWebConfig(t, testkit.WebConfig{TLS: certs, Users: map[string]string{"alice": "s3cret-pass"}})
+		client := certs.Client()
+		serve := testkit.StartCommand(t, quietServeArgs(t, barktest.ConfigDir(t, nil), t.TempDir(),
 			"--web.write-allow=192.0.2.0/24", "--web.config.file="+webConfig)...)
+		base := serve.URL(t)
+		testkit.WaitReady(t, client, base, "alice", "s3cret-pass")
 		h := map[string]string{"Content-Type": "application/json"}
-		if code, body := writeReq(t, client, p.base, "/api/v1/heartbeat", `{"phase":"Train","event":"start"}`, h, "alice", "s3cret-pass"); code != 200 {
+		if code, body := writeReq(t, client, base, "/api/v1/heartbeat", `{"phase":"Train","event":"start"}`, h, "alice", "s3cret-pass"); code != 200 {
 			t.Errorf("authenticated heartbeat from a peer not allowed = %d %q, want 200", code, body)
 		}
-		if code, _ := writeReq(t, client, p.base, "/api/v1/heartbeat", `{"phase":"Train","event":"ping"}`, h, "alice", "wrong"); code != 401 {
+		if code, _ := writeReq(t, client, base, "/api/v1/heartbeat", `{"phase":"Train","event":"ping"}`, h, "alice", "wrong"); code != 401 {
 			t.Errorf("wrong password = %d, want 401", code)
 		}
 	})
 
 	t.Run("bad flag", func(t *testing.T) {
 		cli := parseCLI(t, "serve", "--web.listen-address=127.0.0.1:0", "--web.write-allow=10.0.0/8")
-		err := cli.Serve.serve(t.Context(), expGlobals(io.Discard, io.Discard), nil, nil)
+		err := cli.Serve.serve(t.Context(), testGlobals(io.Discard, io.Discard), nil, nil)
 		if err == nil || !strings.Contains(err.Error(), `--web.write-allow "10.0.0/8"`) {
 			t.Errorf("serve = %v, want an error naming the flag and value", err)
 		}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
+)
+
+// TestBarkFaults: for each way Bark can fail, the webhook answers as
+// Alertmanager's retry logic needs (503: retry; 200: a 4xx that will not
+// pass), within --bark.timeout plus the margin, with the failure counted
+// and recorded; and while a push hangs, scrapes and heartbeats answer.
+func TestBarkFaults(t *testing.T) {
+	const barkTimeout = 2 * time.Second
+	for _, tc := range []struct {
+		name  string
+		fault barktest.Fault // how a reachable Bark answers
+		class string
+		code  int
+	}{
+		{"down", nil, "connection refused", 503},
+		{"hang", barktest.Hang(), "timeout", 503},
+		{"500", barktest.EchoPath(500), "HTTP 500", 503}, // bark-server's messages can quote the path, key included
+		{"400", barktest.EchoPath(400), "HTTP 400", 200},
+		{"reset", barktest.Reset(), "connection reset", 503},
+		{"tls", nil, "tls", 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bark := barktest.New(t)
+			bark.SetFault(tc.fault)
+			target := bark.Template(barktest.Key)
+			switch tc.name {
+			case "down":
+				target = barktest.DownURL(t) + "/" + barktest.Key + "/$0"
+			case "tls":
+				target = barktest.NewTLS(t).Template(barktest.Key)
+			}
+			barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": target + "\n"})
+			logDir := t.TempDir()
+			serve := testkit.StartCommand(t, quietServeArgs(t, barkDir, logDir, "--bark.timeout="+barkTimeout.String())...)
+			base := serve.URL(t)
+			testkit.WaitReady(t, nil, base, "", "")
+
+			type answer struct {
+				code    int
+				body    string
+				elapsed time.Duration
+				err     error
+			}
+			done := make(chan answer, 1)
+			start := time.Now()
+			go func() {
+				code, body, err := testkit.Do(nil, "POST", base+"/webhook", swapAlertWebhook(7), "", "")
+				done <- answer{code, body, time.Since(start), err}
+			}()
+
+			if tc.name == "hang" {
+				bark.WaitPushes(t, 1)
+				// The push hangs now: everything else must answer before it
+				// ends. This is an order, not a timing: the webhook cannot
+				// answer before the Bark timeout has passed.
+				for _, r := range []struct{ method, path, body string }{
+					{"GET", "/metrics", ""},
+					{"POST", "/api/v1/heartbeat", `{"phase":"Train","event":"start"}`},
+					{"POST", "/api/v1/heartbeat", `{"phase":"Train","event":"ping"}`},
+					{"GET", "/api/v1/phases", ""},
+					{"GET", "/-/ready", ""},
+				} {
+					if code, body := testkit.MustDo(t, nil, r.method, base+r.path, []byte(r.body), "", ""); code != 200 {
+						t.Errorf("%s %s while a push hangs: %d %q", r.method, r.path, code, body)
+					}
+				}
+				select {
+				case a := <-done:
+					t.Fatalf("the webhook answered (%d after %v) before the other requests were done", a.code, a.elapsed)
+				default:
+				}
+			}
+
+			a := <-done
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			t.Logf("%s: %d after %v: %q", tc.name, a.code, a.elapsed.Round(time.Millisecond), a.body)
+			if a.code != tc.code {
+				t.Errorf("webhook answered %d, want %d: %q", a.code, tc.code, a.body)
+			}
+			if bound := barkTimeout + webhookMargin; a.elapsed > bound {
+				t.Errorf("webhook answered after %v, over the bound of --bark.timeout + margin = %v", a.elapsed, bound)
+			}
+			if want := "phone.bark.env:1 failed: " + tc.class; !strings.Contains(a.body, want) {
+				t.Errorf("answer %q lacks %q", a.body, want)
+			}
+			m := testkit.Scrape(t, nil, base+"/metrics")
+			for _, s := range []struct {
+				name   string
+				labels testkit.Labels
+				want   float64
+			}{
+				{"lavender_bark_pushes_total", testkit.Labels{"result": "failed", "target": "phone.bark.env:1"}, 1},
+				{"lavender_bark_pushes_total", testkit.Labels{"result": "ok", "target": "phone.bark.env:1"}, 0},
+				{"lavender_webhook_requests_total", testkit.Labels{"code": strconv.Itoa(tc.code)}, 1},
+				{"lavender_webhook_alerts_total", testkit.Labels{"action": "failed", "status": "firing"}, 1},
+				{"lavender_runlog_write_errors_total", testkit.Labels{"writer": "bark"}, 0},
+			} {
+				if got := m.MustValue(t, s.name, s.labels); got != s.want {
+					t.Errorf("%s%v = %v, want %v", s.name, s.labels, got, s.want)
+				}
+			}
+			if log := readRunLog(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=0 fail=1\n") {
+				t.Errorf("run log lacks the failed push:\n%s", log)
+			}
+			if !strings.Contains(serve.Stderr.String(), "[bark] phone.bark.env:1 failed: "+tc.class) {
+				t.Errorf("log lacks the failure:\n%s", serve.Stderr)
+			}
+		})
+	}
+}
