@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/exporter"
+	"lavender/statuspage"
 )
 
 // ExporterCmd serves swap and phase metrics and the heartbeat API.
@@ -69,10 +70,9 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	exp.Register(srv.mux)
 	history := exporter.NewSwapHistory(c.ProcFS, c.HistoryStep, nil)
 	go history.Run(ctx)
-	exporter.NewStatusPage(exp, exporter.StatusConfig{
-		History: history,
-		Links:   []string{"/metrics", exporter.PhasesPath},
-	}).Register(srv.mux)
+	if err := registerStatusPage(srv.mux, exp, statuspage.Config{History: statuspage.FromSwapHistory(history)}); err != nil {
+		return err
+	}
 	srv.ready.set()
 	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
 	return srv.serve(ctx, &c.webFlags, shutdownGrace, g.Logger)

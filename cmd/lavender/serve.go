@@ -12,6 +12,7 @@ import (
 	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/runlog"
+	"lavender/statuspage"
 )
 
 // ServeCmd is the whole product in one process: the exporter, the bridge
@@ -142,12 +143,13 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if watchdog != nil {
 		threshold = c.WatchdogThreshold
 	}
-	exporter.NewStatusPage(exp, exporter.StatusConfig{
-		History:   history,
+	if err := registerStatusPage(srv.mux, exp, statuspage.Config{
+		History:   statuspage.FromSwapHistory(history),
+		Bark:      bridge.Status,
 		Threshold: threshold,
-		Sections:  []exporter.StatusSection{bridge},
-		Links:     []string{"/metrics", exporter.PhasesPath},
-	}).Register(srv.mux)
+	}); err != nil {
+		return err
+	}
 
 	served := make(chan error, 1)
 	go func() {
