@@ -514,10 +514,10 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatalf("GET %s = %d %s", StatusPath, code, h.Get("Content-Type"))
 	}
 	var s struct {
-		Swap              exporter.SwapSample
+		Swap              SwapSample
 		Threshold         float64
 		PressureThreshold float64 `json:"pressure_threshold"`
-		History           []exporter.SwapSample
+		History           []SwapSample
 		Run               exporter.Run
 		Phases            []exporter.Phase
 		RunLog            string `json:"run_log"`
@@ -590,5 +590,24 @@ func TestPageConcurrentReaders(t *testing.T) {
 			t.Fatalf("status page answered %d", code)
 		}
 		pages++
+	}
+}
+
+// TestWhen: a time of today is its time of day; of another day, with the
+// date, so an ETA past midnight or a stall from yesterday is not misread.
+func TestWhen(t *testing.T) {
+	now := time.Date(2026, 11, 29, 23, 30, 0, 0, time.Local)
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{now.Add(-time.Hour), "22:30"},
+		{now.Add(20 * time.Minute), "23:50"},
+		{now.Add(45 * time.Minute), "2026-11-30 00:15"},
+		{now.Add(-24 * time.Hour), "2026-11-28 23:30"},
+	} {
+		if got := when(now, tc.t); got != tc.want {
+			t.Errorf("when(%s) = %q, want %q", tc.t, got, tc.want)
+		}
 	}
 }
