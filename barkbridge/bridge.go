@@ -1,5 +1,6 @@
-// Package barkbridge turns Alertmanager webhooks, and the swap watchdog's
-// findings, into silent Bark pushes, and records each push in the run log.
+// Package barkbridge turns Alertmanager webhooks, and the watchdog's alerts
+// (as its watchdog.Pusher), into silent Bark pushes through one formatter,
+// and records each push in the run log.
 //
 // Bark device keys live in the URL templates of *.bark.env files. They are
 // sent to Bark and nowhere else: targets print as "file:line", failures as a
@@ -225,18 +226,6 @@ func (b *Bridge) Send(ctx context.Context, message string) []Result {
 	d := &delivery{message: clipMessage(message)}
 	b.deliver(ctx, []*delivery{d})
 	return d.results
-}
-
-// PushSwap pushes the swap message for s to every target and writes the
-// run-log line, exactly as the webhook does for the swap alert.
-func (b *Bridge) PushSwap(ctx context.Context, s SwapFigures) (ok, failed int) {
-	d := b.swapDelivery(s, false)
-	b.deliver(ctx, []*delivery{d})
-	b.record(d)
-	if d.ok+d.failed > 0 {
-		b.history.event(d.event("watchdog", "firing", d.action(), b.cfg.Now()))
-	}
-	return d.ok, d.failed
 }
 
 // delivery is one message to push to every target, and its outcome.

@@ -29,8 +29,6 @@ const (
 	// under runlog's 80-byte cap however long an alert name is.
 	maxSubjectBytes = 40
 
-	ellipsis = "…"
-
 	annotationRatio = "swap_used_ratio"
 	annotationUsed  = "swap_used_bytes"
 	annotationTotal = "swap_total_bytes"

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lavender/watchdog"
 )
 
 func TestStatusRecordsTargetsAndEvents(t *testing.T) {
@@ -19,7 +21,7 @@ func TestStatusRecordsTargetsAndEvents(t *testing.T) {
 
 	f.post(readTestdata(t, "firing_swap_54.json"))
 	f.post(readTestdata(t, "below_threshold.json"))
-	f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.6, UsedBytes: 19 * bytesPerGiB, TotalBytes: 32 * bytesPerGiB})
+	f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.6, 19*bytesPerGiB, 32*bytesPerGiB)})
 
 	s := f.bridge.Status()
 	if got := []string{s.Targets[0].Target + " " + s.Targets[0].Result, s.Targets[1].Target + " " + s.Targets[1].Result}; got[0] != "phone.bark.env:1 ok" || got[1] != "phone.bark.env:2 failed: connection refused" {
@@ -76,7 +78,7 @@ func TestStatusEventsAreBounded(t *testing.T) {
 func TestStatusForgetsTargetsAReloadRemoved(t *testing.T) {
 	srv := newBarkServer(t, "KEY")
 	f := newFixture(t, map[string]string{"a.bark.env": srv.template(), "b.bark.env": srv.template()}, nil)
-	f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.6, UsedBytes: 19 * bytesPerGiB, TotalBytes: 32 * bytesPerGiB})
+	f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.6, 19*bytesPerGiB, 32*bytesPerGiB)})
 	if n := len(f.bridge.history.results); n != 2 {
 		t.Fatalf("%d results after a push to two targets", n)
 	}

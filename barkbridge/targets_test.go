@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lavender/watchdog"
 )
 
 func TestParseTargets(t *testing.T) {
@@ -257,8 +259,8 @@ func TestNoTargetsWarnsLoudly(t *testing.T) {
 	if code != 200 || !strings.Contains(body, errNoTargets.Error()) || !strings.Contains(body, "pushed=0 failed=1 skipped=0") {
 		t.Errorf("webhook = %d %q", code, body)
 	}
-	if ok, failed := f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.6}); ok != 0 || failed != 0 {
-		t.Errorf("PushSwap = %d, %d", ok, failed)
+	if ok, failed := f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.6, 0, 0)}); ok != 0 || failed != 0 {
+		t.Errorf("Push = %d, %d", ok, failed)
 	}
 	if lines := f.barkLines(); len(lines) != 0 {
 		t.Errorf("run log lines without a push attempt: %q", lines)

@@ -99,6 +99,16 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 		return b.textDelivery(name, name)
 	case resolved:
 		return b.textDelivery("resolved "+name, "resolved: "+name)
+	case name == PressureAlertname:
+		if p, ok := pressureFromAnnotations(a.Annotations); ok {
+			return b.textDelivery(pressureSubject(p), pressureText(p))
+		}
+	case name == OOMAlertname:
+		if o, ok := oomFromAnnotations(a.Annotations); ok {
+			return b.textDelivery(oomSubject(o), oomText(o))
+		}
+	}
+	switch {
 	case summary != "":
 		return b.textDelivery(name, name+": "+summary)
 	default:

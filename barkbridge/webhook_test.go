@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"lavender/watchdog"
 )
 
 func TestWebhookRejects(t *testing.T) {
@@ -345,12 +347,14 @@ func TestWebhookSkips(t *testing.T) {
 	}
 }
 
-func TestPushSwapSharesTheWebhookPath(t *testing.T) {
+// TestWatchdogPushSharesTheWebhookPath: the watchdog's swap push and the
+// webhook's swap alert give the same text and the same run-log line.
+func TestWatchdogPushSharesTheWebhookPath(t *testing.T) {
 	srv := newBarkServer(t, "KEY")
 	f := newFixture(t, map[string]string{"phone.bark.env": srv.template() + "\n" + closedURL(t) + "/K2/$0"}, nil)
-	ok, failed := f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.54, UsedBytes: giBytes(16.3), TotalBytes: 32 * bytesPerGiB})
+	ok, failed := f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.54, giBytes(16.3), 32*bytesPerGiB)})
 	if ok != 1 || failed != 1 {
-		t.Errorf("PushSwap = %d, %d", ok, failed)
+		t.Errorf("Push = %d, %d", ok, failed)
 	}
 	f.post(readTestdata(t, "firing_swap_54.json"))
 	got := srv.received()
@@ -358,6 +362,18 @@ func TestPushSwapSharesTheWebhookPath(t *testing.T) {
 		t.Errorf("watchdog and webhook pushed differently: %+v", got)
 	}
 	if lines := f.barkLines(); strings.Join(lines, "|") != "BARK swap 54% sent ok=1 fail=1|BARK swap 54% sent ok=1 fail=1" {
+		t.Errorf("run log: %q", lines)
+	}
+}
+
+// TestWebhookRunLogSubjects: the pressure and OOM alerts get the watchdog's
+// run-log subjects.
+func TestWebhookRunLogSubjects(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	f.post(readTestdata(t, "firing_pressure_23.json"))
+	f.post(readTestdata(t, "firing_oom_phase.json"))
+	if lines := f.barkLines(); strings.Join(lines, "|") != "BARK pressure 23% sent ok=1 fail=0|BARK oom 1 kill sent ok=1 fail=0" {
 		t.Errorf("run log: %q", lines)
 	}
 }
@@ -392,7 +408,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	for _, r := range f.bridge.Send(t.Context(), "hello "+key) {
 		fmt.Fprintf(&seen, "%v %+v %#v\n", r, r, r.Err)
 	}
-	f.bridge.PushSwap(t.Context(), SwapFigures{Ratio: 0.9})
+	f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.9, 0, 0), pressureAlert(0.5, watchdog.Swap{}), oomAlert(1, watchdog.Victim{PID: 1, Name: "python3"}, "", watchdog.Swap{})})
 
 	// A bad line is an error naming file:line only.
 	writeTargets(t, f.dir, map[string]string{"bad.bark.env": "ftp://" + key + "/$0\nhttps://x/" + key + "\n"})
@@ -492,6 +508,17 @@ func TestWebhookPayloads(t *testing.T) {
 			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening", "[lavender-2] PhaseStalled: no heartbeat for 15m"}},
 		{"unknown_fields.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening"}},
+		{"firing_pressure_23.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] memory pressure 23% (last 1m), swap 25% full (0.5/2.0 GB) — consider intervening"}},
+		{"firing_pressure_noswap.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] memory pressure 23% (last 1m), no swap — consider intervening"}},
+		{"firing_oom_phase.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`}},
+		{"firing_oom_kills.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] OOM killer struck (3 kills) — swap 56% full (1.1/2.0 GB)"}},
+		// Not plain decimals: the summary stands in, no invented number.
+		{"firing_oom_hex.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] OOMKill: OOM killer struck on gpu-box"}},
 		{"version3.json", 400, "unsupported webhook version \"3\", want \"4\"\n", nil},
 		{"malformed.json", 400, "malformed JSON: unexpected end of JSON input\n", nil},
 	}

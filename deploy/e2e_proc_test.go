@@ -195,6 +195,12 @@ func (p *e2eProcfs) write(name, content string) {
 	}
 }
 
+// setOOMKills sets vmstat's oom_kill, the OOM kills since boot.
+func (p *e2eProcfs) setOOMKills(n uint64) {
+	p.t.Helper()
+	p.write("vmstat", fmt.Sprintf("pgpgin 1000\npgpgout 2000\npswpin 100\npswpout 200\noom_kill %d\n", n))
+}
+
 // setSwap fills percent % of totalKB of swap and returns the figures written.
 func (p *e2eProcfs) setSwap(totalKB, percent uint64) e2eSwap {
 	p.t.Helper()

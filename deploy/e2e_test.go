@@ -26,7 +26,9 @@ import (
 // TestE2E runs the whole chain the deploy files describe, with real
 // programs: `lavender serve` on a fake procfs showing 54 % swap, Debian's
 // Prometheus with alerts.yml, Debian's Alertmanager, and a Bark-compatible
-// server. It runs twice at once: once with the shipped configs as they are,
+// server. After the swap alert and its resolution, an OOM kill (vmstat's
+// oom_kill rising) fires OOMKill, which reaches the phone in the watchdog's
+// words. It runs twice at once: once with the shipped configs as they are,
 // and once with their commented-out basic-auth blocks enabled and lavender
 // behind --web.config.file. Each run takes about 40s, almost all of it
 // SwapUsageHigh's `for: 30s`, which the test keeps as shipped.
@@ -243,6 +245,22 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	c.checkLavenderCounters()
 
 	c.checkDashboard(low)
+
+	// An OOM kill (vmstat's oom_kill 2 -> 3) during the running phase:
+	// OOMKill fires at once, and the bridge pushes the watchdog's text from
+	// its annotations. Last, since the other checks count one push.
+	procfs.setOOMKills(3)
+	killed := time.Now()
+	wantOOM := fmt.Sprintf(`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap %d%% full (%.1f/%.1f GB)`,
+		int(math.Round(low.ratio()*100)), float64(low.usedBytes())/(1<<30), float64(low.totalBytes())/(1<<30))
+	c.waitUntil(killed.Add(30*time.Second), "the OOM push", func() bool { return len(c.bark.received()) > 1 })
+	t.Logf("OOM push arrived %.1fs after the kill", time.Since(killed).Seconds())
+	c.waitUntil(time.Now().Add(10*time.Second), "the BARK oom line in the run log", func() bool {
+		return strings.Contains(c.runLog(), " BARK oom 1 kill sent ok=1 fail=0\n")
+	})
+	if got := c.bark.received(); len(got) != 2 || got[1].Body != wantOOM {
+		t.Errorf("pushes after the kill: %+v\nwant the second: %q", got, wantOOM)
+	}
 	t.Logf("chain done %.1fs after lavender started", time.Since(start).Seconds())
 }
 

@@ -2,7 +2,6 @@ package exporter
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -501,24 +500,4 @@ func TestLogsDirNotListable(t *testing.T) {
 	if got := entriesOf(t, cur); !equalStrings(got, []string{"RUN start", "END   Pretrain 1s"}) {
 		t.Errorf("entries once the dir is usable: %q", got)
 	}
-}
-
-// TestSwapHistoryWindowWhileReading: the status page asks for the window
-// while the watchdog reads swap; under -race this caught Window reading
-// the ring without the lock while Read appended to it.
-func TestSwapHistoryWindowWhileReading(t *testing.T) {
-	h := NewSwapHistory("testdata/procfs/swap54", time.Nanosecond, nil)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range 200 {
-			h.Read(context.Background())
-		}
-	}()
-	for range 200 {
-		if w := h.Window(); w != HistorySamples*time.Nanosecond {
-			t.Fatalf("window %s", w)
-		}
-	}
-	<-done
 }

@@ -20,9 +20,15 @@ type OOMRule struct {
 	baselined  bool
 	base       uint64 // oom_kill at the last reading
 	lastVictim Victim // the newest kernel log record at the last reading
-	pending    *Alert // kills not yet delivered
-	retryAt    time.Time
-	backoff    time.Duration
+	lastRise   bool   // the last reading saw a rise
+	// held is a victim the kernel log named before the counter rose: kernels
+	// since 4.19 log the kill ("oom-kill:…task=python3,pid=4242") just
+	// before they count it, and a poll can fall in between. It names the
+	// next rise, if no newer record comes first.
+	held    Victim
+	pending *Alert // kills not yet delivered
+	retryAt time.Time
+	backoff time.Duration
 }
 
 // NewOOMRule checks cfg and returns the rule, waiting for its baseline.
@@ -41,13 +47,23 @@ func (r *OOMRule) Name() string { return "oom" }
 func (r *OOMRule) Observe(s Sample, now time.Time) []Alert {
 	if o := s.OOM; o.Available {
 		rise := r.baselined && o.Kills > r.base
-		if rise {
+		fresh := o.Victim.Known() && o.Victim != r.lastVictim
+		switch {
+		case rise:
 			r.struck(s, now, o.Kills-r.base)
+			r.held = Victim{}
+		case fresh && r.baselined && !r.lastRise:
+			// Named without a rise, and not just after one (older kernels
+			// log the victim only after counting it): the kill is still
+			// to be counted.
+			r.held = o.Victim
 		}
+		r.lastRise = rise
 		// Every reading is the next one's baseline. At start, or after a
 		// counter that went backwards, that is all it is: kills before it
-		// are not news. A victim that appears without a rise belongs to
-		// a kill already counted, so it is never named for a later one.
+		// are not news. A victim that appears without a rise right after
+		// one belongs to a kill already counted, so it is never named for
+		// a later one.
 		r.baselined, r.base, r.lastVictim = true, o.Kills, o.Victim
 		if rise {
 			return []Alert{*r.pending}
@@ -68,8 +84,11 @@ func (r *OOMRule) struck(s Sample, now time.Time, n uint64) {
 	a.At, a.Sample = now, s
 	a.Kills += n
 	// Only a record that appeared since the last reading is this rise's.
-	if v := s.OOM.Victim; v.Known() && v != r.lastVictim {
+	switch v := s.OOM.Victim; {
+	case v.Known() && v != r.lastVictim:
 		a.Victim = v
+	case r.held.Known() && v == r.held:
+		a.Victim = r.held
 	}
 	a.Phase = ""
 	if p, ok := s.ActivePhase(); ok {

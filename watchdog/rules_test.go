@@ -149,6 +149,33 @@ func TestOOMRule(t *testing.T) {
 	}
 }
 
+// TestOOMRuleVictimLoggedBeforeCounted: kernels since 4.19 log the kill
+// just before they count it, so a poll can see the record a poll before
+// the rise; the rise is still named. A record that comes right after a
+// rise (older kernels) names no later kill.
+func TestOOMRuleVictimLoggedBeforeCounted(t *testing.T) {
+	rule, err := NewOOMRule(OOMConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := 5 * time.Second
+	py := Victim{PID: 4242, Name: "python3", Seq: 200}
+	late := Victim{PID: 77, Name: "loader", Seq: 300}
+	newer := Victim{PID: 88, Name: "tokenizer", Seq: 400}
+	runScript(t, rule, []step{
+		{0, oomAt(1, Victim{}), false, "", "baseline"},
+		{s, oomAt(1, py), false, "", "logged, not yet counted"},
+		{s, oomAt(1, py), false, "", "still not counted"},
+		{s, oomAt(2, py), false, "oom firing began+15s kills=1 victim=python3/4242", "counted: named"},
+		{s, oomAt(3, py), false, "oom firing began+20s kills=1", "a second kill with no record of its own yet: unnamed"},
+		{s, oomAt(3, late), false, "", "a record right after a rise: the kill already counted"},
+		{s, oomAt(4, late), false, "oom firing began+30s kills=1", "not this kill's"},
+		{s, oomAt(4, newer), false, "", "logged after a rise again"},
+		{s, oomAt(4, newer), false, "", "quiet"},
+		{s, oomAt(5, Victim{PID: 99, Name: "x", Seq: 500}), false, "oom firing began+45s kills=1 victim=x/99", "a record and its rise in one poll"},
+	})
+}
+
 func TestOOMRuleStateWhileAPushIsPending(t *testing.T) {
 	rule, _ := NewOOMRule(OOMConfig{})
 	rule.Observe(oomAt(1, Victim{}), t0)

@@ -14,6 +14,7 @@ import (
 
 	"lavender/exporter"
 	"lavender/statuspage"
+	"lavender/watchdog"
 )
 
 // ExporterCmd serves swap and phase metrics and the heartbeat API.
@@ -68,9 +69,16 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	}
 	defer closeExp()
 	exp.Register(srv.mux)
-	history := exporter.NewSwapHistory(c.ProcFS, c.HistoryStep, nil)
-	go history.Run(ctx)
-	if err := registerStatusPage(srv.mux, exp, statuspage.Config{History: statuspage.FromSwapHistory(history)}); err != nil {
+	// The status page's history, sampled as serve's watchdog does when
+	// it is off: no rules, no watchdog metrics.
+	history := watchdog.NewHistory(c.HistoryStep)
+	sampler, err := watchdog.New(watchdog.Config{Interval: history.Step(), Read: hostReader(c.ProcFS, nil, exp, g.Logger), History: history})
+	if err != nil {
+		return err
+	}
+	sampler.Poll(ctx)
+	go sampler.Run(ctx)
+	if err := registerStatusPage(srv.mux, exp, statuspage.Config{History: history}); err != nil {
 		return err
 	}
 	srv.ready.set()

@@ -165,6 +165,7 @@ func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
 		kong.Writers(stdout, stderr),
 		kong.Exit(exit),
 		kong.Vars{"version": versionText()},
+		watchdogVars,
 	)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/prometheus/common/version"
 
@@ -13,24 +12,21 @@ import (
 	"lavender/exporter"
 	"lavender/runlog"
 	"lavender/statuspage"
+	"lavender/watchdog"
 )
 
 // ServeCmd is the whole product in one process: the exporter, the bridge
-// and the built-in swap watchdog, on one listener and one registry.
+// and the built-in watchdog, on one listener and one registry.
 type ServeCmd struct {
 	webFlags
 	runtimeFlags
 	runlogFlags
 	procfsFlags
 	barkFlags
+	watchdogFlags
 
 	RunHeader string `name:"run.header" placeholder:"TEXT" help:"Header text of the new run's log (default \"device=<cpu|cuda|mps> lavender=v<version>\")."`
 	RunResume bool   `name:"run.resume" help:"Keep appending to the current run instead of starting a new one."`
-
-	WatchdogInterval   time.Duration `name:"watchdog.interval" default:"5s" help:"How often the built-in watchdog reads swap; 0 turns it off (use that beside Prometheus and Alertmanager)."`
-	WatchdogThreshold  float64       `name:"watchdog.threshold" default:"0.5" help:"Swap used ratio (0-1] at or above which the watchdog pushes."`
-	WatchdogRepeat     time.Duration `name:"watchdog.repeat" default:"10m" help:"Reminder interval while swap stays above the threshold; 0 for none."`
-	WatchdogHysteresis float64       `name:"watchdog.hysteresis" default:"0.05" help:"The watchdog re-arms once swap falls this far below the threshold."`
 }
 
 // Run serves until SIGINT or SIGTERM; a second signal exits at once.
@@ -41,33 +37,6 @@ func (c *ServeCmd) Run(g *Globals) error {
 	ctx, stop := shutdownContext(g)
 	defer stop()
 	return c.serve(ctx, g, nil, nil)
-}
-
-// validateWatchdog names the flags, where barkbridge's own check of the
-// same rules would name the package.
-func (c *ServeCmd) validateWatchdog() error {
-	if c.WatchdogInterval < 0 {
-		return fmt.Errorf("--watchdog.interval must not be negative, not %s", c.WatchdogInterval)
-	}
-	if !(c.WatchdogThreshold > 0 && c.WatchdogThreshold <= 1) {
-		return fmt.Errorf("--watchdog.threshold must be in (0, 1], not %g", c.WatchdogThreshold)
-	}
-	if c.WatchdogRepeat < 0 {
-		return fmt.Errorf("--watchdog.repeat must not be negative, not %s", c.WatchdogRepeat)
-	}
-	if !(c.WatchdogHysteresis >= 0 && c.WatchdogHysteresis < c.WatchdogThreshold) {
-		return fmt.Errorf("--watchdog.hysteresis must be in [0, --watchdog.threshold %g), not %g", c.WatchdogThreshold, c.WatchdogHysteresis)
-	}
-	return nil
-}
-
-func (c *ServeCmd) watchdogConfig() barkbridge.WatchdogConfig {
-	return barkbridge.WatchdogConfig{
-		Interval:   c.WatchdogInterval,
-		Threshold:  c.WatchdogThreshold,
-		Repeat:     c.WatchdogRepeat,
-		Hysteresis: c.WatchdogHysteresis,
-	}
 }
 
 // serve runs until ctx ends. Tests pass their own context and learn the
@@ -82,7 +51,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
-	if err := c.validateWatchdog(); err != nil {
+	if _, err := c.rules(); err != nil {
 		return err
 	}
 	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
@@ -102,20 +71,16 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	stopReload := reloadOnSIGHUP(bridge, g.Logger)
 	defer stopReload()
 
-	// The watchdog reads swap through the history, so the status page's
-	// chart costs no extra reads; without a watchdog the history samples
-	// by itself.
-	history := exporter.NewSwapHistory(c.ProcFS, c.HistoryStep, nil)
-	var watchdog *barkbridge.Watchdog
-	if c.WatchdogInterval > 0 {
-		readSwap := func(ctx context.Context) (barkbridge.SwapFigures, error) {
-			s, err := history.Read(ctx)
-			return barkbridge.SwapFigures{Ratio: s.UsedRatio, UsedBytes: s.UsedBytes, TotalBytes: s.TotalBytes}, err
-		}
-		watchdog, err = barkbridge.NewWatchdog(c.watchdogConfig(), readSwap, bridge, g.Logger, srv.reg)
-		if err != nil {
-			return err
-		}
+	// One sampler feeds the status page's history and, when on, the
+	// watchdog's rules, so the page costs no reads of its own.
+	victims := c.openVictims(g.Logger)
+	if victims != nil {
+		defer victims.Close()
+	}
+	history := watchdog.NewHistory(c.HistoryStep)
+	wd, err := c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, bridge, g.Logger, srv.reg)
+	if err != nil {
+		return err
 	}
 
 	device := exporter.Device()
@@ -139,14 +104,19 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 
 	exp.Register(srv.mux)
 	bridge.Register(srv.mux)
-	threshold := c.BarkThreshold
-	if watchdog != nil {
+	threshold, pressureThreshold := c.BarkThreshold, watchdog.DefaultPressureThreshold
+	if c.enabled() {
 		threshold = c.WatchdogThreshold
+		if c.WatchdogPressureThreshold > 0 {
+			pressureThreshold = c.WatchdogPressureThreshold
+		}
 	}
 	if err := registerStatusPage(srv.mux, exp, statuspage.Config{
-		History:   statuspage.FromSwapHistory(history),
-		Bark:      bridge.Status,
-		Threshold: threshold,
+		History:           history,
+		Rules:             wd.State,
+		Bark:              bridge.Status,
+		Threshold:         threshold,
+		PressureThreshold: pressureThreshold,
 	}); err != nil {
 		return err
 	}
@@ -158,15 +128,12 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		served <- srv.serve(ctx, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
 	}()
 
+	// The first poll comes before ready, so a host that is already paging
+	// gets its push at once, and the OOM rule has its baseline: kills from
+	// before the start never push.
+	wd.Poll(ctx)
 	var background sync.WaitGroup
-	if watchdog != nil {
-		// The first poll comes before ready, so a host that is already
-		// paging gets its push at once.
-		watchdog.Poll(ctx)
-		background.Go(func() { watchdog.Run(ctx) })
-	} else {
-		background.Go(func() { history.Run(ctx) })
-	}
+	background.Go(func() { wd.Run(ctx) })
 	srv.ready.set()
 	g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
 		"watchdog_interval", c.WatchdogInterval, "runlog_dir", c.Dir)

@@ -75,10 +75,19 @@ type serveRig struct {
 // procfs (set before the call) and one Bark target, and waits until ready.
 func startServe(t *testing.T, procfs *fakeProcfs, args ...string) *serveRig {
 	t.Helper()
-	r := &serveRig{t: t, logs: &lockedBuffer{}, bark: newFakeBark(t), procfs: procfs, logDir: t.TempDir()}
-	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": r.bark.URL + "/KEY/$0\n"})
+	bark := newFakeBark(t)
+	r := startServeWith(t, procfs.dir, bark.URL+"/KEY/$0", args...)
+	r.bark, r.procfs = bark, procfs
+	return r
+}
+
+// startServeWith is startServe on any procfs dir and Bark URL template.
+func startServeWith(t *testing.T, procfsDir, barkTemplate string, args ...string) *serveRig {
+	t.Helper()
+	r := &serveRig{t: t, logs: &lockedBuffer{}, logDir: t.TempDir()}
+	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": barkTemplate + "\n"})
 	cli := parseCLI(t, append([]string{"serve", "--web.listen-address=127.0.0.1:0",
-		"--path.procfs=" + procfs.dir, "--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
+		"--path.procfs=" + procfsDir, "--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
 	g := &Globals{Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Stdout: io.Discard, Stderr: r.logs}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan []net.Addr, 1)

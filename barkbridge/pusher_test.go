@@ -1,0 +1,146 @@
+package barkbridge
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"lavender/watchdog"
+)
+
+var pushedAt = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func swapOf(used, total uint64) watchdog.Swap {
+	s := watchdog.Swap{UsedBytes: used, TotalBytes: total}
+	if total > 0 {
+		s.Ratio = float64(used) / float64(total)
+	}
+	return s
+}
+
+// swapAlert is the swap rule's firing alert at ratio, with byte figures.
+func swapAlert(ratio float64, used, total uint64) watchdog.Alert {
+	return watchdog.Alert{Rule: "swap", Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
+		Sample: watchdog.Sample{Swap: watchdog.Swap{Ratio: ratio, UsedBytes: used, TotalBytes: total}}}
+}
+
+func pressureAlert(some float64, swap watchdog.Swap) watchdog.Alert {
+	return watchdog.Alert{Rule: "pressure", Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
+		Sample: watchdog.Sample{Swap: swap, Pressure: watchdog.Pressure{Available: true, Some: some, Full: some}}}
+}
+
+func oomAlert(kills uint64, victim watchdog.Victim, phase string, swap watchdog.Swap) watchdog.Alert {
+	return watchdog.Alert{Rule: "oom", Status: watchdog.Firing, Began: pushedAt, At: pushedAt, Kills: kills, Victim: victim, Phase: phase,
+		Sample: watchdog.Sample{Swap: swap, OOM: watchdog.OOM{Available: true, Kills: 7, Victim: victim}}}
+}
+
+// TestPushTexts covers every watchdog text, through the real sender, a
+// Bark-compatible server and the run log: one push and one BARK line per
+// call, whatever the number of alerts it carries.
+func TestPushTexts(t *testing.T) {
+	halfGiB, twoGiB := uint64(bytesPerGiB/2+bytesPerGiB/50), uint64(2*bytesPerGiB) // 26 % of 2 GiB
+	oomSwap := swapOf(giBytes(1.12), twoGiB)
+	python := watchdog.Victim{PID: 4242, Name: "python3", Seq: 991}
+	tests := []struct {
+		name   string
+		alerts []watchdog.Alert
+		body   string
+		line   string
+	}{
+		{"swap", []watchdog.Alert{swapAlert(0.54, giBytes(16.3), 32*bytesPerGiB)},
+			"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening",
+			"BARK swap 54% sent ok=1 fail=0"},
+		{"pressure", []watchdog.Alert{pressureAlert(0.23, swapOf(halfGiB, twoGiB))},
+			"[lavender-2] memory pressure 23% (last 10s), swap 26% full (0.5/2.0 GB) — consider intervening",
+			"BARK pressure 23% sent ok=1 fail=0"},
+		{"pressure without swap", []watchdog.Alert{pressureAlert(0.23, watchdog.Swap{})},
+			"[lavender-2] memory pressure 23% (last 10s), no swap — consider intervening",
+			"BARK pressure 23% sent ok=1 fail=0"},
+		{"oom during a phase", []watchdog.Alert{oomAlert(1, watchdog.Victim{}, "Pretrain 1/3", oomSwap)},
+			`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
+			"BARK oom 1 kill sent ok=1 fail=0"},
+		{"oom without a phase, two kills", []watchdog.Alert{oomAlert(2, watchdog.Victim{}, "", oomSwap)},
+			"[lavender-2] OOM killer struck (2 kills) — swap 56% full (1.1/2.0 GB)",
+			"BARK oom 2 kills sent ok=1 fail=0"},
+		{"oom with its victim", []watchdog.Alert{oomAlert(1, python, "Pretrain 1/3", oomSwap)},
+			`[lavender-2] OOM killer struck python3 (pid 4242) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
+			"BARK oom 1 kill sent ok=1 fail=0"},
+		{"oom with its victim among three kills, no swap", []watchdog.Alert{oomAlert(3, python, "", watchdog.Swap{})},
+			"[lavender-2] OOM killer struck python3 (pid 4242) and 2 more — no swap",
+			"BARK oom 3 kills sent ok=1 fail=0"},
+		{"a victim name with controls stays on one line", []watchdog.Alert{oomAlert(1, watchdog.Victim{PID: 7, Name: "a\nb\u202e"}, "", oomSwap)},
+			"[lavender-2] OOM killer struck a b (pid 7) — swap 56% full (1.1/2.0 GB)",
+			"BARK oom 1 kill sent ok=1 fail=0"},
+		{"three rules in one poll", []watchdog.Alert{
+			swapAlert(0.56, giBytes(1.12), twoGiB),
+			pressureAlert(0.23, oomSwap),
+			oomAlert(1, python, "Pretrain 1/3", oomSwap),
+		},
+			"[lavender-2] swap 56% full (1.1/2.0 GB) — consider intervening; " +
+				"memory pressure 23% (last 10s), swap 56% full (1.1/2.0 GB) — consider intervening; " +
+				`OOM killer struck python3 (pid 4242) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
+			"BARK swap 56% + pressure 23% + oom 1 kill sent ok=1 fail=0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newBarkServer(t, "KEY")
+			f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+			ok, failed := f.bridge.Push(t.Context(), tt.alerts)
+			if ok != 1 || failed != 0 {
+				t.Errorf("Push = %d, %d, want 1, 0", ok, failed)
+			}
+			got := srv.received()
+			if len(got) != 1 || got[0].Body != tt.body {
+				t.Fatalf("pushed %+v\nwant one push of %q", got, tt.body)
+			}
+			if lines := f.barkLines(); len(lines) != 1 || lines[0] != tt.line {
+				t.Errorf("run log %q, want [%q]", lines, tt.line)
+			}
+		})
+	}
+}
+
+// TestPushLineKeepsItsTail: however many kills and rules, the BARK line
+// stays under runlog's line cap with "sent ok= fail=" whole.
+func TestPushLineKeepsItsTail(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	f.bridge.Push(t.Context(), []watchdog.Alert{
+		swapAlert(1, 32*bytesPerGiB, 32*bytesPerGiB),
+		pressureAlert(1, swapOf(1, 2)),
+		oomAlert(1<<60, watchdog.Victim{}, "", watchdog.Swap{}),
+		{Rule: "some-future-rule-with-a-long-name", Status: watchdog.Firing},
+	})
+	lines := f.barkLines()
+	if len(lines) != 1 || !strings.HasSuffix(lines[0], " sent ok=1 fail=0") || len("15:04:05 "+lines[0]) > 80 {
+		t.Errorf("run log %q", lines)
+	}
+	if got := srv.received(); len(got) != 1 || !strings.HasSuffix(got[0].Body, "; some-future-rule-with-a-long-name firing") {
+		t.Errorf("a rule without a text of its own must still reach the phone: %+v", got)
+	}
+}
+
+// TestPushLeavesResolutionsOut: resolutions are not pushed yet (issue 18);
+// a push left empty is no push, no run-log line, and answers (0, 0) so the
+// rule counts it as delivered.
+func TestPushLeavesResolutionsOut(t *testing.T) {
+	srv := newBarkServer(t, "KEY")
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.template()}, nil)
+	resolved := swapAlert(0.2, giBytes(6.4), 32*bytesPerGiB)
+	resolved.Status = watchdog.Resolved
+	if ok, failed := f.bridge.Push(context.Background(), []watchdog.Alert{resolved}); ok != 0 || failed != 0 {
+		t.Errorf("Push of a resolution = %d, %d, want 0, 0", ok, failed)
+	}
+	if got := srv.received(); len(got) != 0 {
+		t.Errorf("pushed %+v", got)
+	}
+	if lines := f.barkLines(); len(lines) != 0 {
+		t.Errorf("run log %q", lines)
+	}
+	// Beside a firing alert, the resolution is left out of the text.
+	f.bridge.Push(context.Background(), []watchdog.Alert{resolved, pressureAlert(0.23, watchdog.Swap{})})
+	if got := srv.received(); len(got) != 1 || got[0].Body != "[lavender-2] memory pressure 23% (last 10s), no swap — consider intervening" {
+		t.Errorf("pushed %+v", got)
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/exporter"
+	"lavender/watchdog"
+)
+
+// watchdogFlags are serve's built-in watchdog. Defaults come from the
+// watchdog package's constants.
+type watchdogFlags struct {
+	WatchdogInterval          time.Duration `name:"watchdog.interval" default:"${watchdog_interval}" help:"How often the built-in watchdog reads swap, memory pressure and OOM kills; 0 turns it off (use that beside Prometheus and Alertmanager): the status page is then still sampled every --status.history-step."`
+	WatchdogThreshold         float64       `name:"watchdog.threshold" default:"${watchdog_threshold}" help:"Swap used ratio (0-1] at or above which the watchdog pushes."`
+	WatchdogPressureThreshold float64       `name:"watchdog.pressure-threshold" default:"${watchdog_pressure_threshold}" help:"Memory pressure (PSI some avg10, a ratio 0-1) at or above which the watchdog pushes; 0 turns the pressure rule off."`
+	WatchdogOOM               bool          `name:"watchdog.oom" default:"true" negatable:"" help:"Push at once when the OOM killer kills a process; --no-watchdog.oom turns it off."`
+	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold; 0 for none."`
+	WatchdogHysteresis        float64       `name:"watchdog.hysteresis" default:"${watchdog_hysteresis}" help:"The watchdog re-arms once swap or pressure falls this far below its threshold."`
+	KmsgPath                  string        `name:"path.kmsg" default:"${kmsg_path}" help:"Kernel log to name OOM victims from, where readable (root or CAP_SYSLOG); empty: never name them."`
+}
+
+// watchdogVars are the flags' defaults, from the packages that own them.
+var watchdogVars = kong.Vars{
+	"watchdog_interval":           flagDuration(watchdog.DefaultInterval),
+	"watchdog_threshold":          fmt.Sprint(watchdog.DefaultThreshold),
+	"watchdog_pressure_threshold": fmt.Sprint(watchdog.DefaultPressureThreshold),
+	"watchdog_repeat":             flagDuration(watchdog.DefaultRepeat),
+	"watchdog_hysteresis":         fmt.Sprint(watchdog.DefaultHysteresis),
+	"kmsg_path":                   exporter.DefaultKmsgPath,
+}
+
+// flagDuration writes a default as a person would type it: "10m", not
+// time.Duration's "10m0s".
+func flagDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func (f *watchdogFlags) enabled() bool { return f.WatchdogInterval > 0 }
+
+// rules checks every watchdog flag, even with the watchdog off, so a bad
+// value never passes silently; errors name the flag.
+func (f *watchdogFlags) rules() ([]watchdog.Rule, error) {
+	if f.WatchdogInterval < 0 {
+		return nil, fmt.Errorf("--watchdog.interval must not be negative, not %s", f.WatchdogInterval)
+	}
+	return watchdog.NewRules(watchdog.RuleFlags{
+		Interval:          f.WatchdogInterval,
+		Threshold:         f.WatchdogThreshold,
+		Hysteresis:        f.WatchdogHysteresis,
+		Repeat:            f.WatchdogRepeat,
+		PressureThreshold: f.WatchdogPressureThreshold,
+		OOM:               f.WatchdogOOM,
+	})
+}
+
+// newWatchdog builds serve's watchdog: with the watchdog on, the rules, the
+// pusher and the metrics; off, a sampler for the status page alone, every
+// history step, with no rules and no watchdog metrics.
+func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.History, push watchdog.Pusher, logger *slog.Logger, reg prometheus.Registerer) (*watchdog.Watchdog, error) {
+	rules, err := f.rules()
+	if err != nil {
+		return nil, err
+	}
+	if !f.enabled() {
+		return watchdog.New(watchdog.Config{Interval: history.Step(), Read: read, History: history})
+	}
+	return watchdog.New(watchdog.Config{
+		Interval: f.WatchdogInterval, Read: read, Rules: rules, Push: push,
+		History: history, Logger: logger, Registerer: reg,
+	})
+}
+
+// openVictims opens the kernel log to name OOM victims. Not readable (no
+// root, no CAP_SYSLOG) is normal: victims stay unnamed, said once.
+func (f *watchdogFlags) openVictims(logger *slog.Logger) *exporter.OOMVictimReader {
+	if !f.enabled() || !f.WatchdogOOM || f.KmsgPath == "" {
+		return nil
+	}
+	r, err := exporter.OpenOOMVictimReader(f.KmsgPath)
+	if err != nil {
+		logger.Info("OOM pushes will not name the victim: kernel log not readable (needs root or CAP_SYSLOG)", "err", err)
+		return nil
+	}
+	return r
+}
+
+// hostReader reads the host for the watchdog: swap, pressure and OOM kills
+// from procfs, the victim from the kernel log, the phases from the
+// exporter's table.
+func hostReader(procfs string, victims *exporter.OOMVictimReader, exp *exporter.Exporter, logger *slog.Logger) watchdog.Reader {
+	return func(ctx context.Context) (watchdog.Sample, error) {
+		h, err := exporter.ReadHost(ctx, procfs)
+		if err != nil {
+			return watchdog.Sample{}, err
+		}
+		s := watchdog.Sample{
+			Swap:     watchdog.Swap{UsedBytes: h.Swap.UsedBytes, TotalBytes: h.Swap.TotalBytes, Ratio: h.Swap.UsedRatio},
+			Pressure: watchdog.Pressure{Available: h.Pressure.Available, Some: h.Pressure.SomeAvg10, Full: h.Pressure.FullAvg10},
+			OOM:      watchdog.OOM{Available: h.HaveOOMKills, Kills: h.OOMKills},
+		}
+		if victims != nil {
+			v, err := victims.Read()
+			if err != nil {
+				logger.Debug("kernel log not read", "err", err)
+			}
+			s.OOM.Victim = watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}
+		}
+		_, phases := exp.Snapshot()
+		for _, p := range phases {
+			ps := watchdog.PhaseState{
+				Name: p.Name, Status: watchdog.PhaseStatus(p.Status),
+				Started: p.Started, Ended: p.Ended, LastHeartbeat: p.LastHeartbeat,
+				Total: int64(min(p.Total, math.MaxInt64)), ProgressAt: p.ProgressAt,
+			}
+			if p.Step != nil {
+				ps.HasStep, ps.Step = true, int64(min(*p.Step, math.MaxInt64))
+			}
+			s.Phases = append(s.Phases, ps)
+		}
+		return s, nil
+	}
+}
