@@ -206,7 +206,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	desktop := browse(t, ctx, chromedp.FullScreenshot(100))
 
 	for _, want := range []string{"54%", "17.3 of 32.0 GiB used", "memory pressure 23%", "at or above 10%", "Building model", "Pretrain 1/3", evil,
-		"BARK swap 54% sent ok=1 fail=0", "phone.bark.env:1", "✓ ok", "✗ failed", "failed after", "200/5000", "1200/5000"} {
+		"BARK swap 54% sent ok=1 fail=0", "phone.bark.env:1", "swap pushed since", "oom armed", "✓ ok", "✗ failed", "failed after", "200/5000", "1200/5000"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("visible text lacks %q", want)
 		}
