@@ -254,6 +254,10 @@ var pageCSS = func() template.CSS {
 	return template.CSS(b)
 }()
 
+// onlyPath answers 404 for every path but path. A mux pattern ending in a
+// slash ("/" above all) catches every path below it, and without this a
+// typo such as POST /webhooks would get the 405 of the page at "/", which
+// sends the user looking at the method instead of the path.
 func onlyPath(path string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != path {
