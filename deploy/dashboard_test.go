@@ -196,6 +196,8 @@ func TestDashboard(t *testing.T) {
 		{"Active phases", "state-timeline", []string{"lavender_phase_active"}},
 		{"Phase durations", "", []string{"lavender_phase_duration_seconds"}},
 		{"Heartbeat age of active phases", "timeseries", []string{"time() - lavender_phase_last_heartbeat_timestamp_seconds", "lavender_phase_active"}},
+		{"Phase progress", "table", []string{"lavender_phase_step", "lavender_phase_total_steps", "lavender_phase_eta_seconds",
+			"time() - lavender_phase_last_progress_timestamp_seconds"}},
 		{"Bark pushes ok/failed", "", []string{"lavender_bark_pushes_total", "result"}},
 		{"Webhook requests by status code", "", []string{"lavender_webhook_requests_total", "code"}},
 	}

@@ -161,9 +161,17 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	deadline := start.Add(e2ePushBudget)
 	c.waitUntil(deadline, "lavender ready", func() bool { return c.status("GET", c.lavender+"/-/ready", c.creds, "") == 200 })
 
-	// A running phase, so that the dashboard's phase panels have data too.
-	if code := c.status("POST", c.lavender+"/api/v1/heartbeat", c.creds, `{"phase":"Pretrain 1/3","event":"start"}`); code != 200 {
-		t.Fatalf("heartbeat start: HTTP %d", code)
+	// A running phase, so that the dashboard's phase panels have data too:
+	// it reports steps, and two advancing pings give it a rate, so the
+	// progress table's ETA has data as well.
+	for _, hb := range []string{
+		`{"phase":"Pretrain 1/3","event":"start","step":0,"total":5000}`,
+		`{"phase":"Pretrain 1/3","event":"ping","step":100}`,
+		`{"phase":"Pretrain 1/3","event":"ping","step":200}`,
+	} {
+		if code := c.status("POST", c.lavender+"/api/v1/heartbeat", c.creds, hb); code != 200 {
+			t.Fatalf("heartbeat %s: HTTP %d", hb, code)
+		}
 	}
 	if basicAuth {
 		// The auth is real: without the right password neither the scrape
@@ -338,8 +346,9 @@ func (c *e2eChain) checkLavenderCounters() {
 // checkDashboard runs every expression of the Grafana dashboard against
 // this Prometheus, as Grafana would for job "lavender" and all instances.
 // Every one must run without error or warning and, after a run with a
-// push, a webhook and a running phase, return data; the swap panels must
-// show the figures the fake procfs holds now.
+// push, a webhook and a running phase with steps, return data; the swap
+// panels must show the figures the fake procfs holds now, and the progress
+// panel the steps the phase reported.
 func (c *e2eChain) checkDashboard(now e2eSwap) {
 	c.t.Helper()
 	// $__rate_interval is at least four scrape intervals in Grafana; 1m
@@ -378,7 +387,10 @@ func (c *e2eChain) checkDashboard(now e2eSwap) {
 		{"Swap in/out rate", "B", 0},
 		{"Memory pressure", "A", 0}, // the fake PSI totals stand still
 		{"Memory pressure", "B", 0},
-		{"OOM kills", "A", 0}, // 2 kills since boot, none while scraped
+		{"OOM kills", "A", 0},                 // 2 kills since boot, none while scraped
+		{"Phase progress", "A", 200.0 / 5000}, // the pings above
+		{"Phase progress", "B", 200},
+		{"Phase progress", "C", 5000},
 	} {
 		got, ok := values[w.panel][w.ref]
 		if !ok {
@@ -386,6 +398,10 @@ func (c *e2eChain) checkDashboard(now e2eSwap) {
 		} else if math.Abs(got-w.want) > 1e-9*math.Max(1, math.Abs(w.want)) {
 			c.t.Errorf("panel %q %s = %v, want %v", w.panel, w.ref, got, w.want)
 		}
+	}
+	// 4800 steps to go at a rate the two pings set: some positive ETA.
+	if eta := values["Phase progress"]["D"]; !(eta > 0) {
+		c.t.Errorf("panel \"Phase progress\" D (ETA) = %v, want > 0", eta)
 	}
 }
 

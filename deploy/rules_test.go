@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +203,17 @@ func TestAlertsShape(t *testing.T) {
 			annotations: []string{"summary", "description"},
 		},
 		{
+			alert: "PhaseProgressStalled",
+			exprHas: []string{"time() - lavender_phase_last_progress_timestamp_seconds > 600",
+				"time() - lavender_phase_last_heartbeat_timestamp_seconds <= 600", "lavender_phase_active == 1"},
+			annotations: []string{"summary", "description", "phase", "stalled_seconds", "step", "total_steps"},
+		},
+		{
+			alert:       "PhaseFailed",
+			exprHas:     []string{"lavender_phase_duration_seconds", "lavender_phase_failed == 1", "lavender_phase_end_timestamp_seconds offset 5m"},
+			annotations: []string{"summary", "description", "phase", "duration_seconds"},
+		},
+		{
 			alert:       "LavenderDown",
 			exprHas:     []string{`up{job="lavender"} == 0`},
 			forAtLeast:  5 * time.Minute,
@@ -268,6 +280,8 @@ func TestAlertsShape(t *testing.T) {
 		{"SwapUsageHigh", []string{"swap_used_ratio", "swap_used_bytes", "swap_total_bytes"}},
 		{"MemoryPressureHigh", []string{"pressure_ratio", "pressure_window_seconds", "swap_used_bytes", "swap_total_bytes"}},
 		{"OOMKill", []string{"oom_kills", "swap_used_bytes", "swap_total_bytes"}},
+		{"PhaseProgressStalled", []string{"stalled_seconds", "step", "total_steps"}},
+		{"PhaseFailed", []string{"duration_seconds"}},
 	} {
 		r := alerts[tc.alert]
 		for _, a := range tc.numbers {
@@ -276,6 +290,9 @@ func TestAlertsShape(t *testing.T) {
 			}
 		}
 		for a, metric := range map[string]string{"swap_used_bytes": "lavender_swap_used_bytes", "swap_total_bytes": "lavender_swap_total_bytes"} {
+			if !slices.Contains(tc.numbers, a) {
+				continue // the phase alerts carry no swap figures
+			}
 			v := r.Annotations[a]
 			for _, s := range []string{metric + "{instance=%q,job=%q}", "$labels.instance $labels.job | query", `printf "%.0f"`} {
 				if !strings.Contains(v, s) {
@@ -288,8 +305,33 @@ func TestAlertsShape(t *testing.T) {
 	if v := alerts["MemoryPressureHigh"].Annotations["pressure_ratio"]; !strings.Contains(v, `printf "%.4f" $value`) {
 		t.Errorf("MemoryPressureHigh pressure_ratio = %q, want printf \"%%.4f\" $value", v)
 	}
-	if v := alerts["OOMKill"].Annotations["oom_kills"]; !strings.Contains(v, `printf "%.0f"`) {
-		t.Errorf("OOMKill oom_kills = %q, want a whole number through printf \"%%.0f\"", v)
+	// Whole numbers (bytes, counts, seconds, steps) through %.0f: a bare
+	// float64 prints 1.5e+06 for a step of 1500000.
+	for _, w := range []struct{ alert, annotation string }{
+		{"OOMKill", "oom_kills"},
+		{"PhaseProgressStalled", "stalled_seconds"},
+		{"PhaseProgressStalled", "step"},
+		{"PhaseProgressStalled", "total_steps"},
+		{"PhaseFailed", "duration_seconds"},
+	} {
+		if v := alerts[w.alert].Annotations[w.annotation]; !strings.Contains(v, `printf "%.0f"`) {
+			t.Errorf("%s %s = %q, want a whole number through printf \"%%.0f\"", w.alert, w.annotation, v)
+		}
+	}
+	// The phase annotations look up the alert's own phase on its own host.
+	for _, w := range []struct{ alert, annotation, metric string }{
+		{"PhaseProgressStalled", "step", "lavender_phase_step"},
+		{"PhaseProgressStalled", "total_steps", "lavender_phase_total_steps"},
+	} {
+		v := alerts[w.alert].Annotations[w.annotation]
+		if !strings.Contains(v, w.metric+"{instance=%q,job=%q,phase=%q}") || !strings.Contains(v, "$labels.instance $labels.job $labels.phase | query") {
+			t.Errorf("%s %s = %q, want a query of %s for the alert's instance, job and phase", w.alert, w.annotation, v, w.metric)
+		}
+	}
+	for _, name := range []string{"PhaseProgressStalled", "PhaseFailed"} {
+		if v := alerts[name].Annotations["phase"]; v != "{{ $labels.phase }}" {
+			t.Errorf("%s phase annotation = %q, want {{ $labels.phase }}", name, v)
+		}
 	}
 
 	for name, r := range alerts {

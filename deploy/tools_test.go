@@ -53,14 +53,17 @@ func TestAmtoolRoutes(t *testing.T) {
 	amtool := needTool(t, "amtool", "prometheus-alertmanager")
 	config := filepath.Join("deploy", "alertmanager", "alertmanager.yml")
 	for labels, want := range map[string]string{
-		"alertname=SwapUsageHigh":      "bark",
-		"alertname=PhaseStalled":       "bark",
-		"alertname=MemoryPressureHigh": "bark",
-		"alertname=OOMKill":            "bark",
-		"alertname=OOMKills":           "default",
-		"alertname=LavenderDown":       "default",
-		"alertname=SwapThrashing":      "default",
-		"alertname=SwapUsageHigher":    "default",
+		"alertname=SwapUsageHigh":        "bark",
+		"alertname=PhaseStalled":         "bark",
+		"alertname=PhaseProgressStalled": "bark",
+		"alertname=PhaseFailed":          "bark",
+		"alertname=PhaseFailedd":         "default",
+		"alertname=MemoryPressureHigh":   "bark",
+		"alertname=OOMKill":              "bark",
+		"alertname=OOMKills":             "default",
+		"alertname=LavenderDown":         "default",
+		"alertname=SwapThrashing":        "default",
+		"alertname=SwapUsageHigher":      "default",
 	} {
 		// stdout only: amtool warns on stderr that --config.file wins
 		// over --alertmanager.url.
