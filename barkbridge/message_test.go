@@ -11,9 +11,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/prometheus/alertmanager/template"
-
 	"lavender/internal/barktest"
+
+	"github.com/prometheus/alertmanager/template"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
