@@ -5,21 +5,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"lavender/runlog"
 )
 
@@ -39,7 +37,7 @@ func TestE2E(t *testing.T) {
 	bins := e2eBinaries{
 		prometheus:   needTool(t, "prometheus", "prometheus"),
 		alertmanager: needAlertmanager(t),
-		lavender:     buildLavender(t),
+		lavender:     testkit.Binary(t), // built with -race when the tests run with it
 	}
 	modes := []struct {
 		name      string
@@ -49,7 +47,7 @@ func TestE2E(t *testing.T) {
 		{"basic_auth", true},
 	}
 	// The two chains run at the same time, so their ports are chosen together.
-	addrs := e2eFreeAddrs(t, 3*len(modes))
+	addrs := testkit.FreeAddrs(t, 3*len(modes))
 	for i, mode := range modes {
 		a := e2eAddrs{lavender: addrs[3*i], prometheus: addrs[3*i+1], alertmanager: addrs[3*i+2]}
 		t.Run(mode.name, func(t *testing.T) {
@@ -76,22 +74,7 @@ func needAlertmanager(t *testing.T) string {
 	return needTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
 }
 
-// buildLavender builds the binary under test once per test run.
-func buildLavender(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "lavender")
-	args := append(append([]string{"build"}, e2eRaceFlags...), "-o", bin, "./cmd/lavender")
-	cmd := exec.Command("go", args...)
-	cmd.Dir = repoRoot
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return bin
-}
-
 const (
-	// e2eSwapTotalKB is 32 GiB of swap, in meminfo's kB.
-	e2eSwapTotalKB = 32 << 20
 	// e2eWant54 is issue 6's message for 54 % of 32 GiB, as the predecessor
 	// wrote it; the test also derives it from the figures it writes.
 	e2eWant54 = "[lavender-2] swap 54% full (17.3/32.0 GB) — consider intervening"
@@ -109,14 +92,14 @@ type e2eCreds struct{ user, password string }
 // e2eChain is one running chain and what the test asks of it.
 type e2eChain struct {
 	t          *testing.T
-	procs      []*e2eProc
+	procs      []*testkit.Command
 	client     *http.Client
 	lavender   string   // base URL
 	lavAddr    string   // host:port, the instance label
 	creds      e2eCreds // what Prometheus scrapes lavender with
 	prometheus string   // base URL
 	am         string   // base URL
-	bark       *e2eBark
+	bark       *barktest.Server
 	runlogDir  string
 }
 
@@ -125,39 +108,38 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	dir := t.TempDir()
 	c := &e2eChain{t: t, client: &http.Client{Timeout: 5 * time.Second}, runlogDir: t.TempDir()}
 
-	procfs := newE2EProcfs(t)
-	high := procfs.setSwap(e2eSwapTotalKB, 54)
+	// Two OOM kills since boot and PSI's counters, so the OOM rule has a
+	// base and the pressure panels data.
+	procfs := testkit.NewProcfs(t, testkit.Host{OOMKills: 2, PSI: &testkit.PSI{SomeTotal: 1500000, FullTotal: 500000}})
+	high := procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.54))
 	want := fmt.Sprintf("[lavender-2] swap %d%% full (%.1f/%.1f GB) — consider intervening",
-		int(math.Round(high.ratio()*100)), float64(high.usedBytes())/(1<<30), float64(high.totalBytes())/(1<<30))
+		int(math.Round(high.Ratio()*100)), float64(high.UsedBytes())/(1<<30), float64(high.TotalBytes())/(1<<30))
 	if want != e2eWant54 {
 		t.Fatalf("fake meminfo gives %q, want the issue's %q: fix the test's figures", want, e2eWant54)
 	}
 
-	c.bark = newE2EBark(t)
-	barkDir := t.TempDir()
-	writeE2EFile(t, filepath.Join(barkDir, "phone.bark.env"), c.bark.URL+"/KEY/$0\n")
+	c.bark = barktest.New(t)
+	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": c.bark.Template(barktest.Key) + "\n"})
 
 	c.lavAddr = addrs.lavender
 	promAddr, amAddr := addrs.prometheus, addrs.alertmanager
 	c.lavender, c.prometheus, c.am = "http://"+c.lavAddr, "http://"+promAddr, "http://"+amAddr
 
 	serveArgs := []string{"serve", "--watchdog.interval=0", "--web.listen-address=" + c.lavAddr,
-		"--path.procfs=" + procfs.dir, "--runlog.dir=" + c.runlogDir, "--bark.config-dir=" + barkDir}
+		"--path.procfs=" + procfs.Dir, "--runlog.dir=" + c.runlogDir, "--bark.config-dir=" + barkDir}
 	var webhookPasswordFile, scrapePasswordFile string
 	if basicAuth {
 		c.creds = e2eCreds{e2eScrapeUser, randomPassword(t)}
 		webhook := e2eCreds{e2eWebhookUser, randomPassword(t)}
-		webConfig := filepath.Join(dir, "web-config.yml")
-		writeE2EFile(t, webConfig, "basic_auth_users:\n"+
-			"  "+c.creds.user+": "+bcryptHash(t, c.creds.password)+"\n"+
-			"  "+webhook.user+": "+bcryptHash(t, webhook.password)+"\n")
+		webConfig := testkit.WriteWebConfig(t, testkit.WebConfig{Users: map[string]string{
+			c.creds.user: c.creds.password, webhook.user: webhook.password}})
 		serveArgs = append(serveArgs, "--web.config.file="+webConfig)
 		scrapePasswordFile = filepath.Join(dir, "prometheus.password")
 		webhookPasswordFile = filepath.Join(dir, "alertmanager.password")
 		writeE2EFile(t, scrapePasswordFile, c.creds.password+"\n")
 		writeE2EFile(t, webhookPasswordFile, webhook.password+"\n")
 	}
-	c.procs = append(c.procs, startE2EProc(t, dir, "lavender", bins.lavender, serveArgs...))
+	c.procs = append(c.procs, testkit.StartProgram(t, testkit.Options{Dir: dir}, bins.lavender, serveArgs...))
 	deadline := start.Add(e2ePushBudget)
 	c.waitUntil(deadline, "lavender ready", func() bool { return c.status("GET", c.lavender+"/-/ready", c.creds, "") == 200 })
 
@@ -196,7 +178,7 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 		amConfig = e2eAlertmanagerBasicAuth(t, amConfig, webhookPasswordFile)
 	}
 	writeE2EFile(t, filepath.Join(dir, "alertmanager.yml"), string(amConfig))
-	c.procs = append(c.procs, startE2EProc(t, dir, "alertmanager", bins.alertmanager,
+	c.procs = append(c.procs, testkit.StartProgram(t, testkit.Options{Dir: dir}, bins.alertmanager,
 		"--config.file="+filepath.Join(dir, "alertmanager.yml"),
 		"--storage.path="+filepath.Join(dir, "alertmanager-data"),
 		"--web.listen-address="+amAddr,
@@ -213,7 +195,7 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 		promConfig = e2ePrometheusBasicAuth(t, promConfig, scrapePasswordFile)
 	}
 	writeE2EFile(t, filepath.Join(dir, "prometheus.yml"), string(promConfig))
-	c.procs = append(c.procs, startE2EProc(t, dir, "prometheus", bins.prometheus,
+	c.procs = append(c.procs, testkit.StartProgram(t, testkit.Options{Dir: dir}, bins.prometheus,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
 		"--web.listen-address="+promAddr,
@@ -225,7 +207,7 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	c.waitUntil(deadline, "Prometheus ready", func() bool { return c.status("GET", c.prometheus+"/-/ready", e2eCreds{}, "") == 200 })
 
 	// 54 %: exactly one silent push with the exact text.
-	c.waitUntil(deadline, "the swap push", func() bool { return len(c.bark.received()) > 0 })
+	c.waitUntil(deadline, "the swap push", func() bool { return c.bark.Count() > 0 })
 	t.Logf("push arrived %.1fs after lavender started", time.Since(start).Seconds())
 	c.checkOnePush(want)
 	c.waitUntil(time.Now().Add(10*time.Second), "the BARK line in the run log", func() bool {
@@ -236,17 +218,17 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 
 	// 20 %: the alert resolves, Alertmanager tells lavender (send_resolved),
 	// and lavender, without --bark.send-resolved, pushes nothing.
-	low := procfs.setSwap(e2eSwapTotalKB, 20)
+	low := procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.20))
 	dropped := time.Now()
 	c.waitUntil(dropped.Add(30*time.Second), "SwapUsageHigh to resolve and its notification to reach lavender", func() bool {
 		c.failOnExtraPush(1)
 		return !c.promHasAlert("SwapUsageHigh") && !c.amHasAlert("SwapUsageHigh") &&
-			c.lavenderMetric("lavender_webhook_alerts_total", `status="resolved"`) >= 1
+			c.resolvedAlerts() >= 1
 	})
 	t.Logf("resolved %.1fs after swap dropped to 20%%", time.Since(dropped).Seconds())
 	c.expectNoMorePushes(e2eQuiet)
 	c.checkOnePush(want)
-	if n := c.lavenderMetric("lavender_webhook_alerts_total", `status="resolved"`, `action="skipped"`); n < 1 {
+	if n := c.lavenderMetrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "resolved", "action": "skipped"}); n < 1 {
 		t.Errorf("lavender_webhook_alerts_total{status=\"resolved\",action=\"skipped\"} = %v, want >= 1", n)
 	}
 	c.checkRunLog()
@@ -257,18 +239,19 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	// An OOM kill (vmstat's oom_kill 2 -> 3) during the running phase:
 	// OOMKill fires at once, and the bridge pushes the watchdog's text from
 	// its annotations. Last, since the other checks count one push.
-	procfs.setOOMKills(3)
+	procfs.SetOOMKills(3)
 	killed := time.Now()
 	wantOOM := fmt.Sprintf(`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap %d%% full (%.1f/%.1f GB)`,
-		int(math.Round(low.ratio()*100)), float64(low.usedBytes())/(1<<30), float64(low.totalBytes())/(1<<30))
-	c.waitUntil(killed.Add(30*time.Second), "the OOM push", func() bool { return len(c.bark.received()) > 1 })
+		int(math.Round(low.Ratio()*100)), float64(low.UsedBytes())/(1<<30), float64(low.TotalBytes())/(1<<30))
+	c.waitUntil(killed.Add(30*time.Second), "the OOM push", func() bool { return c.bark.Count() > 1 })
 	t.Logf("OOM push arrived %.1fs after the kill", time.Since(killed).Seconds())
 	c.waitUntil(time.Now().Add(10*time.Second), "the BARK oom line in the run log", func() bool {
 		return strings.Contains(c.runLog(), " BARK oom 1 kill sent ok=1 fail=0\n")
 	})
-	if got := c.bark.received(); len(got) != 2 || got[1].Body != wantOOM {
+	if got := c.bark.Pushes(); len(got) != 2 || got[1].Body != wantOOM {
 		t.Errorf("pushes after the kill: %+v\nwant the second: %q", got, wantOOM)
 	}
+	c.checkAlive() // none may have exited on its own while the test needed it
 	t.Logf("chain done %.1fs after lavender started", time.Since(start).Seconds())
 }
 
@@ -276,18 +259,18 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 // with the slash percent-encoded so that Bark does not split the text.
 func (c *e2eChain) checkOnePush(want string) {
 	c.t.Helper()
-	got := c.bark.received()
+	got := c.bark.Pushes()
 	if len(got) != 1 {
 		c.t.Fatalf("Bark received %d requests, want exactly 1:\n%+v", len(got), got)
 	}
 	p := got[0]
-	if p.Key != "KEY" || p.Title != "" || p.Subtitle != "" || p.Body != want {
+	if p.DeviceKey != barktest.Key || p.Title != "" || p.Subtitle != "" || p.Body != want {
 		c.t.Fatalf("Bark push = key %q title %q subtitle %q body %q, want body %q alone\nraw URI %s",
-			p.Key, p.Title, p.Subtitle, p.Body, want, p.URI)
+			p.DeviceKey, p.Title, p.Subtitle, p.Body, want, p.RequestURI)
 	}
-	path, query, _ := strings.Cut(p.URI, "?")
+	path, query, _ := strings.Cut(p.RequestURI, "?")
 	if query != "level=passive&isArchive=0" {
-		c.t.Errorf("push query %q, want level=passive&isArchive=0 (silent, not archived): %s", query, p.URI)
+		c.t.Errorf("push query %q, want level=passive&isArchive=0 (silent, not archived): %s", query, p.RequestURI)
 	}
 	if !strings.Contains(path, "17.3%2F32.0") || strings.Contains(path, "+") {
 		c.t.Errorf("push path %q: the slash must be %%2F and no raw +", path)
@@ -297,7 +280,7 @@ func (c *e2eChain) checkOnePush(want string) {
 // expectNoMorePushes watches Bark for d and fails at the first extra push.
 func (c *e2eChain) expectNoMorePushes(d time.Duration) {
 	c.t.Helper()
-	before := len(c.bark.received())
+	before := c.bark.Count()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		c.failOnExtraPush(before)
 		c.checkAlive()
@@ -308,9 +291,19 @@ func (c *e2eChain) expectNoMorePushes(d time.Duration) {
 // failOnExtraPush fails at once if Bark has more than want requests.
 func (c *e2eChain) failOnExtraPush(want int) {
 	c.t.Helper()
-	if got := c.bark.received(); len(got) > want {
+	if got := c.bark.Pushes(); len(got) > want {
 		c.t.Fatalf("an unexpected push arrived: %+v", got[want:])
 	}
+}
+
+// resolvedAlerts is how many resolved alerts lavender's webhook has had.
+func (c *e2eChain) resolvedAlerts() float64 {
+	c.t.Helper()
+	n, err := c.lavenderMetrics().Sum("lavender_webhook_alerts_total", testkit.Labels{"status": "resolved"})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return n
 }
 
 // checkRunLog: one BARK line for the one push, none for the resolution.
@@ -326,19 +319,22 @@ func (c *e2eChain) checkRunLog() {
 // and every webhook request (firing, resolved) was answered 200.
 func (c *e2eChain) checkLavenderCounters() {
 	c.t.Helper()
+	metrics := c.lavenderMetrics()
 	for _, m := range []struct {
-		labels []string
+		name   string
+		labels testkit.Labels
 		want   func(float64) bool
 		desc   string
 	}{
-		{[]string{`lavender_bark_pushes_total`, `result="ok"`}, func(v float64) bool { return v == 1 }, "1"},
-		{[]string{`lavender_bark_pushes_total`, `result="failed"`}, func(v float64) bool { return v == 0 }, "0"},
-		{[]string{`lavender_webhook_requests_total`, `code="200"`}, func(v float64) bool { return v >= 2 }, ">= 2 (firing and resolved)"},
-		{[]string{`lavender_webhook_requests_total`, `code="400"`}, func(v float64) bool { return v == 0 }, "0"},
-		{[]string{`lavender_webhook_requests_total`, `code="503"`}, func(v float64) bool { return v == 0 }, "0"},
+		{"lavender_bark_pushes_total", testkit.Labels{"result": "ok"}, func(v float64) bool { return v == 1 }, "1"},
+		{"lavender_bark_pushes_total", testkit.Labels{"result": "failed"}, func(v float64) bool { return v == 0 }, "0"},
+		{"lavender_webhook_requests_total", testkit.Labels{"code": "200"}, func(v float64) bool { return v >= 2 }, ">= 2 (firing and resolved)"},
+		{"lavender_webhook_requests_total", testkit.Labels{"code": "400"}, func(v float64) bool { return v == 0 }, "0"},
+		{"lavender_webhook_requests_total", testkit.Labels{"code": "503"}, func(v float64) bool { return v == 0 }, "0"},
 	} {
-		if v := c.lavenderMetric(m.labels[0], m.labels[1:]...); !m.want(v) {
-			c.t.Errorf("%s{%s} = %v, want %s", m.labels[0], strings.Join(m.labels[1:], ","), v, m.desc)
+		// One series each: a missing one is an error, not a zero.
+		if v := metrics.MustValue(c.t, m.name, m.labels); !m.want(v) {
+			c.t.Errorf("%s%v = %v, want %s", m.name, m.labels, v, m.desc)
 		}
 	}
 }
@@ -349,7 +345,7 @@ func (c *e2eChain) checkLavenderCounters() {
 // push, a webhook and a running phase with steps, return data; the swap
 // panels must show the figures the fake procfs holds now, and the progress
 // panel the steps the phase reported.
-func (c *e2eChain) checkDashboard(now e2eSwap) {
+func (c *e2eChain) checkDashboard(now testkit.Swap) {
 	c.t.Helper()
 	// $__rate_interval is at least four scrape intervals in Grafana; 1m
 	// is what it gives for the shipped 15s and holds every sample here.
@@ -380,9 +376,9 @@ func (c *e2eChain) checkDashboard(now e2eSwap) {
 		panel, ref string
 		want       float64
 	}{
-		{"Swap used", "A", now.ratio()},
-		{"Swap bytes", "A", float64(now.usedBytes())},
-		{"Swap bytes", "C", float64(now.totalBytes())},
+		{"Swap used", "A", now.Ratio()},
+		{"Swap bytes", "A", float64(now.UsedBytes())},
+		{"Swap bytes", "C", float64(now.TotalBytes())},
 		{"Swap in/out rate", "A", 0}, // the fake vmstat stands still
 		{"Swap in/out rate", "B", 0},
 		{"Memory pressure", "A", 0}, // the fake PSI totals stand still
@@ -409,20 +405,16 @@ func (c *e2eChain) checkDashboard(now e2eSwap) {
 // a child process has died, it fails with the state of the chain.
 func (c *e2eChain) waitUntil(deadline time.Time, what string, cond func() bool) {
 	c.t.Helper()
-	for !cond() {
-		c.checkAlive()
-		if time.Now().After(deadline) {
-			c.t.Fatalf("gave up waiting for %s\n%s", what, c.diagnose())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testkit.Poll(time.Until(deadline), func() bool { c.checkAlive(); return cond() }) {
+		c.t.Fatalf("gave up waiting for %s\n%s", what, c.diagnose())
 	}
 }
 
 func (c *e2eChain) checkAlive() {
 	c.t.Helper()
 	for _, p := range c.procs {
-		if p.exited() {
-			c.t.Fatalf("%s exited: %v (its output follows)", p.name, p.err)
+		if p.Exited() {
+			c.t.Fatalf("%s exited: %v (its output follows)", p, p.Wait(0))
 		}
 	}
 }
@@ -435,96 +427,49 @@ func (c *e2eChain) diagnose() string {
 		c.prometheus + "/api/v1/alerts",
 		c.am + "/api/v2/alerts",
 	} {
-		_, body, err := c.do("GET", u, e2eCreds{}, "")
-		fmt.Fprintf(&b, "%s: %s %v\n", u, tail(string(body), 2000), err)
+		_, body, err := testkit.Do(c.client, "GET", u, nil, "", "")
+		fmt.Fprintf(&b, "%s: %s %v\n", u, tail(body, 2000), err)
 	}
-	_, body, err := c.do("GET", c.lavender+"/metrics", c.creds, "")
-	for _, line := range strings.Split(string(body), "\n") {
+	_, body, err := testkit.Do(c.client, "GET", c.lavender+"/metrics", nil, c.creds.user, c.creds.password)
+	for _, line := range strings.Split(body, "\n") {
 		if strings.HasPrefix(line, "lavender_webhook_") || strings.HasPrefix(line, "lavender_bark_pushes_total") ||
 			strings.HasPrefix(line, "lavender_swap_used_ratio") {
 			fmt.Fprintln(&b, line)
 		}
 	}
-	fmt.Fprintf(&b, "lavender /metrics err: %v\nBark requests: %+v\n", err, c.bark.received())
+	fmt.Fprintf(&b, "lavender /metrics err: %v\nBark requests: %+v\n", err, c.bark.Pushes())
 	return b.String()
 }
 
-func (c *e2eChain) do(method, u string, creds e2eCreds, body string) (int, []byte, error) {
-	req, err := http.NewRequest(method, u, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if creds.user != "" {
-		req.SetBasicAuth(creds.user, creds.password)
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	return resp.StatusCode, data, err
-}
-
-// status is do's status code, 0 when the request failed (a process that
-// is still starting refuses connections).
+// status is the status code of one request, 0 when it failed (a process
+// that is still starting refuses connections).
 func (c *e2eChain) status(method, u string, creds e2eCreds, body string) int {
-	code, _, err := c.do(method, u, creds, body)
+	code, _, err := testkit.Do(c.client, method, u, []byte(body), creds.user, creds.password)
 	if err != nil {
 		return 0
 	}
 	return code
 }
 
-// lavenderMetric returns the sum of the series of name on lavender's
-// /metrics that have all the given label pairs, or NaN if there are none.
-func (c *e2eChain) lavenderMetric(name string, labels ...string) float64 {
+// lavenderMetrics scrapes lavender with the chain's credentials.
+func (c *e2eChain) lavenderMetrics() testkit.Metrics {
 	c.t.Helper()
-	code, body, err := c.do("GET", c.lavender+"/metrics", c.creds, "")
-	if err != nil || code != 200 {
-		c.t.Fatalf("lavender /metrics: HTTP %d %v", code, err)
+	m, err := testkit.FetchMetrics(c.client, c.lavender+"/metrics", c.creds.user, c.creds.password)
+	if err != nil {
+		c.t.Fatalf("lavender /metrics: %v", err)
 	}
-	line := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? (\S+)$`)
-	sum, found := 0.0, false
-	for _, m := range line.FindAllStringSubmatch(string(body), -1) {
-		match := true
-		for _, l := range labels {
-			match = match && strings.Contains(m[1], l)
-		}
-		if match {
-			v, err := strconv.ParseFloat(m[2], 64)
-			if err != nil {
-				c.t.Fatalf("lavender /metrics: %s %s: %v", name, m[2], err)
-			}
-			sum, found = sum+v, true
-		}
-	}
-	if !found {
-		return math.NaN()
-	}
-	return sum
+	return m
 }
 
 func (c *e2eChain) runLog() string {
 	c.t.Helper()
-	path, err := runlog.CurrentPath(c.runlogDir)
-	if err != nil {
-		c.t.Fatalf("run log: %v", err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return string(data)
+	return readRunLog(c.t, c.runlogDir)
 }
 
 // promAPI decodes a Prometheus HTTP API answer; errors and warnings are
 // both failures.
 func (c *e2eChain) promAPI(path string, data any) error {
-	code, body, err := c.do("GET", c.prometheus+path, e2eCreds{}, "")
+	code, body, err := testkit.Do(c.client, "GET", c.prometheus+path, nil, "", "")
 	if err != nil {
 		return err
 	}
@@ -535,8 +480,8 @@ func (c *e2eChain) promAPI(path string, data any) error {
 		Warnings  []string        `json:"warnings"`
 		Data      json.RawMessage `json:"data"`
 	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return fmt.Errorf("HTTP %d, not JSON: %s", code, tail(string(body), 500))
+	if err := json.Unmarshal([]byte(body), &resp); err != nil {
+		return fmt.Errorf("HTTP %d, not JSON: %s", code, tail(body, 500))
 	}
 	if resp.Status != "success" || code != 200 {
 		return fmt.Errorf("HTTP %d %s: %s: %s", code, resp.Status, resp.ErrorType, resp.Error)
@@ -601,7 +546,7 @@ func (c *e2eChain) promHasAlert(name string) bool {
 // resolved alerts).
 func (c *e2eChain) amHasAlert(name string) bool {
 	c.t.Helper()
-	code, body, err := c.do("GET", c.am+"/api/v2/alerts?filter="+url.QueryEscape(`alertname="`+name+`"`), e2eCreds{}, "")
+	code, body, err := testkit.Do(c.client, "GET", c.am+"/api/v2/alerts?filter="+url.QueryEscape(`alertname="`+name+`"`), nil, "", "")
 	if err != nil || code != 200 {
 		c.t.Fatalf("Alertmanager /api/v2/alerts: HTTP %d %v: %s", code, err, body)
 	}
@@ -611,7 +556,7 @@ func (c *e2eChain) amHasAlert(name string) bool {
 			State string `json:"state"`
 		} `json:"status"`
 	}
-	if err := json.Unmarshal(body, &alerts); err != nil {
+	if err := json.Unmarshal([]byte(body), &alerts); err != nil {
 		c.t.Fatalf("Alertmanager /api/v2/alerts: %v", err)
 	}
 	for _, a := range alerts {
@@ -637,13 +582,30 @@ func randomPassword(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// bcryptHash at the lowest cost: exporter-toolkit checks the hash on each
-// request, and the test is not about bcrypt's strength.
-func bcryptHash(t *testing.T, password string) string {
+// readRunLog reads the current run log of dir.
+func readRunLog(t *testing.T, dir string) string {
 	t.Helper()
-	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	path, err := runlog.CurrentPath(dir)
+	if err != nil {
+		t.Fatalf("run log: %v", err)
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(h)
+	return string(data)
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// TestMain removes the lavender binary testkit.Binary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testkit.RemoveBinaries()
+	os.Exit(code)
 }
