@@ -295,9 +295,6 @@ func newLog(opts Options, path string) *Log {
 // Path is the file's path.
 func (l *Log) Path() string { return l.path }
 
-// MaxBytes is the file's cap.
-func (l *Log) MaxBytes() int { return l.maxBytes }
-
 // Read returns the file's content, or its last MaxBytes from the start of
 // a line if it is larger (lavender never makes it so; the next append
 // repairs it). It refuses anything but a regular file, without blocking.
