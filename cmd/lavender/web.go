@@ -69,13 +69,22 @@ const (
 	shutdownGrace     = 10 * time.Second
 )
 
-func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+// httpTimeouts are an HTTP server's connection timeouts.
+type httpTimeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// servingTimeouts are every serving command's; tests shorten them to see
+// them act.
+var servingTimeouts = httpTimeouts{ReadHeader: readHeaderTimeout, Read: readTimeout, Write: writeTimeout, Idle: idleTimeout}
+
+func newHTTPServer(h http.Handler, t httpTimeouts, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }
@@ -130,14 +139,14 @@ func closeAll(listeners []net.Listener) {
 // serveHTTP serves h on listeners until ctx ends, then shuts down, letting
 // in-flight requests finish within grace. TLS and basic auth come from
 // --web.config.file through exporter-toolkit.
-func serveHTTP(ctx context.Context, listeners []net.Listener, h http.Handler, f *webFlags, grace time.Duration, logger *slog.Logger) error {
+func serveHTTP(ctx context.Context, listeners []net.Listener, h http.Handler, f *webFlags, timeouts httpTimeouts, grace time.Duration, logger *slog.Logger) error {
 	if f.ConfigFile != "" {
 		if err := web.Validate(f.ConfigFile); err != nil {
 			closeAll(listeners)
 			return fmt.Errorf("web config %s: %w", f.ConfigFile, err)
 		}
 	}
-	srv := newHTTPServer(h, logger)
+	srv := newHTTPServer(h, timeouts, logger)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ServeMultiple(listeners, srv, f.toolkit(), logger) }()
 	select {
@@ -228,7 +237,7 @@ func (s *commandServer) close() { closeAll(s.listeners) }
 
 // serve marks the command ready and serves until ctx ends; see serveHTTP.
 func (s *commandServer) serve(ctx context.Context, f *webFlags, grace time.Duration, logger *slog.Logger) error {
-	return serveHTTP(ctx, s.listeners, s.handler, f, grace, logger)
+	return serveHTTP(ctx, s.listeners, s.handler, f, servingTimeouts, grace, logger)
 }
 
 // readiness backs /-/ready: a command marks itself ready once its start-up
