@@ -18,13 +18,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/internal/throttle"
 	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
 // Config configures an Exporter. Only Runlog.Dir usually needs setting.
+// DefaultProcFS is where procfs is mounted unless configured otherwise.
+const DefaultProcFS = "/proc"
+
 type Config struct {
-	// ProcFS is the procfs mount to read meminfo and vmstat from; default /proc.
+	// ProcFS is the procfs mount to read meminfo and vmstat from; default
+	// DefaultProcFS.
 	ProcFS string
 	// Runlog locates the run logs; the phase tables are saved beside them.
 	Runlog runlog.Options
@@ -33,6 +38,10 @@ type Config struct {
 	Clock func() time.Time
 	// PageSize converts vmstat's page counts to bytes; default the host's.
 	PageSize int
+	// WriteErrors counts failed writes to the logs dir (run-log entries,
+	// phase tables). cmd/lavender passes the exporter's series of
+	// lavender_runlog_write_errors_total; default a counter nobody exports.
+	WriteErrors prometheus.Counter
 }
 
 // Exporter holds the phase table of the current run and the collectors.
@@ -46,7 +55,7 @@ type Exporter struct {
 	// writeErrors counts failed writes to the logs dir; logErrors keeps
 	// their log lines to one a minute, since a full disk fails them all.
 	writeErrors prometheus.Counter
-	logErrors   runlog.ErrorReporter
+	logErrors   throttle.Reporter
 
 	// view is the phase table as of the last change, for scrapes and the
 	// API's reads: they must not wait behind a heartbeat that holds mu
@@ -72,7 +81,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.ProcFS == "" {
-		cfg.ProcFS = "/proc"
+		cfg.ProcFS = DefaultProcFS
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -89,16 +98,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 	if cfg.Runlog.Logger == nil {
 		cfg.Runlog.Logger = logger
 	}
-	if cfg.Runlog.MaxBytes != 0 && cfg.Runlog.MaxBytes < runlog.MinMaxBytes {
-		return nil, fmt.Errorf("exporter: run-log max bytes %d is below the minimum of %d", cfg.Runlog.MaxBytes, runlog.MinMaxBytes)
+	if cfg.WriteErrors == nil {
+		cfg.WriteErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported_write_errors_total"})
 	}
-	e := &Exporter{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger,
-		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name:        runlog.WriteErrorsMetric,
-			Help:        runlog.WriteErrorsHelp,
-			ConstLabels: prometheus.Labels{"writer": "exporter"},
-		}),
-	}
+	e := &Exporter{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger, writeErrors: cfg.WriteErrors}
 
 	// A logs dir that cannot be read must not stop the exporter, as one
 	// that fills up does not: it serves, counts the failure, and follows
@@ -119,7 +122,6 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		for _, c := range []prometheus.Collector{
 			newSwapCollector(cfg.ProcFS, cfg.PageSize, logger),
 			(*phaseCollector)(e),
-			e.writeErrors,
 		} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("exporter: register collector: %w", err)

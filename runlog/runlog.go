@@ -69,6 +69,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// CheckMaxBytes says why n cannot cap a run log, or nil. It is the one
+// check of the cap: the command line names its flag before the message.
+func CheckMaxBytes(n int) error {
+	if n < MinMaxBytes {
+		return fmt.Errorf("must be at least %d, not %d", MinMaxBytes, n)
+	}
+	return nil
+}
+
 func (o Options) withDefaults() (Options, error) {
 	if o.Dir == "" {
 		o.Dir = DefaultDir
@@ -76,8 +85,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxBytes == 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
-	if o.MaxBytes < MinMaxBytes {
-		return o, fmt.Errorf("runlog: max bytes %d is below the minimum of %d", o.MaxBytes, MinMaxBytes)
+	if err := CheckMaxBytes(o.MaxBytes); err != nil {
+		return o, fmt.Errorf("runlog: max bytes %w", err)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/runlog"
 	"lavender/watchdog"
@@ -58,16 +57,15 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer srv.close()
-	exp, closeExp, err := openExporter(c.procfsFlags, c.runlogFlags, g, srv.reg)
+	exp, closeExp, err := openExporter(c.procfsFlags, c.runlogFlags, g, srv)
 	if err != nil {
 		return err
 	}
 	defer closeExp()
-	bridge, err := barkbridge.New(c.barkConfig(c.logged(g)), g.Logger, srv.reg)
+	bridge, stopReload, err := openBridge(&c.barkFlags, c.runlogFlags, g, srv)
 	if err != nil {
 		return err
 	}
-	stopReload := reloadOnSIGHUP(bridge, g.Logger)
 	defer stopReload()
 
 	// One sampler feeds the status page's history and, when on, the

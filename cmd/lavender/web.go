@@ -27,10 +27,10 @@ import (
 
 // webFlags are exporter-toolkit's flags, bound through kong.
 type webFlags struct {
-	ListenAddresses []string `name:"web.listen-address" default:":9877" sep:"none" help:"Address to listen on; repeat for several. Default port 9877."`
+	ListenAddresses []string `name:"web.listen-address" default:"${listen_address}" sep:"none" help:"Address to listen on; repeat for several. Default port ${port}."`
 	SystemdSocket   bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of port listeners (Linux only)."`
 	ConfigFile      string   `name:"web.config.file" default:"" help:"Path to an exporter-toolkit web config file that enables TLS and basic auth."`
-	WriteAllow      []string `name:"web.write-allow" default:"127.0.0.0/8,::1/128" placeholder:"CIDR" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
+	WriteAllow      []string `name:"web.write-allow" default:"${write_allow}" placeholder:"CIDR" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
 }
 
 // jsonWritePaths are the endpoints whose bodies must be application/json:
@@ -211,9 +211,12 @@ func shutdownContext(g *Globals) (context.Context, func()) {
 type commandServer struct {
 	listeners []net.Listener
 	reg       *prometheus.Registry
-	mux       *http.ServeMux
-	handler   http.Handler // mux behind the write guard
-	ready     readiness
+	// writeErrors is the one lavender_runlog_write_errors_total; each
+	// package that writes to the logs dir gets its series.
+	writeErrors *prometheus.CounterVec
+	mux         *http.ServeMux
+	handler     http.Handler // mux behind the write guard
+	ready       readiness
 }
 
 func newCommandServer(f *webFlags, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
@@ -227,6 +230,7 @@ func newCommandServer(f *webFlags, logger *slog.Logger, onListen func([]net.Addr
 		return nil, err
 	}
 	s := &commandServer{listeners: listeners, reg: newRegistry(), mux: mux, handler: handler}
+	s.writeErrors = newWriteErrors(s.reg)
 	s.mux.Handle("/metrics", metricsHandler(s.reg, logger))
 	addLifecycle(s.mux, &s.ready)
 	return s, nil
