@@ -91,12 +91,7 @@ type BridgeCmd struct {
 }
 
 func (c *BridgeCmd) Run(g *Globals) error {
-	if err := c.runtimeFlags.apply(g.Logger); err != nil {
-		return err
-	}
-	ctx, stop := shutdownContext(g)
-	defer stop()
-	return c.serve(ctx, g, nil)
+	return serveUntilSignal(g, c.runtimeFlags, func(ctx context.Context) error { return c.serve(ctx, g, nil) })
 }
 
 // serve runs the bridge until ctx ends; tests pass their own context and

@@ -40,12 +40,7 @@ func (f *procfsFlags) validate() error {
 }
 
 func (c *ExporterCmd) Run(g *Globals) error {
-	if err := c.runtimeFlags.apply(g.Logger); err != nil {
-		return err
-	}
-	ctx, stop := shutdownContext(g)
-	defer stop()
-	return c.serve(ctx, g, nil)
+	return serveUntilSignal(g, c.runtimeFlags, func(ctx context.Context) error { return c.serve(ctx, g, nil) })
 }
 
 // serve runs the exporter until ctx ends; tests call it with their own

@@ -180,6 +180,18 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
+// serveUntilSignal is the one start-up path of the serving commands
+// (serve, exporter, bridge): the Go runtime settings, then serve until the
+// first SIGINT or SIGTERM.
+func serveUntilSignal(g *Globals, rt runtimeFlags, serve func(context.Context) error) error {
+	if err := rt.apply(g.Logger); err != nil {
+		return err
+	}
+	ctx, stop := shutdownContext(g)
+	defer stop()
+	return serve(ctx)
+}
+
 // shutdownContext ends at the first SIGINT or SIGTERM, so a serving command
 // shuts down gracefully; a second signal exits at once.
 func shutdownContext(g *Globals) (context.Context, func()) {
