@@ -12,6 +12,17 @@
 // sorts last. Titles carry their zone's offset and entries are stamped in
 // it. Nothing in the logs dir is opened unless it is a regular file (a
 // directory for the dir itself), and nothing is read past a bound.
+//
+// Besides run logs, the package holds the few helpers its own files need
+// and other writers of the logs dir share, so that every file there obeys
+// the same rules: WriteFileAtomic (the exporter saves its phase table
+// beside the run log with it), ReadRegularFile and MoveAside (files.go),
+// and Truncate, which bounds every line of a run log; the bridge clips its
+// push texts with it because each push becomes a BARK line. They stay here
+// rather than in a package of their own because runlog imports nothing of
+// lavender's (see internal/layout). The throttling of failed-write log
+// lines lives in internal/throttle, and the metric that counts them in
+// cmd/lavender, which hands each writer its series.
 package runlog
 
 import (
