@@ -8,8 +8,10 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/runlog"
+	"lavender/statuspage"
 	"lavender/watchdog"
 )
 
@@ -79,7 +81,9 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	c.openRun(exp, g)
 	exp.Register(srv.mux)
 	bridge.Register(srv.mux)
-	c.registerStatusPage(srv, exp, bridge, history)
+	if err := registerStatusPage(srv.mux, exp, c.statusPage(wd, bridge, history)); err != nil {
+		return err
+	}
 
 	err = c.serveWatched(ctx, srv, wd, g, func() {
 		g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
@@ -135,23 +139,24 @@ func (c *ServeCmd) openRun(exp *exporter.Exporter, g *Globals) {
 	}
 }
 
-// registerStatusPage serves the status page with the thresholds in force:
-// the watchdog's when it is on, else the bridge's.
-func (c *ServeCmd) registerStatusPage(srv *commandServer, exp *exporter.Exporter, bridge exporter.StatusSection, history *watchdog.History) {
-	threshold, pressureThreshold := c.BarkThreshold, exporter.DefaultPressureThreshold
+// statusPage is what serve's status page shows beyond the exporter: the
+// watchdog's history and rule states, the bridge's status, and the
+// thresholds in force (the watchdog's when it is on, else the bridge's).
+func (c *ServeCmd) statusPage(wd *watchdog.Watchdog, bridge *barkbridge.Bridge, history *watchdog.History) statuspage.Config {
+	threshold, pressureThreshold := c.BarkThreshold, watchdog.DefaultPressureThreshold
 	if c.enabled() {
 		threshold = c.WatchdogThreshold
 		if c.WatchdogPressureThreshold > 0 {
 			pressureThreshold = c.WatchdogPressureThreshold
 		}
 	}
-	exporter.NewStatusPage(exp, exporter.StatusConfig{
-		History:           pageHistory{history},
+	return statuspage.Config{
+		History:           history,
+		Rules:             wd.State,
+		Bark:              bridge.Status,
 		Threshold:         threshold,
 		PressureThreshold: pressureThreshold,
-		Sections:          []exporter.StatusSection{bridge},
-		Links:             []string{"/metrics", exporter.PhasesPath},
-	}).Register(srv.mux)
+	}
 }
 
 // serveWatched serves HTTP and runs the watchdog until ctx ends. The first

@@ -25,6 +25,9 @@ var mayUse = map[string][]string{
 	"heartbeat":  {"phaseapi"},
 	"exporter":   {"runlog", "phaseapi", "internal/throttle"},
 	"barkbridge": {"runlog", "watchdog", "internal/throttle"},
+	// The status page reads the others' plain data and renders it; it
+	// alone holds HTML. Nothing but cmd may use it (see below).
+	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -43,6 +46,13 @@ var mayUse = map[string][]string{
 	// Keeps a repeating failure's log lines to one per interval; the
 	// exporter and the bridge use it for failed writes to the logs dir.
 	"internal/throttle": {},
+}
+
+// usedOnlyBy lists packages that only the named packages may use, whatever
+// their own entries in mayUse allow: the status page is wired by cmd and by
+// nothing else, so no product package grows HTML through it.
+var usedOnlyBy = map[string][]string{
+	"statuspage": {"cmd/lavender"},
 }
 
 type listed struct {
@@ -64,6 +74,12 @@ func TestPackagesKeepTheirLayer(t *testing.T) {
 		}
 		seen++
 		name := strings.TrimPrefix(p.ImportPath, module+"/")
+		for _, dep := range p.Deps {
+			d := strings.TrimPrefix(dep, module+"/")
+			if users, ok := usedOnlyBy[d]; ok && d != dep && !slices.Contains(users, name) {
+				t.Errorf("%s depends on %s, which only %v may use", name, d, users)
+			}
+		}
 		allowed, known := mayUse[name]
 		if !known {
 			t.Errorf("package %s is not in the layer table: add it to mayUse with what it may use", name)
