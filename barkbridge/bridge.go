@@ -24,11 +24,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
 
+	"lavender/internal/throttle"
 	"lavender/runlog"
 )
 
 // Defaults for the zero values of Config.
 const (
+	DefaultConfigDir     = "."
 	DefaultTimeout       = 5 * time.Second
 	DefaultThreshold     = 0.5
 	DefaultSwapAlertname = "SwapUsageHigh"
@@ -58,6 +60,10 @@ type Config struct {
 	// Runlog locates the run logs; BARK lines go to whichever run is
 	// current when they are written (runlog.AppendCurrent).
 	Runlog runlog.Options
+	// WriteErrors counts BARK lines the run log refused. cmd/lavender
+	// passes the bridge's series of lavender_runlog_write_errors_total;
+	// default a counter nobody exports.
+	WriteErrors prometheus.Counter
 
 	// HTTPClient sends the pushes; tests inject one. Default: a client that
 	// honours the proxy environment, with deadlines from Timeout.
@@ -68,7 +74,7 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	if c.ConfigDir == "" {
-		c.ConfigDir = "."
+		c.ConfigDir = DefaultConfigDir
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -106,8 +112,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxParallel <= 0 {
 		c.MaxParallel = DefaultMaxParallel
 	}
-	if c.Runlog.MaxBytes != 0 && c.Runlog.MaxBytes < runlog.MinMaxBytes {
-		return c, fmt.Errorf("barkbridge: run log max bytes %d is below the minimum of %d", c.Runlog.MaxBytes, runlog.MinMaxBytes)
+	if c.WriteErrors == nil {
+		c.WriteErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported_write_errors_total"})
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = defaultClient()
@@ -131,7 +137,7 @@ type Bridge struct {
 	metrics   *metrics
 	dedup     *dedup
 	userAgent string
-	logErrors runlog.ErrorReporter
+	logErrors throttle.Reporter
 	history   *pushHistory // what the status page shows
 
 	mu      sync.RWMutex
@@ -520,7 +526,7 @@ func (b *Bridge) record(d *delivery) {
 	if err := runlog.AppendCurrent(b.cfg.Runlog, runlogLine(subject(d.subject), d.ok, d.failed)); err != nil {
 		// The push went out; only its record is lost. Counted always,
 		// logged once a minute at most: a full disk fails every append.
-		b.metrics.runlogErrors.Inc()
+		b.cfg.WriteErrors.Inc()
 		if logIt, suppressed := b.logErrors.Report(); logIt {
 			b.logger.Warn("[bark] run log append failed; pushes go on", "err", err, "suppressed_since_last_report", suppressed)
 		}

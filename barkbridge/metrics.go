@@ -4,8 +4,6 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"lavender/runlog"
 )
 
 // Label values of lavender_webhook_alerts_total's action.
@@ -24,7 +22,6 @@ type metrics struct {
 	targets      prometheus.Gauge
 	reloadOK     prometheus.Gauge
 	reloadTime   prometheus.Gauge
-	runlogErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -58,11 +55,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "lavender_bark_config_last_reload_success_timestamp_seconds",
 			Help: "Time of the last successful load of the Bark targets.",
 		}),
-		runlogErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name:        runlog.WriteErrorsMetric,
-			Help:        runlog.WriteErrorsHelp,
-			ConstLabels: prometheus.Labels{"writer": "bark"},
-		}),
 	}
 	for _, code := range []string{"200", "400", "405", "413", "503"} {
 		m.requests.WithLabelValues(code)
@@ -76,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.pushes, m.pushDuration, m.requests, m.alerts, m.targets, m.reloadOK, m.reloadTime, m.runlogErrors} {
+	for _, c := range []prometheus.Collector{m.pushes, m.pushDuration, m.requests, m.alerts, m.targets, m.reloadOK, m.reloadTime} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {

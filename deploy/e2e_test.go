@@ -414,7 +414,7 @@ func (c *e2eChain) checkAlive() {
 	c.t.Helper()
 	for _, p := range c.procs {
 		if p.Exited() {
-			c.t.Fatalf("%s exited: %v (its output follows)", p, p.Wait(0))
+			c.t.Fatalf("%s exited: %v (its output follows)", p, p.Wait(time.Second)) // it has exited: Wait returns at once
 		}
 	}
 }

@@ -19,26 +19,26 @@ import (
 
 // barkDirFlags locate the Bark targets; every Bark command has them.
 type barkDirFlags struct {
-	BarkConfigDir string `name:"bark.config-dir" default:"." type:"path" help:"Directory whose *.bark.env files hold the Bark URL templates, one a line, $0 where the message goes."`
+	BarkConfigDir string `name:"bark.config-dir" default:"${bark_config_dir}" type:"path" help:"Directory whose *.bark.env files hold the Bark URL templates, one a line, $0 where the message goes."`
 }
 
 // barkTargetFlags locate and time the Bark targets, for commands that push.
 type barkTargetFlags struct {
 	barkDirFlags
-	BarkTimeout time.Duration `name:"bark.timeout" default:"5s" help:"Timeout of each Bark push; also bounds a webhook's answer."`
+	BarkTimeout time.Duration `name:"bark.timeout" default:"${bark_timeout}" help:"Timeout of each Bark push; also bounds a webhook's answer."`
 }
 
 // barkFlags are the bridge's flags. lavender serve embeds them too, so the
 // webhook behaves the same under either command.
 type barkFlags struct {
 	barkTargetFlags
-	BarkPrefix        string        `name:"bark.prefix" default:"[lavender-2]" help:"Text that starts every push."`
-	BarkThreshold     float64       `name:"bark.threshold" default:"0.5" help:"Swap used ratio (0-1] at or above which the swap alert pushes."`
-	BarkSwapAlertname string        `name:"bark.swap-alertname" default:"SwapUsageHigh" help:"Alert name of the swap alert."`
+	BarkPrefix        string        `name:"bark.prefix" default:"${bark_prefix}" help:"Text that starts every push."`
+	BarkThreshold     float64       `name:"bark.threshold" default:"${bark_threshold}" help:"Swap used ratio (0-1] at or above which the swap alert pushes."`
+	BarkSwapAlertname string        `name:"bark.swap-alertname" default:"${bark_swap_alertname}" help:"Alert name of the swap alert."`
 	BarkOnlySwap      bool          `name:"bark.only-swap" help:"Push the swap alert only, not other alerts."`
 	BarkSendResolved  bool          `name:"bark.send-resolved" help:"Push resolved alerts too."`
-	BarkDedupWindow   time.Duration `name:"bark.dedup-window" default:"1h" help:"How long a push a target accepted is remembered, so Alertmanager's retries and HA copies do not repeat it."`
-	WebhookMaxBytes   int64         `name:"webhook.max-bytes" default:"1048576" help:"Largest webhook body accepted; larger ones get 413."`
+	BarkDedupWindow   time.Duration `name:"bark.dedup-window" default:"${bark_dedup_window}" help:"How long a push a target accepted is remembered, so Alertmanager's retries and HA copies do not repeat it."`
+	WebhookMaxBytes   int64         `name:"webhook.max-bytes" default:"${webhook_max_bytes}" help:"Largest webhook body accepted; larger ones get 413."`
 }
 
 // webhookMargin is what a webhook's answer may take beyond the Bark
@@ -91,12 +91,7 @@ type BridgeCmd struct {
 }
 
 func (c *BridgeCmd) Run(g *Globals) error {
-	if err := c.runtimeFlags.apply(g.Logger); err != nil {
-		return err
-	}
-	ctx, stop := shutdownContext(g)
-	defer stop()
-	return c.serve(ctx, g, nil)
+	return serveUntilSignal(g, c.runtimeFlags, func(ctx context.Context) error { return c.serve(ctx, g, nil) })
 }
 
 // serve runs the bridge until ctx ends; tests pass their own context and
@@ -113,11 +108,10 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 		return err
 	}
 	defer srv.close()
-	bridge, err := barkbridge.New(c.barkConfig(c.logged(g)), g.Logger, srv.reg)
+	bridge, stopReload, err := openBridge(&c.barkFlags, c.runlogFlags, g, srv)
 	if err != nil {
 		return err
 	}
-	stopReload := reloadOnSIGHUP(bridge, g.Logger)
 	defer stopReload()
 	bridge.Register(srv.mux)
 	if err := addLanding(srv.mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
@@ -129,6 +123,18 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 	// In-flight webhooks wait on Bark for at most the timeout: let them
 	// finish so a push Bark accepted is answered 200, not retried.
 	return srv.serve(ctx, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
+}
+
+// openBridge builds the bridge for bridge and serve, reloading its targets
+// on SIGHUP until stopReload is called.
+func openBridge(f *barkFlags, r runlogFlags, g *Globals, srv *commandServer) (b *barkbridge.Bridge, stopReload func(), err error) {
+	cfg := f.barkConfig(r.logged(g))
+	cfg.WriteErrors = srv.writeErrors.WithLabelValues("bark")
+	b, err = barkbridge.New(cfg, g.Logger, srv.reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, reloadOnSIGHUP(b, g.Logger), nil
 }
 
 // reloadOnSIGHUP re-reads the Bark targets on every SIGHUP until the

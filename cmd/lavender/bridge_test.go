@@ -20,7 +20,7 @@ import (
 func parseCLI(t *testing.T, args ...string) *CLI {
 	t.Helper()
 	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("lavender"), kong.DefaultEnvars("LAVENDER"), watchdogVars,
+	parser, err := kong.New(&cli, kong.Name("lavender"), kong.DefaultEnvars("LAVENDER"), flagVars(),
 		kong.Exit(func(code int) { t.Fatalf("kong exit %d", code) }))
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -12,32 +11,6 @@ import (
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
-
-func TestHTTPServerTimeouts(t *testing.T) {
-	srv := newHTTPServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
-	for name, d := range map[string]time.Duration{
-		"ReadHeaderTimeout": srv.ReadHeaderTimeout,
-		"ReadTimeout":       srv.ReadTimeout,
-		"WriteTimeout":      srv.WriteTimeout,
-		"IdleTimeout":       srv.IdleTimeout,
-	} {
-		if d <= 0 {
-			t.Errorf("%s is %v: a slow or idle client could hold a connection forever", name, d)
-		}
-	}
-	if srv.ReadHeaderTimeout > srv.ReadTimeout {
-		t.Errorf("ReadHeaderTimeout %v exceeds ReadTimeout %v", srv.ReadHeaderTimeout, srv.ReadTimeout)
-	}
-	// A webhook waits on Bark for up to --bark.timeout (default 5s) plus the
-	// margin; the answer must fit in the write timeout, or Alertmanager sees
-	// a reset instead of a 200 for a push that went out.
-	if min := 5*time.Second + webhookMargin; srv.WriteTimeout < min {
-		t.Errorf("WriteTimeout %v is under the default Bark timeout plus margin, %v", srv.WriteTimeout, min)
-	}
-	if srv.ErrorLog == nil {
-		t.Error("no ErrorLog: the server's own errors (TLS handshakes, panics) would go to stderr unformatted")
-	}
-}
 
 // TestBodyLimitsEveryPOST: every endpoint that takes a POST refuses a body
 // over its limit with 413, whether the length is declared or chunked, and

@@ -103,20 +103,19 @@ type Globals struct {
 
 // runlogDirFlags locate the run logs; every command that touches them has it.
 type runlogDirFlags struct {
-	Dir string `name:"runlog.dir" default:"logs" help:"Directory of the per-run logs." type:"path"`
+	Dir string `name:"runlog.dir" default:"${runlog_dir}" help:"Directory of the per-run logs." type:"path"`
 }
 
 // runlogFlags are for the commands that write run logs.
 type runlogFlags struct {
 	runlogDirFlags
-	MaxBytes int `name:"runlog.max-bytes" default:"1024" help:"Hard cap on a run log's size in bytes (at least 256)."`
+	MaxBytes int `name:"runlog.max-bytes" default:"${runlog_max_bytes}" help:"Hard cap on a run log's size in bytes (at least ${runlog_min_bytes})."`
 }
 
-// validateRunlog names the flag, where runlog's own check would name the
-// package.
+// validateRunlog is runlog's own check, naming the flag.
 func (f runlogFlags) validateRunlog() error {
-	if f.MaxBytes < runlog.MinMaxBytes {
-		return fmt.Errorf("--runlog.max-bytes must be at least %d, not %d", runlog.MinMaxBytes, f.MaxBytes)
+	if err := runlog.CheckMaxBytes(f.MaxBytes); err != nil {
+		return fmt.Errorf("--runlog.max-bytes %w", err)
 	}
 	return nil
 }
@@ -165,7 +164,7 @@ func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
 		kong.Writers(stdout, stderr),
 		kong.Exit(exit),
 		kong.Vars{"version": versionText()},
-		watchdogVars,
+		flagVars(),
 	)
 	if err != nil {
 		return err

@@ -67,7 +67,7 @@ func TestSIGHUPDuringStart(t *testing.T) {
 		done, ready, sent := false, false, 0
 		for !done && time.Now().Before(deadline) {
 			if serve.Exited() {
-				waitErr, done = serve.Wait(0), true
+				waitErr, done = serve.Wait(time.Second), true // it has exited: Wait returns at once
 				continue
 			}
 			if initLinesAfter(stderr.String(), "os/signal") < 0 {

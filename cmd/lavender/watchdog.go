@@ -38,8 +38,11 @@ var watchdogVars = kong.Vars{
 }
 
 // flagDuration writes a default as a person would type it: "10m", not
-// time.Duration's "10m0s".
+// time.Duration's "10m0s", and "60s" rather than "1m" under two minutes.
 func flagDuration(d time.Duration) string {
+	if d < 2*time.Minute && d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
