@@ -33,7 +33,7 @@
 #   PRESSURE_SWAP_DIR=/var/tmp  where the swap file goes (a disk filesystem:
 #                         swapon refuses tmpfs and overlayfs)
 #   PRESSURE_LAVENDER_ARGS=  extra arguments for the thrash's lavender serve,
-#                         e.g. --runtime.mlock
+#                         e.g. --runtime.gomaxprocs=2
 #
 # Every server binds 127.0.0.1 on a free port; lavbench (bench/cmd/lavbench)
 # starts and kills the children, and the trap below kills whatever is left.

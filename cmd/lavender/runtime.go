@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-
-	"golang.org/x/sys/unix"
 )
 
 // runtimeFlags are the Go runtime settings of the long-running commands.
@@ -29,9 +27,6 @@ import (
 type runtimeFlags struct {
 	GoMaxProcs int  `name:"runtime.gomaxprocs" default:"1" env:"LAVENDER_RUNTIME_GOMAXPROCS,GOMAXPROCS" help:"Number of CPUs Go may run lavender's code on at once (GOMAXPROCS); 0 keeps Go's default of one per CPU."`
 	GoGC       *int `name:"runtime.gogc" placeholder:"PERCENT" help:"Garbage collector target percentage (GOGC). Default 75, or GOGC from the environment when set (GOGC=off turns the collector off)."`
-	// Mlock is experimental: issue 16 asks whether locking lavender's
-	// pages (as earlyoom and nohang do) keeps its latency under thrash.
-	Mlock bool `name:"runtime.mlock" help:"Lock all of lavender's memory (mlockall) so that it is never swapped out (experimental)."`
 }
 
 const defaultGOGC = 75
@@ -41,7 +36,6 @@ const defaultGOGC = 75
 var (
 	setGOMAXPROCS = runtime.GOMAXPROCS
 	setGCPercent  = debug.SetGCPercent
-	mlockall      = func() error { return unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE) }
 )
 
 func (f runtimeFlags) apply(logger *slog.Logger) error {
@@ -61,12 +55,6 @@ func (f runtimeFlags) apply(logger *slog.Logger) error {
 		// The runtime read it at start.
 	default:
 		setGCPercent(defaultGOGC)
-	}
-	if f.Mlock {
-		// Not fatal: a watchdog that runs unlocked beats none.
-		if err := mlockall(); err != nil {
-			logger.Error("cannot lock lavender's memory; running without --runtime.mlock", "err", fmt.Errorf("mlockall: %w", err))
-		}
 	}
 	gogc := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(gogc)

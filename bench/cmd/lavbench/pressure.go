@@ -46,7 +46,7 @@ func runPressure(ctx context.Context, args []string) error {
 	seconds := fs.Int("seconds", 150, "longest the thrash may last (at most 180)")
 	scrapeEvery := fs.Duration("scrape-every", 250*time.Millisecond, "pause between scrapes of each exporter")
 	threshold := fs.Float64("pressure-threshold", watchdog.DefaultPressureThreshold, "PSI some avg10 (0-1) whose crossing is timed")
-	lavenderArgs := fs.String("lavender-args", "", "extra arguments for lavender serve, split at spaces (e.g. \"--runtime.mlock\")")
+	lavenderArgs := fs.String("lavender-args", "", "extra arguments for lavender serve, split at spaces (e.g. \"--runtime.gomaxprocs=2\"), to compare variants under the same thrash")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
