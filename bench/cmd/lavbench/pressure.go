@@ -324,8 +324,8 @@ func printScrapeCauses(scrapes map[string]*scrapeLog) {
 }
 
 // printProcTable shows each program's memory before the hog started and
-// when the thrash ended (VmLck is what --runtime.mlock locked; it counts
-// against the cgroup's limit and is never swapped), and its faults and
+// when the thrash ended (VmLck: what a variant that calls mlockall locked,
+// all of it charged to the cgroup and never swapped), and its faults and
 // preemptions in between.
 func printProcTable(before, after map[string]procSnapshot) {
 	fmt.Println("| program | VmRSS before → after | VmLck | VmSwap after | major faults | minor faults | on CPU | run-queue wait | preemptions |")
