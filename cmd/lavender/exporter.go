@@ -89,7 +89,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 // openExporter builds the exporter for exporter and serve; close saves the
 // phase table's unsaved heartbeats at shutdown.
 func openExporter(p procfsFlags, r runlogFlags, g *Globals, reg prometheus.Registerer) (exp *exporter.Exporter, close func(), err error) {
-	exp, err = exporter.New(exporter.Config{ProcFS: p.ProcFS, Runlog: r.options()}, g.Logger, reg)
+	exp, err = exporter.New(exporter.Config{ProcFS: p.ProcFS, Runlog: r.options(), Clock: g.Clock}, g.Logger, reg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -77,7 +77,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		defer victims.Close()
 	}
 	history := watchdog.NewHistory(c.HistoryStep)
-	wd, err := c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, bridge, g.Logger, srv.reg)
+	wd, err := c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, bridge, g.Logger, srv.reg, g.Clock)
 	if err != nil {
 		return err
 	}
