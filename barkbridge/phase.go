@@ -16,6 +16,7 @@ import (
 // numbers of seconds and steps.
 const (
 	PhaseFailedAlertname          = "PhaseFailed"
+	PhaseStalledAlertname         = "PhaseStalled"
 	PhaseProgressStalledAlertname = "PhaseProgressStalled"
 
 	annotationPhase          = "phase"
@@ -96,9 +97,9 @@ func watchdogPhaseText(a watchdog.Alert) (text, subj string) {
 	return "phase " + strconv.Quote(phaseName(a.Phase)) + " stalled: " + a.StallKind(), phaseSubject(p)
 }
 
-// phaseFromAnnotations reads PhaseFailed's and PhaseProgressStalled's
-// annotations; ok is false for another alert, or without a phase and a
-// usable whole number of seconds (and, for the stall, of steps).
+// phaseFromAnnotations reads the annotations of PhaseFailed, PhaseStalled
+// and PhaseProgressStalled; ok is false for another alert, or without a
+// phase and a usable number of seconds (and, for the step stall, of steps).
 func phaseFromAnnotations(name string, a template.KV) (PhaseFigures, bool) {
 	phase := strings.TrimSpace(a[annotationPhase])
 	if phase == "" {
@@ -108,6 +109,9 @@ func phaseFromAnnotations(name string, a template.KV) (PhaseFigures, bool) {
 	case PhaseFailedAlertname:
 		d, ok := parseSeconds(a[annotationPhaseDuration])
 		return PhaseFigures{Event: watchdog.PhaseRuleFailed, Phase: phase, Duration: d}, ok
+	case PhaseStalledAlertname:
+		d, ok := parseSeconds(a[annotationStalledSeconds])
+		return PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: phase, Duration: d}, ok
 	case PhaseProgressStalledAlertname:
 		d, ok := parseSeconds(a[annotationStalledSeconds])
 		step, sok := parseCount(a[annotationStep])

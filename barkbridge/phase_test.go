@@ -126,7 +126,7 @@ func TestPhaseLineKeepsItsTail(t *testing.T) {
 	}
 }
 
-// TestWebhookPhaseAlerts: PhaseFailed and PhaseProgressStalled reach the
+// TestWebhookPhaseAlerts: PhaseFailed, PhaseStalled and PhaseProgressStalled reach the
 // phone in the watchdog's words, through the webhook, with the watchdog's
 // run-log lines; odd annotations fall back to the summary; the resolution
 // of PhaseFailed and OOMKill is skipped even with --bark.send-resolved,
@@ -143,6 +143,12 @@ func TestWebhookPhaseAlerts(t *testing.T) {
 		{"firing_phase_failed.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{`[lavender-2] phase "Pretrain 1/3" failed after 4h12m`},
 			[]string{"BARK failed Pretrain 1/3 sent ok=1 fail=0"}},
+		{"firing_phase_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`},
+			[]string{"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
+		{"non_swap.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n", // PhaseStalled without its figures
+			[]string{"[lavender-2] PhaseStalled: no heartbeat for 15m in Pretrain 1/3"},
+			[]string{"BARK PhaseStalled sent ok=1 fail=0"}},
 		{"firing_phase_progress_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: step 1200/5000 for 10m`},
 			[]string{"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},

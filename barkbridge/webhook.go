@@ -109,7 +109,7 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 		if o, ok := oomFromAnnotations(a.Annotations); ok {
 			return b.textDelivery(oomSubject(o), oomText(o))
 		}
-	case name == PhaseFailedAlertname, name == PhaseProgressStalledAlertname:
+	case name == PhaseFailedAlertname, name == PhaseStalledAlertname, name == PhaseProgressStalledAlertname:
 		if p, ok := phaseFromAnnotations(name, a.Annotations); ok {
 			return b.textDelivery(phaseSubject(p), phaseText(p))
 		}
