@@ -22,7 +22,7 @@ type watchdogFlags struct {
 	WatchdogThreshold         float64       `name:"watchdog.threshold" default:"${watchdog_threshold}" help:"Swap used ratio (0-1] at or above which the watchdog pushes."`
 	WatchdogPressureThreshold float64       `name:"watchdog.pressure-threshold" default:"${watchdog_pressure_threshold}" help:"Memory pressure (PSI some avg10, a ratio 0-1) at or above which the watchdog pushes; 0 turns the pressure rule off."`
 	WatchdogOOM               bool          `name:"watchdog.oom" default:"true" negatable:"" help:"Push at once when the OOM killer kills a process; --no-watchdog.oom turns it off."`
-	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold; 0 for none."`
+	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold, or a phase stays stalled; 0 for none."`
 	WatchdogHysteresis        float64       `name:"watchdog.hysteresis" default:"${watchdog_hysteresis}" help:"The watchdog re-arms once swap or pressure falls this far below its threshold."`
 	KmsgPath                  string        `name:"path.kmsg" default:"${kmsg_path}" help:"Kernel log to name OOM victims from, where readable (root or CAP_SYSLOG); empty: never name them."`
 
