@@ -65,6 +65,8 @@ func watchdogText(a watchdog.Alert) (text, subj string) {
 			o.VictimName, o.VictimPID = a.Victim.Name, a.Victim.PID
 		}
 		return oomText(o), oomSubject(o)
+	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
+		return watchdogPhaseText(a)
 	}
 	return a.Rule + " " + string(a.Status), a.Rule
 }

@@ -82,6 +82,8 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 	switch {
 	case resolved && !b.cfg.SendResolved, !isSwap && b.cfg.OnlySwap:
 		return nil
+	case resolved && eventAlert(name):
+		return nil // an event's resolution only means the rule's window passed
 	case isSwap:
 		s, ok := swapFromAnnotations(a.Annotations)
 		if ok {
@@ -106,6 +108,10 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 	case name == OOMAlertname:
 		if o, ok := oomFromAnnotations(a.Annotations); ok {
 			return b.textDelivery(oomSubject(o), oomText(o))
+		}
+	case name == PhaseFailedAlertname, name == PhaseStalledAlertname, name == PhaseProgressStalledAlertname:
+		if p, ok := phaseFromAnnotations(name, a.Annotations); ok {
+			return b.textDelivery(phaseSubject(p), phaseText(p))
 		}
 	}
 	switch {

@@ -109,7 +109,7 @@ func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, g 
 		}
 	}
 	history = watchdog.NewHistory(c.HistoryStep)
-	wd, err = c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, push, g.Logger, srv.reg)
+	wd, err = c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, push, g.Logger, srv.reg, g.Clock)
 	if err != nil {
 		close()
 		return nil, nil, nil, err
@@ -156,6 +156,9 @@ func (c *ServeCmd) statusPage(wd *watchdog.Watchdog, bridge *barkbridge.Bridge, 
 		Bark:              bridge.Status,
 		Threshold:         threshold,
 		PressureThreshold: pressureThreshold,
+		// The page's stalled mark and the stalled push agree: 0 turns
+		// both off.
+		StallAfter: c.PhaseStallAfter,
 	}
 }
 

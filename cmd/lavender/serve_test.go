@@ -84,11 +84,28 @@ func startServe(t *testing.T, procfs *fakeProcfs, args ...string) *serveRig {
 // startServeWith is startServe on any procfs dir and Bark URL template.
 func startServeWith(t *testing.T, procfsDir, barkTemplate string, args ...string) *serveRig {
 	t.Helper()
-	r := &serveRig{t: t, logs: &lockedBuffer{}, logDir: t.TempDir()}
-	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": barkTemplate + "\n"})
+	return startServeOpts(t, serveOpts{procfsDir: procfsDir, barkTemplate: barkTemplate}, args...)
+}
+
+// serveOpts are startServeOpts' settings beyond the flags.
+type serveOpts struct {
+	procfsDir, barkTemplate string
+	logDir                  string           // "": a new temporary dir
+	clock                   func() time.Time // nil: time.Now
+}
+
+// startServeOpts is startServeWith with a run-log dir to resume and a
+// clock of the test's.
+func startServeOpts(t *testing.T, o serveOpts, args ...string) *serveRig {
+	t.Helper()
+	if o.logDir == "" {
+		o.logDir = t.TempDir()
+	}
+	r := &serveRig{t: t, logs: &lockedBuffer{}, logDir: o.logDir}
+	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": o.barkTemplate + "\n"})
 	cli := parseCLI(t, append([]string{"serve", "--web.listen-address=127.0.0.1:0",
-		"--path.procfs=" + procfsDir, "--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
-	g := &Globals{Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Stdout: io.Discard, Stderr: r.logs}
+		"--path.procfs=" + o.procfsDir, "--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
+	g := &Globals{Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Stdout: io.Discard, Stderr: r.logs, Clock: o.clock}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan []net.Addr, 1)
 	ready := make(chan struct{})
