@@ -23,12 +23,12 @@ import (
 // well under 1 KiB.
 const maxResponseBytes = 64 << 10
 
-// EscapeMessage percent-encodes everything but RFC 3986's unreserved
+// escapeMessage percent-encodes everything but RFC 3986's unreserved
 // characters (A-Z a-z 0-9 - . _ ~). Bark routes on the raw path, so a raw
 // "/" would split the push into title and body, and it query-unescapes the
 // segments, so a raw "+" would become a space: neither url.PathEscape nor
 // url.QueryEscape is right on its own.
-func EscapeMessage(msg string) string {
+func escapeMessage(msg string) string {
 	n := 0
 	for i := 0; i < len(msg); i++ {
 		if !unreserved(msg[i]) {
@@ -59,7 +59,7 @@ func unreserved(c byte) bool {
 // url builds the request URL for msg. The result holds the device key: it
 // goes to the HTTP client and nowhere else.
 func (t Target) url(msg string) string {
-	return strings.ReplaceAll(t.tmpl, Placeholder, EscapeMessage(msg))
+	return strings.ReplaceAll(t.tmpl, Placeholder, escapeMessage(msg))
 }
 
 // PushError is a failed push, reduced to a short class such as "timeout"

@@ -28,8 +28,8 @@ func TestEscapeMessage(t *testing.T) {
 		{"(16.3/32.0 GB)", "%2816.3%2F32.0%20GB%29"},
 	}
 	for _, tt := range tests {
-		if got := EscapeMessage(tt.in); got != tt.want {
-			t.Errorf("EscapeMessage(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := escapeMessage(tt.in); got != tt.want {
+			t.Errorf("escapeMessage(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

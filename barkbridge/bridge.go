@@ -171,9 +171,6 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, e
 	return b, nil
 }
 
-// Config returns the configuration in effect, defaults filled in.
-func (b *Bridge) Config() Config { return b.cfg }
-
 // Reload re-reads the *.bark.env files. On error the targets in use are
 // kept, as Prometheus keeps its config after a bad reload.
 func (b *Bridge) Reload() error { return b.load(false) }
@@ -265,7 +262,7 @@ func (b *Bridge) swapDelivery(s SwapFigures, resolved bool) *delivery {
 	if resolved {
 		return &delivery{subject: "resolved " + swapSubject(s), message: formatSwapResolved(b.cfg.Prefix, s)}
 	}
-	return &delivery{subject: swapSubject(s), message: FormatSwap(b.cfg.Prefix, s)}
+	return &delivery{subject: swapSubject(s), message: formatSwap(b.cfg.Prefix, s)}
 }
 
 // retryable reports whether a target failed in a way that may pass.

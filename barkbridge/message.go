@@ -42,13 +42,13 @@ type SwapFigures struct {
 	UsedBytes, TotalBytes uint64
 }
 
-// FormatSwap is the one swap message, shared by the webhook and the
+// formatSwap is the one swap message, shared by the webhook and the
 // watchdog: "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening".
-func FormatSwap(prefix string, s SwapFigures) string {
+func formatSwap(prefix string, s SwapFigures) string {
 	return clipMessage(withPrefix(prefix, swapText(s)+" — consider intervening"))
 }
 
-// formatSwapResolved is FormatSwap's counterpart once the alert resolved.
+// formatSwapResolved is formatSwap's counterpart once the alert resolved.
 func formatSwapResolved(prefix string, s SwapFigures) string {
 	return clipMessage(withPrefix(prefix, "resolved: "+swapText(s)))
 }

@@ -116,7 +116,7 @@ func LoadTargets(dir string) (LoadResult, error) {
 			continue
 		}
 		res.Files = append(res.Files, name)
-		ts, err := ParseTargets(name, data)
+		ts, err := parseTargets(name, data)
 		res.Targets = append(res.Targets, ts...)
 		if err != nil {
 			errs = append(errs, err)
@@ -149,9 +149,9 @@ func readBounded(path string) ([]byte, error) {
 	return data, nil
 }
 
-// ParseTargets parses one file's content; name is used in Target.File and
+// parseTargets parses one file's content; name is used in Target.File and
 // in errors. It returns the good targets even when some lines are bad.
-func ParseTargets(name string, data []byte) ([]Target, error) {
+func parseTargets(name string, data []byte) ([]Target, error) {
 	data = bytes.TrimPrefix(data, []byte("\uFEFF")) // editors on Windows add a BOM
 	var (
 		targets []Target

@@ -33,8 +33,8 @@ type WebhookMessage struct {
 	TruncatedAlerts uint64 `json:"truncatedAlerts"`
 }
 
-// DecodeWebhook parses a webhook body. It accepts version "4" only.
-func DecodeWebhook(body []byte) (*WebhookMessage, error) {
+// decodeWebhook parses a webhook body. It accepts version "4" only.
+func decodeWebhook(body []byte) (*WebhookMessage, error) {
 	var msg WebhookMessage
 	if err := json.Unmarshal(body, &msg); err != nil {
 		return nil, fmt.Errorf("malformed JSON: %w", err)
@@ -243,7 +243,7 @@ func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyByte
 	if int64(len(body)) > b.cfg.MaxBodyBytes {
 		return http.StatusRequestEntityTooLarge, tooBig, bodyBytes
 	}
-	msg, err := DecodeWebhook(body)
+	msg, err := decodeWebhook(body)
 	if err != nil {
 		b.logger.Warn("[bark] webhook rejected", "err", err)
 		return http.StatusBadRequest, err.Error() + "\n", bodyBytes
