@@ -40,7 +40,7 @@ func BenchmarkBarkURL(b *testing.B) {
 	msg := formatSwap(DefaultPrefix, SwapFigures{Ratio: 0.54, UsedBytes: 17501991731, TotalBytes: 34359738368})
 	b.ReportAllocs()
 	for b.Loop() {
-		if u := ts[0].url(msg); len(u) == 0 {
+		if u := fillMessage(ts[0].tmpl, msg); len(u) == 0 {
 			b.Fatal("empty URL")
 		}
 	}

@@ -100,7 +100,7 @@ func FuzzBarkEnv(f *testing.F) {
 			}
 		}
 		for _, tg := range ts {
-			raw := tg.url(msg)
+			raw := fillMessage(tg.tmpl, msg)
 			u, err := url.Parse(raw)
 			if err != nil {
 				t.Fatalf("target %s: built URL does not parse", tg)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"testing"
 	"unicode"
 	"unicode/utf8"
@@ -43,7 +44,7 @@ func TestFormatSwap(t *testing.T) {
 	if got := formatSwap("", SwapFigures{Ratio: 0.54}); got != "swap 54% full — consider intervening" {
 		t.Errorf("no prefix: %q", got)
 	}
-	if got := formatSwapResolved("[box]", SwapFigures{Ratio: 0.31, UsedBytes: giBytes(9.9), TotalBytes: 32 * bytesPerGiB}); got != "[box] resolved: swap 31% full (9.9/32.0 GB)" {
+	if got := formatSwapResolved("[box]", SwapFigures{Ratio: 0.31, UsedBytes: giBytes(9.9), TotalBytes: 32 * bytesPerGiB}, 42*time.Minute); got != "[box] resolved: swap 31% full (9.9/32.0 GB) after 42m" {
 		t.Errorf("resolved: %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"lavender/runlog"
+	"lavender/watchdog"
 )
 
 // webhookVersion is the only payload version Alertmanager has sent so far.
@@ -63,22 +65,65 @@ func (b *Bridge) plan(msg *WebhookMessage) []planned {
 		} else {
 			p.delivery = b.planAlert(a)
 		}
-		if p.delivery != nil {
-			p.delivery.key = &alertKey{fingerprint: fingerprint(a), startsAt: a.StartsAt.UnixNano(), status: a.Status}
+		if d := p.delivery; d != nil {
+			fp := fingerprint(a)
+			d.key = &alertKey{fingerprint: fp, startsAt: a.StartsAt.UnixNano(), status: a.Status}
+			b.addIncident(d, incidentID(fp, a.StartsAt), hostOf(a.Labels["instance"]), a.Status == "resolved")
+			d.stormName = alertName(a)
 		}
 		out = append(out, p)
 	}
 	return out
 }
 
-func (b *Bridge) planAlert(a template.Alert) *delivery {
-	name := strings.TrimSpace(a.Labels[model.AlertNameLabel])
-	if name == "" {
-		name = "unnamed alert"
+// addIncident gives a push the Bark parameters of its incident: the id
+// that makes a reminder or the resolution replace the earlier notification
+// (or, with DeleteOnResolve, delete it), the group of the host it is
+// about, and the status page to open.
+func (b *Bridge) addIncident(d *delivery, id, group string, resolved bool) {
+	d.id, d.group = id, group
+	if b.cfg.ExternalURL != "" {
+		d.openURL = b.cfg.ExternalURL
 	}
+	d.delete = resolved && b.cfg.DeleteOnResolve
+}
+
+// hostOf is the host of an instance label ("gpu-3:9100" → "gpu-3"): a user
+// mutes a host, not one of its exporters' ports.
+func hostOf(instance string) string {
+	instance = strings.TrimSpace(instance)
+	if host, _, err := net.SplitHostPort(instance); err == nil {
+		return host
+	}
+	return instance
+}
+
+func alertName(a template.Alert) string {
+	if name := strings.TrimSpace(a.Labels[model.AlertNameLabel]); name != "" {
+		return name
+	}
+	return "unnamed alert"
+}
+
+// after is " after 42m", how long an incident lasted, or "" when that is
+// unknown (no end, or an end before the start).
+func after(lasted time.Duration) string {
+	if lasted <= 0 {
+		return ""
+	}
+	return " after " + watchdog.HumanDuration(lasted)
+}
+
+func (b *Bridge) planAlert(a template.Alert) *delivery {
+	name := alertName(a)
 	summary := strings.TrimSpace(a.Annotations[annotationSumm])
 	isSwap := name == b.cfg.SwapAlertname
 	resolved := a.Status == "resolved"
+	var lastedFor time.Duration // 0: unknown
+	if resolved && !a.EndsAt.IsZero() && !a.StartsAt.IsZero() {
+		lastedFor = a.EndsAt.Sub(a.StartsAt)
+	}
+	lasted := after(lastedFor)
 	switch {
 	case resolved && !b.cfg.SendResolved, !isSwap && b.cfg.OnlySwap:
 		return nil
@@ -88,17 +133,17 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 			if !resolved && s.Ratio < b.cfg.Threshold {
 				return nil
 			}
-			return b.swapDelivery(s, resolved)
+			return b.swapDelivery(s, resolved, lastedFor)
 		}
 		if resolved {
-			return b.textDelivery("resolved "+name, "resolved: "+name)
+			return b.textDelivery("resolved "+name, "resolved: "+name+lasted)
 		}
 		if summary != "" {
 			return b.textDelivery(name, summary)
 		}
 		return b.textDelivery(name, name)
 	case resolved:
-		return b.textDelivery("resolved "+name, "resolved: "+name)
+		return b.textDelivery("resolved "+name, "resolved: "+name+lasted)
 	case name == PressureAlertname:
 		if p, ok := pressureFromAnnotations(a.Annotations); ok {
 			return b.textDelivery(pressureSubject(p), pressureText(p))
@@ -117,7 +162,7 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 }
 
 func (b *Bridge) textDelivery(subj, text string) *delivery {
-	return &delivery{subject: subj, message: clipMessage(withPrefix(b.cfg.Prefix, text))}
+	return &delivery{subject: subj, push: push{message: clipMessage(withPrefix(b.cfg.Prefix, text))}}
 }
 
 // fingerprint is Alertmanager's, or one computed the same way from the
@@ -273,6 +318,7 @@ func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyByte
 	var (
 		retry                        bool
 		pushed, failed, skipped, dup int
+		held                         int
 		failures                     []string // the first maxAnswerLines
 		moreFailures                 int
 		recorded                     int
@@ -319,6 +365,8 @@ func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyByte
 			failed++
 		case ActionDuplicate:
 			dup++
+		case ActionHeld:
+			held++
 		default:
 			skipped++
 		}
@@ -365,7 +413,11 @@ func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyByte
 	if retry {
 		status = http.StatusServiceUnavailable
 	}
-	fmt.Fprintf(&answer, "alerts=%d pushed=%d failed=%d skipped=%d duplicate=%d\n", len(plans), pushed, failed, skipped, dup)
+	fmt.Fprintf(&answer, "alerts=%d pushed=%d failed=%d skipped=%d duplicate=%d", len(plans), pushed, failed, skipped, dup)
+	if held > 0 {
+		fmt.Fprintf(&answer, " held=%d", held)
+	}
+	answer.WriteString("\n")
 	if noTargets {
 		answer.WriteString(errNoTargets.Error() + "\n")
 	}
