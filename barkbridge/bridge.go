@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,7 +66,7 @@ type Config struct {
 	// tapped notification opens it. Empty: pushes carry no url.
 	ExternalURL string
 	// Hostname is the watchdog's host: its pushes' group and part of their
-	// ids. Default: os.Hostname.
+	// ids. The commands pass os.Hostname; "" leaves the group out.
 	Hostname string
 
 	// Runlog locates the run logs; BARK lines go to whichever run is
@@ -143,9 +142,6 @@ func (c Config) withDefaults() (Config, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return c, fmt.Errorf("barkbridge: external URL %q is not an absolute http(s) URL", runlog.Truncate(c.ExternalURL, 100))
 		}
-	}
-	if c.Hostname == "" {
-		c.Hostname, _ = os.Hostname()
 	}
 	return c, nil
 }

@@ -69,6 +69,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	}
 	stopReload := reloadOnSIGHUP(bridge, g.Logger)
 	defer stopReload()
+	stopStorm := runBridge(ctx, bridge)
+	defer stopStorm()
 
 	// One sampler feeds the status page's history and, when on, the
 	// watchdog's rules, so the page costs no reads of its own.

@@ -11,6 +11,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/watchdog"
 )
@@ -35,6 +36,7 @@ var watchdogVars = kong.Vars{
 	"watchdog_repeat":             flagDuration(watchdog.DefaultRepeat),
 	"watchdog_hysteresis":         fmt.Sprint(watchdog.DefaultHysteresis),
 	"kmsg_path":                   exporter.DefaultKmsgPath,
+	"bark_max_per_minute":         fmt.Sprint(barkbridge.DefaultMaxPerMinute),
 }
 
 // flagDuration writes a default as a person would type it: "10m", not
