@@ -160,9 +160,12 @@ type Bridge struct {
 
 	// loadMu serialises loads, so that a SIGHUP and a POST /-/reload at
 	// once cannot leave the older load's targets and series in place.
-	loadMu  sync.Mutex
-	mu      sync.RWMutex
-	targets []Target
+	loadMu sync.Mutex
+	// afterRead, when a test sets it, runs between reading the files and
+	// storing what was read: where an unserialised load could be overtaken.
+	afterRead func()
+	mu        sync.RWMutex
+	targets   []Target
 }
 
 // New loads the targets and registers the metrics with reg (nil: none). An
@@ -213,6 +216,9 @@ func (b *Bridge) load(initial bool) error {
 	b.loadMu.Lock()
 	defer b.loadMu.Unlock()
 	res, err := LoadTargets(b.cfg.ConfigDir)
+	if b.afterRead != nil {
+		b.afterRead()
+	}
 	for _, w := range res.Warnings {
 		b.logger.Warn("[bark] config file readable by others", "warning", w)
 	}
@@ -288,11 +294,11 @@ func (b *Bridge) SendTest(ctx context.Context) []Result {
 
 // delivery is one message to push to every target, and its outcome.
 type delivery struct {
-	push              // the text and the parameters, the same for every target
-	subject    string // names the push in the run log, e.g. "swap 54%"
-	key        *alertKey
-	stormName  string // the name storm control counts it by; "": not limited
-	only       string // push to this target (file:line) only; "": to all
+	push             // the text and the parameters, the same for every target
+	subject   string // names the push in the run log, e.g. "swap 54%"
+	key       *alertKey
+	stormName string // the name storm control counts it by; "": not limited
+	only      string // push to this target (file:line) only; "": to all
 
 	results   []Result // the targets pushed to, or that failed, in target order
 	ok        int      // pushes made by this call that Bark accepted
