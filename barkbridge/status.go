@@ -1,8 +1,6 @@
 package barkbridge
 
 import (
-	"bytes"
-	"html/template"
 	"sync"
 	"time"
 )
@@ -109,51 +107,6 @@ func (d *delivery) event(source, status, action string, at time.Time) Event {
 	return e
 }
 
-// Status returns the targets' last results and the latest events.
+// Status returns the targets' last results and the latest events: plain
+// data, which the status page renders and serves as JSON.
 func (b *Bridge) Status() BarkStatus { return b.history.snapshot(b.Targets()) }
-
-// StatusName, StatusJSON and StatusHTML make the bridge a section of the
-// exporter's status page without either package importing the other.
-func (b *Bridge) StatusName() string { return "bark" }
-func (b *Bridge) StatusJSON() any    { return b.Status() }
-
-func (b *Bridge) StatusHTML() template.HTML {
-	var buf bytes.Buffer
-	if err := statusSectionTemplate.Execute(&buf, b.Status()); err != nil {
-		return template.HTML("<section class=\"card\"><h2>Bark</h2><p class=\"error\">" +
-			template.HTMLEscapeString(err.Error()) + "</p></section>")
-	}
-	return template.HTML(buf.String()) // produced by html/template: escaped
-}
-
-var statusSectionTemplate = template.Must(template.New("bark").Funcs(template.FuncMap{
-	"clock": func(t time.Time) string { return t.Local().Format("15:04:05") },
-}).Parse(`<section id="bark" class="card">
-  <h2>Bark</h2>
-  {{- if .Targets}}
-  <table>
-    <thead><tr><th>target</th><th>last push</th><th>at</th></tr></thead>
-    <tbody>
-    {{- range .Targets}}
-    <tr><td><code>{{.Target}}</code></td><td>{{if not .Result}}<span class="muted">none yet</span>{{else if eq .Result "ok"}}<span class="badge ok">✓ ok</span>{{else}}<span class="badge failed">✗ {{.Result}}</span>{{end}}</td><td>{{if not .Time.IsZero}}{{clock .Time}}{{end}}</td></tr>
-    {{- end}}
-    </tbody>
-  </table>
-  {{- else}}
-  <p class="error">no Bark targets: add a <code>*.bark.env</code> file and reload</p>
-  {{- end}}
-  <h2 style="margin-top:0.8rem">Last pushes and skipped alerts</h2>
-  {{- if .Events}}
-  <table id="bark-events">
-    <thead><tr><th>at</th><th>what</th><th>result</th></tr></thead>
-    <tbody>
-    {{- range .Events}}
-    <tr class="{{.Action}}"><td>{{clock .Time}}</td><td>{{.Subject}}{{if ne .Status "firing"}} ({{.Status}}){{end}} <span class="muted">{{.Source}}</span></td>
-      <td>{{if or .OK .Failed}}{{if .Failed}}<span class="badge failed">sent ok={{.OK}} fail={{.Failed}}</span>{{else}}<span class="badge ok">sent ok={{.OK}}</span>{{end}}{{else}}<span class="muted">{{.Action}}</span>{{end}}{{range .Failures}}<br><span class="muted">{{.}}</span>{{end}}</td></tr>
-    {{- end}}
-    </tbody>
-  </table>
-  {{- else}}
-  <p class="muted">nothing pushed yet</p>
-  {{- end}}
-</section>`))

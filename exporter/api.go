@@ -44,20 +44,6 @@ func (e *Exporter) Register(mux *http.ServeMux) {
 	mux.Handle(PhasesPath, allow(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
 }
 
-// onlyPath answers 404 for every path but path. A mux pattern ending in a
-// slash ("/" above all) catches every path below it, and without this a
-// typo such as POST /webhooks would get the 405 of the page at "/", which
-// sends the user looking at the method instead of the path.
-func onlyPath(path string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != path {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no such path %s", r.URL.Path))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
 func allow(h http.Handler, methods ...string) http.Handler {
 	allowed := strings.Join(methods, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

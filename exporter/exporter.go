@@ -52,6 +52,9 @@ type Exporter struct {
 	// API's reads: they must not wait behind a heartbeat that holds mu
 	// while the disk is slow to take its log line or fsync its table.
 	view atomic.Pointer[phaseTable]
+	// viewLog is the log of the run in view, published with it, so that
+	// the status page reads the log without waiting on mu either.
+	viewLog atomic.Pointer[runlog.Log]
 
 	mu       sync.Mutex
 	table    phaseTable
@@ -501,4 +504,11 @@ func answerPhase(p Phase, now time.Time) Phase {
 // The caller holds e.mu (or owns e exclusively).
 func (e *Exporter) publishLocked() {
 	e.view.Store(&phaseTable{run: e.table.run, phases: slices.Clone(e.table.phases)})
+	e.viewLog.Store(e.log)
 }
+
+// RunLog returns the log of the run the exporter is on, nil before the
+// first run. It never waits on the phase table's lock, so a reader is not
+// held up by a heartbeat whose log line or table save is slow; the Log is
+// safe for concurrent use.
+func (e *Exporter) RunLog() *runlog.Log { return e.viewLog.Load() }

@@ -205,7 +205,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 			st = nil // re-armed: heartbeats or progress resumed
 		}
 		if st == nil {
-			began, onStep, ok := r.stalled(p, now)
+			began, onStep, ok := Stalled(p, now, r.after)
 			if !ok {
 				continue
 			}
@@ -221,14 +221,20 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 	return out
 }
 
-// stalled reports whether p is stalled at now, since when, and whether on
-// its step. Silence comes first: a phase that sends nothing is stalled on
-// its heartbeat, whatever its step.
-func (r *StallRule) stalled(p PhaseState, now time.Time) (began time.Time, onStep, ok bool) {
-	if now.Sub(p.LastHeartbeat) >= r.after {
+// Stalled reports whether the active phase p is stalled at now after the
+// stall time after, since when, and whether on its step: it sent no
+// heartbeat for after, or it reports steps and kept pinging while its step
+// did not move for after. Silence comes first: a phase that sends nothing
+// is stalled on its heartbeat, whatever its step. The stalled rule and the
+// status page both ask it, so the page marks what the phone is told.
+func Stalled(p PhaseState, now time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
+	if p.Status != PhaseActive || after <= 0 {
+		return time.Time{}, false, false
+	}
+	if now.Sub(p.LastHeartbeat) >= after {
 		return p.LastHeartbeat, false, true
 	}
-	if p.HasStep && p.LastHeartbeat.After(p.ProgressAt) && now.Sub(p.ProgressAt) >= r.after {
+	if p.HasStep && p.LastHeartbeat.After(p.ProgressAt) && now.Sub(p.ProgressAt) >= after {
 		return p.ProgressAt, true, true
 	}
 	return time.Time{}, false, false

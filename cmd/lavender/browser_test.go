@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"lavender/runlog"
 )
 
 // screenshotDir keeps the status page's screenshots after the test, for a
@@ -62,9 +65,43 @@ func (p *fakeProcfs) setPressure(ratio float64) {
 	}
 }
 
+// stalledRun starts a new run in logDir, as another process would, whose
+// saved phase table holds two phases that stalled before the exporter
+// follows it: "Data loader" silent since an hour ago, and "SFT" still
+// pinging, with step 1200/5000 unchanged for 40 minutes. It returns when
+// each stall began.
+func stalledRun(t *testing.T, logDir string) (silentSince, stepSince time.Time) {
+	t.Helper()
+	l, err := runlog.Start(runlog.Options{Dir: logDir}, "device=cuda lavender=v0.1.0", runlog.RunStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	silentSince, stepSince = now.Add(-time.Hour), now.Add(-40*time.Minute)
+	table := map[string]any{
+		"version":     1,
+		"run":         filepath.Base(l.Path()),
+		"run_started": now.Add(-2 * time.Hour),
+		"phases": []map[string]any{
+			{"name": "Data loader", "status": "active", "started": now.Add(-2 * time.Hour), "last_heartbeat": silentSince, "heartbeats": 3,
+				"step": 50, "total": 100, "last_progress": silentSince},
+			{"name": "SFT", "status": "active", "started": now.Add(-2 * time.Hour), "last_heartbeat": now, "heartbeats": 400,
+				"step": 1200, "total": 5000, "last_progress": stepSince, "advances": 12, "steps_per_second": 1.5},
+		},
+	}
+	data, err := json.Marshal(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(strings.TrimSuffix(l.Path(), ".log")+".phases.json", data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return silentSince, stepSince
+}
+
 // TestStatusPageInChromium loads the status page of a real serve, at 54 %
-// swap and 23 % memory pressure with two phases and a push, in headless
-// Chromium.
+// swap and 23 % memory pressure with phases that run, advance, stall and
+// end, and a push, in headless Chromium.
 func TestStatusPageInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -75,12 +112,19 @@ func TestStatusPageInChromium(t *testing.T) {
 	procfs.setSwap(swap32GiBinKB, 0.30)
 	r := startServe(t, procfs, "--watchdog.interval=20ms", "--watchdog.repeat=1h", "--status.history-step=50ms",
 		"--run.header=device=cuda lavender=v0.1.0")
+	// The first heartbeat makes the exporter follow the run started
+	// beside it, with its saved table.
+	silentSince, stepSince := stalledRun(t, r.logDir)
 	const evil = `<script>alert(1)</script>`
 	for _, hb := range []string{
 		`{"phase":"Building model","event":"start"}`,
 		`{"phase":"Building model","event":"end"}`,
-		`{"phase":"Pretrain 1/3","event":"start"}`,
-		`{"phase":"` + strings.ReplaceAll(evil, "/", `\/`) + `","event":"start"}`,
+		`{"phase":"Pretrain 1/3","event":"start","step":0,"total":5000}`,
+		`{"phase":"Pretrain 1/3","event":"ping","step":100}`,
+		`{"phase":"Pretrain 1/3","event":"ping","step":200}`,
+		`{"phase":"Eval","event":"start"}`,
+		`{"phase":"Eval","event":"end","status":"failed"}`,
+		`{"phase":"` + strings.ReplaceAll(evil, "/", `\/`) + `","event":"start","step":1,"total":2}`,
 	} {
 		if code, body := httpDo(t, "POST", r.base+"/api/v1/heartbeat", []byte(hb)); code != 200 {
 			t.Fatalf("heartbeat %s: %d %s", hb, code, body)
@@ -145,6 +189,12 @@ func TestStatusPageInChromium(t *testing.T) {
 	// The pressure line is drawn in its own colour, not swap's.
 	colours := browse(t, ctx, chromedp.Evaluate[[]string](`['polyline.ratio', 'polyline.pressure'].map(s => getComputedStyle(document.querySelector('#swap-chart ' + s)).stroke)`))
 	scripts := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('script').length`))
+	// Every phase with a total has a progress bar at its step.
+	bars := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#phases tbody tr')].filter(r => r.querySelector('progress')).map(r => r.querySelector('td.name').textContent + ' ' + r.querySelector('progress').value + '/' + r.querySelector('progress').max)`))
+	etas := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#phases .eta')].map(e => e.closest('tr').querySelector('td.name').textContent + ': ' + e.textContent)`))
+	stalled := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#phases .badge.stalled')].map(e => e.closest('tr').querySelector('td.name').textContent + ' ' + e.closest('td').textContent)`))
+	// The stalled mark stands out from a running phase's.
+	badgeColours := browse(t, ctx, chromedp.Evaluate[[]string](`['.badge.stalled', '.badge.active'].map(s => getComputedStyle(document.querySelector('#phases ' + s)).color)`))
 	phone := browse(t, ctx, chromedp.FullScreenshot(100))
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(1280, 900),
@@ -156,10 +206,38 @@ func TestStatusPageInChromium(t *testing.T) {
 	desktop := browse(t, ctx, chromedp.FullScreenshot(100))
 
 	for _, want := range []string{"54%", "17.3 of 32.0 GiB used", "memory pressure 23%", "at or above 10%", "Building model", "Pretrain 1/3", evil,
-		"BARK swap 54% sent ok=1 fail=0", "phone.bark.env:1"} {
+		"BARK swap 54% sent ok=1 fail=0", "phone.bark.env:1", "swap pushed since", "oom armed", "✓ ok", "✗ failed", "failed after", "200/5000", "1200/5000"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("visible text lacks %q", want)
 		}
+	}
+	wantBars := []string{"Data loader 50/100", "SFT 1200/5000", "Pretrain 1/3 200/5000", evil + " 1/2"}
+	if strings.Join(bars, "|") != strings.Join(wantBars, "|") {
+		t.Errorf("progress bars %q, want %q", bars, wantBars)
+	}
+	// Pretrain advanced twice: it has an ETA, as a duration and a clock
+	// time; SFT's rate from before its stall gives one too.
+	etaShape := regexp.MustCompile(`^(Pretrain 1/3|SFT): ETA \d+[hms]( \d+[ms])? · (\d{4}-\d\d-\d\d )?\d\d:\d\d$`)
+	if len(etas) != 2 || !etaShape.MatchString(etas[0]) || !etaShape.MatchString(etas[1]) {
+		t.Errorf("ETAs %q: want Pretrain's and SFT's, each a duration and a clock time", etas)
+	}
+	// The page writes a time of today as 15:04, of another day with its
+	// date (an hour ago may be yesterday).
+	clock := func(t time.Time) string {
+		if t.Format("2006-01-02") == time.Now().Format("2006-01-02") {
+			return t.Format("15:04")
+		}
+		return t.Format("2006-01-02 15:04")
+	}
+	wantStalled := []string{
+		"Data loader ⚠ stalled since " + clock(silentSince) + "no heartbeat for 1h",           // 1h 00m, unless the test ran long
+		"SFT ⚠ stalled since " + clock(stepSince) + "pings, but the step has not moved for 4", // 40m
+	}
+	if len(stalled) != 2 || !strings.HasPrefix(stalled[0], wantStalled[0]) || !strings.HasPrefix(stalled[1], wantStalled[1]) {
+		t.Errorf("stalled marks %q, want %q", stalled, wantStalled)
+	}
+	if len(badgeColours) != 2 || badgeColours[0] == badgeColours[1] {
+		t.Errorf("stalled and running badges in colours %q: want two different ones", badgeColours)
 	}
 	if points < samples {
 		t.Errorf("the swap chart has %d points, want at least %d", points, samples)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/exporter"
+	"lavender/statuspage"
 	"lavender/watchdog"
 )
 
@@ -77,10 +78,9 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	}
 	sampler.Poll(ctx)
 	go sampler.Run(ctx)
-	exporter.NewStatusPage(exp, exporter.StatusConfig{
-		History: pageHistory{history},
-		Links:   []string{"/metrics", exporter.PhasesPath},
-	}).Register(srv.mux)
+	if err := registerStatusPage(srv.mux, exp, statuspage.Config{History: history}); err != nil {
+		return err
+	}
 	srv.ready.set()
 	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
 	return srv.serve(ctx, &c.webFlags, shutdownGrace, g.Logger)

@@ -11,6 +11,7 @@ import (
 	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/runlog"
+	"lavender/statuspage"
 	"lavender/watchdog"
 )
 
@@ -105,20 +106,22 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 
 	exp.Register(srv.mux)
 	bridge.Register(srv.mux)
-	threshold, pressureThreshold := c.BarkThreshold, exporter.DefaultPressureThreshold
+	threshold, pressureThreshold := c.BarkThreshold, watchdog.DefaultPressureThreshold
 	if c.enabled() {
 		threshold = c.WatchdogThreshold
 		if c.WatchdogPressureThreshold > 0 {
 			pressureThreshold = c.WatchdogPressureThreshold
 		}
 	}
-	exporter.NewStatusPage(exp, exporter.StatusConfig{
-		History:           pageHistory{history},
+	if err := registerStatusPage(srv.mux, exp, statuspage.Config{
+		History:           history,
+		Rules:             wd.State,
+		Bark:              bridge.Status,
 		Threshold:         threshold,
 		PressureThreshold: pressureThreshold,
-		Sections:          []exporter.StatusSection{bridge},
-		Links:             []string{"/metrics", exporter.PhasesPath},
-	}).Register(srv.mux)
+	}); err != nil {
+		return err
+	}
 
 	served := make(chan error, 1)
 	go func() {

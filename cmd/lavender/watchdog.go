@@ -137,34 +137,3 @@ func hostReader(procfs string, victims *exporter.OOMVictimReader, exp *exporter.
 		return s, nil
 	}
 }
-
-// pageHistory shows the watchdog's history to the status page.
-type pageHistory struct{ h *watchdog.History }
-
-func (p pageHistory) Latest() (exporter.SwapSample, error) {
-	s, err := p.h.Latest()
-	if err != nil || s.Time.IsZero() {
-		return exporter.SwapSample{}, err
-	}
-	return pageSample(s), nil
-}
-
-func (p pageHistory) Samples() []exporter.SwapSample {
-	samples := p.h.Samples()
-	out := make([]exporter.SwapSample, len(samples))
-	for i, s := range samples {
-		out[i] = pageSample(s)
-	}
-	return out
-}
-
-func (p pageHistory) Window() time.Duration { return p.h.Window() }
-
-func pageSample(s watchdog.Sample) exporter.SwapSample {
-	out := exporter.SwapSample{Time: s.Time, UsedRatio: s.Swap.Ratio, UsedBytes: s.Swap.UsedBytes, TotalBytes: s.Swap.TotalBytes}
-	if s.Pressure.Available {
-		some := s.Pressure.Some
-		out.PressureSomeAvg10 = &some
-	}
-	return out
-}

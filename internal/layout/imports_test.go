@@ -25,6 +25,9 @@ var mayUse = map[string][]string{
 	"heartbeat":  {"phaseapi"},
 	"exporter":   {"runlog", "phaseapi"},
 	"barkbridge": {"runlog", "watchdog"},
+	// The status page reads the others' plain data and renders it; it
+	// alone holds HTML. Nothing but cmd may use it (see below).
+	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -40,6 +43,13 @@ var mayUse = map[string][]string{
 	// in-package tests can import them without a cycle.
 	"internal/barktest": {"internal/testkit"},
 	"internal/testkit":  {},
+}
+
+// usedOnlyBy lists packages that only the named packages may use, whatever
+// their own entries in mayUse allow: the status page is wired by cmd and by
+// nothing else, so no product package grows HTML through it.
+var usedOnlyBy = map[string][]string{
+	"statuspage": {"cmd/lavender"},
 }
 
 type listed struct {
@@ -61,6 +71,12 @@ func TestPackagesKeepTheirLayer(t *testing.T) {
 		}
 		seen++
 		name := strings.TrimPrefix(p.ImportPath, module+"/")
+		for _, dep := range p.Deps {
+			d := strings.TrimPrefix(dep, module+"/")
+			if users, ok := usedOnlyBy[d]; ok && d != dep && !slices.Contains(users, name) {
+				t.Errorf("%s depends on %s, which only %v may use", name, d, users)
+			}
+		}
 		allowed, known := mayUse[name]
 		if !known {
 			t.Errorf("package %s is not in the layer table: add it to mayUse with what it may use", name)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"lavender/exporter"
+	"lavender/watchdog"
 )
 
 // runPressure thrashes the machine for real: a swap file, a memory hog in a
@@ -42,7 +43,7 @@ func runPressure(ctx context.Context, args []string) error {
 	hogRate := fs.Int("hog-rate-mib", 48, "the hog's allocation rate, MiB/s")
 	seconds := fs.Int("seconds", 150, "longest the thrash may last (at most 180)")
 	scrapeEvery := fs.Duration("scrape-every", 250*time.Millisecond, "pause between scrapes of each exporter")
-	threshold := fs.Float64("pressure-threshold", exporter.DefaultPressureThreshold, "PSI some avg10 (0-1) whose crossing is timed")
+	threshold := fs.Float64("pressure-threshold", watchdog.DefaultPressureThreshold, "PSI some avg10 (0-1) whose crossing is timed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -1,0 +1,293 @@
+// Package statuspage is lavender's status page: "/" for the phone that just
+// buzzed, and the same data as JSON at StatusPath for scripts. It owns the
+// page's HTML, CSS and every template, and reads only plain data: the
+// exporter's phase snapshot, the run log, the watchdog's history and rule
+// states, and the bridge's targets and pushes. No other package renders
+// HTML, and nothing here waits on the exporter's phase-table lock.
+package statuspage
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"lavender/barkbridge"
+	"lavender/phaseapi"
+	"lavender/runlog"
+	"lavender/watchdog"
+)
+
+// StatusPath serves the status page's data as JSON.
+const StatusPath = "/api/v1/status"
+
+//go:embed status.html status.css
+var files embed.FS
+
+// History is the host's record the page draws: the newest reading and the
+// kept samples over Window. *watchdog.History is one.
+type History interface {
+	Latest() (watchdog.Sample, error)
+	Samples() []watchdog.Sample
+	Window() time.Duration
+}
+
+// Config names the page's sources. Each is plain data read through a
+// function, so the page holds no lock of anyone else's.
+type Config struct {
+	// Phases returns the run and its phases: the exporter's Snapshot,
+	// which reads a published copy without the phase table's lock.
+	// Required.
+	Phases func() (*phaseapi.Run, []phaseapi.Phase)
+	// RunLog returns the log of the run the phases belong to, nil before
+	// the first run: the exporter's RunLog, which takes no lock either.
+	RunLog func() *runlog.Log
+	// History is swap and memory pressure now and over the last window;
+	// nil: the page shows no reading.
+	History History
+	// Rules returns the watchdog's rule states (its State); nil when no
+	// watchdog runs.
+	Rules func() []watchdog.RuleState
+	// Bark returns the bridge's targets and last pushes (its Status); nil
+	// when no bridge runs.
+	Bark func() barkbridge.BarkStatus
+
+	// Threshold is the swap ratio shown in the warning colour and drawn
+	// as the chart's line; default watchdog.DefaultThreshold.
+	Threshold float64
+	// PressureThreshold is the memory pressure (PSI some avg10, 0–1)
+	// shown in the warning colour and drawn as the chart's second line;
+	// default watchdog.DefaultPressureThreshold.
+	PressureThreshold float64
+	// StallAfter is how long a running phase may go without a heartbeat,
+	// or while pinging without a new step, before the page marks it
+	// stalled: --phase.stall-after, watchdog.DefaultStallAfter by default.
+	// 0 marks no stalls, as 0 turns the stalled rule off.
+	StallAfter time.Duration
+
+	Links []string         // paths listed in the footer, e.g. "/metrics"
+	Now   func() time.Time // default time.Now
+}
+
+// Page serves "/" (HTML) and StatusPath (JSON).
+type Page struct {
+	cfg Config
+}
+
+// New builds the page from cfg.
+func New(cfg Config) (*Page, error) {
+	if cfg.Phases == nil {
+		return nil, fmt.Errorf("statuspage: no phase source")
+	}
+	if cfg.StallAfter < 0 {
+		return nil, fmt.Errorf("statuspage: stall time must not be negative, not %s", cfg.StallAfter)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Threshold <= 0 {
+		cfg.Threshold = watchdog.DefaultThreshold
+	}
+	if cfg.PressureThreshold <= 0 {
+		cfg.PressureThreshold = watchdog.DefaultPressureThreshold
+	}
+	return &Page{cfg: cfg}, nil
+}
+
+// Register adds "/" and StatusPath to mux; other unknown paths get 404.
+func (p *Page) Register(mux *http.ServeMux) {
+	mux.Handle("/", onlyPath("/", allow(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead)))
+	mux.Handle(StatusPath, allow(http.HandlerFunc(p.handleJSON), http.MethodGet, http.MethodHead))
+}
+
+// Status is the page's data; GET StatusPath returns it as JSON.
+type Status struct {
+	Time      time.Time      `json:"time"`
+	Swap      *SwapSample    `json:"swap"` // null before the first reading, and when the last one failed
+	SwapError string         `json:"swap_error,omitempty"`
+	Threshold float64        `json:"threshold"`
+	History   []SwapSample   `json:"history"`
+	Run       *phaseapi.Run  `json:"run"`
+	Phases    []Phase        `json:"phases"`
+	RunLog    string         `json:"run_log"`
+	Sections  map[string]any `json:"sections,omitempty"` // "bark": the bridge's status; "watchdog": its rules
+
+	// PressureThreshold is the memory pressure line, 0–1.
+	PressureThreshold float64 `json:"pressure_threshold"`
+}
+
+// SwapSample is one point of the swap history, as the JSON has always
+// spelled it.
+type SwapSample struct {
+	Time       time.Time `json:"time"`
+	UsedRatio  float64   `json:"used_ratio"`
+	UsedBytes  uint64    `json:"used_bytes"`
+	TotalBytes uint64    `json:"total_bytes"`
+	// PressureSomeAvg10 is the share of the last 10 s in which a task
+	// waited for memory (PSI "some avg10"), 0–1; nil on a kernel without
+	// PSI or when pressure/memory could not be read.
+	PressureSomeAvg10 *float64 `json:"pressure_some_avg10,omitempty"`
+}
+
+func swapSample(s watchdog.Sample) SwapSample {
+	out := SwapSample{Time: s.Time, UsedRatio: s.Swap.Ratio, UsedBytes: s.Swap.UsedBytes, TotalBytes: s.Swap.TotalBytes}
+	if s.Pressure.Available {
+		some := s.Pressure.Some
+		out.PressureSomeAvg10 = &some
+	}
+	return out
+}
+
+// RuleState is one watchdog rule as the JSON shows it.
+type RuleState struct {
+	Rule  string    `json:"rule"`
+	Armed bool      `json:"armed"`          // will push on the next crossing
+	Since time.Time `json:"since,omitzero"` // when the current incident began
+}
+
+// Snapshot gathers the page's data. It reads only memory and the run log
+// (at most its cap), never procfs, and takes no lock of the exporter's.
+func (p *Page) Snapshot() Status {
+	s := Status{Time: p.cfg.Now(), Threshold: p.cfg.Threshold, PressureThreshold: p.cfg.PressureThreshold, Sections: map[string]any{}}
+	if h := p.cfg.History; h != nil {
+		latest, err := h.Latest()
+		switch {
+		case err != nil:
+			s.SwapError = err.Error()
+		case !latest.Time.IsZero():
+			sample := swapSample(latest)
+			s.Swap = &sample
+		}
+		samples := h.Samples()
+		s.History = make([]SwapSample, len(samples))
+		for i, x := range samples {
+			s.History[i] = swapSample(x)
+		}
+	}
+	var phases []phaseapi.Phase
+	s.Run, phases = p.cfg.Phases()
+	s.Phases = make([]Phase, len(phases))
+	for i, ph := range phases {
+		s.Phases[i] = newPhase(ph, s.Time, p.cfg.StallAfter)
+	}
+	if p.cfg.RunLog != nil {
+		if l := p.cfg.RunLog(); l != nil {
+			if data, err := l.Read(); err == nil {
+				s.RunLog = string(data)
+			}
+		}
+	}
+	if p.cfg.Bark != nil {
+		s.Sections["bark"] = p.cfg.Bark()
+	}
+	if p.cfg.Rules != nil {
+		rules := []RuleState{}
+		for _, r := range p.cfg.Rules() {
+			rules = append(rules, RuleState{Rule: r.Name, Armed: r.Armed, Since: r.Since})
+		}
+		s.Sections["watchdog"] = rules
+	}
+	return s
+}
+
+func (p *Page) handleJSON(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, p.Snapshot())
+}
+
+func (p *Page) handlePage(w http.ResponseWriter, r *http.Request) {
+	s := p.Snapshot()
+	v := view{
+		Status:  s,
+		CSS:     pageCSS,
+		Links:   p.cfg.Links,
+		High:    s.Swap != nil && s.Swap.TotalBytes > 0 && s.Swap.UsedRatio >= s.Threshold,
+		Chart:   newChart(s.History, s.Threshold, s.PressureThreshold, s.Time, p.window()),
+		HasBark: p.cfg.Bark != nil,
+	}
+	v.PressureHigh = s.Swap != nil && s.Swap.PressureSomeAvg10 != nil && *s.Swap.PressureSomeAvg10 >= s.PressureThreshold
+	if b, ok := s.Sections["bark"].(barkbridge.BarkStatus); ok {
+		v.Bark = b
+	}
+	if rules, ok := s.Sections["watchdog"].([]RuleState); ok {
+		v.Rules = rules
+	}
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, v); err != nil {
+		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (p *Page) window() time.Duration {
+	if p.cfg.History != nil {
+		return p.cfg.History.Window()
+	}
+	return watchdog.DefaultStep * watchdog.HistorySamples
+}
+
+// view is what the template reads.
+type view struct {
+	Status
+	CSS          template.CSS
+	Links        []string
+	High         bool // swap at or above its threshold
+	PressureHigh bool // pressure at or above its threshold
+	Chart        chart
+	HasBark      bool
+	Bark         barkbridge.BarkStatus
+	Rules        []RuleState
+}
+
+var pageCSS = func() template.CSS {
+	b, err := files.ReadFile("status.css")
+	if err != nil {
+		panic(err)
+	}
+	return template.CSS(b)
+}()
+
+// onlyPath answers 404 for every path but path. A mux pattern ending in a
+// slash ("/" above all) catches every path below it, and without this a
+// typo such as POST /webhooks would get the 405 of the page at "/", which
+// sends the user looking at the method instead of the path.
+func onlyPath(path string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			writeJSON(w, http.StatusNotFound, errorResponse{Error: "no such path " + r.URL.Path})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func allow(h http.Handler, methods ...string) http.Handler {
+	allowed := strings.Join(methods, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range methods {
+			if r.Method == m {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		w.Header().Set("Allow", allowed)
+		writeJSON(w, http.StatusMethodNotAllowed, errorResponse{Error: fmt.Sprintf("method %s not allowed; use %s", r.Method, allowed)})
+	})
+}
+
+// errorResponse is the API's error body, phaseapi.ErrorResponse.
+type errorResponse = phaseapi.ErrorResponse
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,84 @@
+package statuspage
+
+import (
+	"time"
+
+	"lavender/phaseapi"
+	"lavender/watchdog"
+)
+
+// Phase is a phase as the exporter reports it, with what the page derives
+// from it: whether it is stalled, and since when. The JSON keeps every
+// field of phaseapi.Phase where it was and adds "stalled".
+type Phase struct {
+	phaseapi.Phase
+	Stalled *Stall `json:"stalled,omitempty"` // nil unless the phase is running and stalled
+}
+
+// Stall says since when a running phase has been stalled, and on what:
+// no heartbeat (OnStep false), or pings without a new step (OnStep true).
+type Stall struct {
+	Since  time.Time `json:"since"`
+	OnStep bool      `json:"on_step"`
+}
+
+// newPhase marks p stalled at now as the watchdog's stalled rule would
+// decide it, with the same stall time.
+func newPhase(p phaseapi.Phase, now time.Time, stallAfter time.Duration) Phase {
+	out := Phase{Phase: p}
+	if since, onStep, ok := watchdog.Stalled(phaseState(p), now, stallAfter); ok {
+		out.Stalled = &Stall{Since: since, OnStep: onStep}
+	}
+	return out
+}
+
+// phaseState is p as the watchdog's phase rules read it.
+func phaseState(p phaseapi.Phase) watchdog.PhaseState {
+	s := watchdog.PhaseState{
+		Name:          p.Name,
+		Status:        watchdog.PhaseStatus(p.Status),
+		Started:       p.Started,
+		Ended:         p.Ended,
+		LastHeartbeat: p.LastHeartbeat,
+		HasStep:       p.HasStep(),
+		Total:         int64(p.Total),
+		ProgressAt:    p.ProgressAt,
+	}
+	if p.Step != nil {
+		s.Step = int64(*p.Step)
+	}
+	return s
+}
+
+// Running reports whether the phase has not ended.
+func (p Phase) Running() bool { return p.Active() }
+
+// StepNow is the last step reported, 0 before any.
+func (p Phase) StepNow() uint64 {
+	if p.Step == nil {
+		return 0
+	}
+	return *p.Step
+}
+
+// Fraction is the share of the steps done, 0–1; 0 without a total.
+func (p Phase) Fraction() float64 {
+	if p.Total == 0 {
+		return 0
+	}
+	return min(float64(p.StepNow())/float64(p.Total), 1)
+}
+
+// ETA is the estimated time to the total, and whether there is one.
+func (p Phase) ETA() (time.Duration, bool) {
+	if !p.Active() || p.Step == nil || p.Total == 0 || (p.ETASeconds <= 0 && p.StepNow() < p.Total) {
+		return 0, false
+	}
+	return time.Duration(p.ETASeconds * float64(time.Second)), true
+}
+
+// HasETA reports whether the exporter could estimate the time to the total.
+func (p Phase) HasETA() bool { _, ok := p.ETA(); return ok }
+
+// ETADuration is the ETA, 0 without one.
+func (p Phase) ETADuration() time.Duration { d, _ := p.ETA(); return d }
