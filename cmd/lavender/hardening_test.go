@@ -467,7 +467,7 @@ func TestBarkFaults(t *testing.T) {
 			if log := hRunLog(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=0 fail=1\n") {
 				t.Errorf("run log lacks the failed push:\n%s", log)
 			}
-			if !strings.Contains(p.logs.String(), "[bark] phone.bark.env:1 failed: "+tc.class) {
+			if !strings.Contains(p.logs.String(), `msg="push failed" target=phone.bark.env:1 class=`) || !strings.Contains(p.logs.String(), tc.class) {
 				t.Errorf("log lacks the failure:\n%s", p.logs)
 			}
 		})
@@ -559,7 +559,8 @@ func TestLogsDirFaults(t *testing.T) {
 			logDir := filepath.Join(mnt, "logs")
 			bark := newFakeBark(t)
 			barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
-			p := hStart(t, nil, hServeArgs(t, barkDir, logDir)...)
+			// 40 pushes in a minute: storm control off, so each is a push.
+			p := hStart(t, nil, append(hServeArgs(t, barkDir, logDir), "--bark.max-per-minute=0")...)
 			if code, body := p.do("POST", "/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), "", ""); code != 200 {
 				t.Fatalf("heartbeat before the fault: %d %s", code, body)
 			}

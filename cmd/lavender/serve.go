@@ -72,6 +72,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer stopReload()
+	stopStorm := runBridge(ctx, bridge)
+	defer stopStorm()
 	wd, history, closeWatchdog, err := c.openWatchdog(exp, bridge, g, srv)
 	if err != nil {
 		return err
