@@ -167,7 +167,7 @@ func TestWebhookPhaseAlerts(t *testing.T) {
 		{"resolved_phase_failed.json", "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil, nil},
 		{"resolved_oom.json", "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil, nil},
 		{"resolved_phase_progress_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
-			[]string{"[lavender-2] resolved: PhaseProgressStalled"},
+			[]string{"[lavender-2] resolved: PhaseProgressStalled after 5m"},
 			[]string{"BARK resolved PhaseProgressStalled sent ok=1 fail=0"}},
 	}
 	for _, tt := range tests {
