@@ -91,14 +91,14 @@ func LoadTargets(dir string) (LoadResult, error) {
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return res, &ConfigDirError{fmt.Errorf("bark config dir: %w", err)}
+		return res, &ConfigDirError{err}
 	}
 	if !st.IsDir() {
-		return res, &ConfigDirError{fmt.Errorf("bark config dir %s: not a directory", dir)}
+		return res, &ConfigDirError{fmt.Errorf("%s is not a directory", dir)}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return res, &ConfigDirError{fmt.Errorf("bark config dir: %w", err)}
+		return res, &ConfigDirError{err}
 	}
 	var names []string
 	for _, e := range entries {
@@ -142,7 +142,7 @@ func LoadTargets(dir string) (LoadResult, error) {
 // opposed to bad lines in its files.
 type ConfigDirError struct{ err error }
 
-func (e *ConfigDirError) Error() string { return e.err.Error() }
+func (e *ConfigDirError) Error() string { return "bark config dir: " + e.err.Error() }
 func (e *ConfigDirError) Unwrap() error { return e.err }
 
 func readBounded(path string) ([]byte, error) {

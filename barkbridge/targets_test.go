@@ -230,6 +230,10 @@ func TestReloadKeepsTargetsOnError(t *testing.T) {
 	if v := gauge(t, f.reg, "lavender_bark_targets"); v != 3 {
 		t.Errorf("lavender_bark_targets = %v", v)
 	}
+	writeTargets(t, f.dir, map[string]string{"b.bark.env": "# phone gone"})
+	if code, body := f.do("POST", "/-/reload"); code != 200 || body != "loaded 1 Bark target\n" {
+		t.Errorf("POST /-/reload with one target = %d %q", code, body)
+	}
 	if code, _ := f.do("GET", "/-/reload"); code != 405 {
 		t.Errorf("GET /-/reload = %d", code)
 	}

@@ -212,7 +212,11 @@ func (b *Bridge) serveReload(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	fmt.Fprintf(w, "loaded %d Bark targets\n", len(b.Targets()))
+	if n := len(b.Targets()); n == 1 {
+		fmt.Fprintln(w, "loaded 1 Bark target")
+	} else {
+		fmt.Fprintf(w, "loaded %d Bark targets\n", n)
+	}
 }
 
 // maxReloadBodyBytes bounds what POST /-/reload reads of a body it ignores.

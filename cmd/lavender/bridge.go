@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -150,6 +151,10 @@ func openBridge(f *barkFlags, r runlogFlags, g *Globals, srv *commandServer) (b 
 	cfg := f.barkConfig(r.logged(g))
 	cfg.WriteErrors = srv.writeErrors.WithLabelValues("bark")
 	b, err = barkbridge.New(cfg, g.Logger, srv.reg)
+	var dirErr *barkbridge.ConfigDirError
+	if errors.As(err, &dirErr) {
+		return nil, nil, fmt.Errorf("--bark.config-dir: %w", errors.Unwrap(dirErr))
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -221,7 +221,7 @@ func TestBridgeFlagErrors(t *testing.T) {
 		{[]string{"--bark.timeout=59s"}, "leaves no room"},
 		{[]string{"--bark.threshold=1.5"}, "--bark.threshold must be in (0, 1]"},
 		{[]string{"--webhook.max-bytes=0"}, "--webhook.max-bytes must be positive"},
-		{[]string{"--bark.config-dir", filepath.Join(dir, "missing")}, "bark config dir"},
+		{[]string{"--bark.config-dir", filepath.Join(dir, "missing")}, "--bark.config-dir: stat "},
 	}
 	for _, tt := range tests {
 		cli := parseCLI(t, append([]string{"bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir", dir}, tt.args...)...)
