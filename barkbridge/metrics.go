@@ -4,8 +4,6 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"lavender/runlog"
 )
 
 // Label values of lavender_webhook_alerts_total's action.
@@ -14,6 +12,7 @@ const (
 	ActionFailed    = "failed"    // due, but no target accepted it
 	ActionSkipped   = "skipped"   // filtered out or below the threshold
 	ActionDuplicate = "duplicate" // every target had accepted it already
+	ActionHeld      = "held"      // storm control held it for the next summary push
 )
 
 type metrics struct {
@@ -24,10 +23,11 @@ type metrics struct {
 	targets      prometheus.Gauge
 	reloadOK     prometheus.Gauge
 	reloadTime   prometheus.Gauge
-	runlogErrors prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics makes the bridge's metrics and registers them, and the extra
+// collectors, with reg (nil: none).
+func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metrics, error) {
 	m := &metrics{
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lavender_bark_pushes_total",
@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"code"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lavender_webhook_alerts_total",
-			Help: "Alerts received on the webhook by status (firing, resolved, unknown) and action (pushed, failed, skipped, duplicate).",
+			Help: "Alerts received on the webhook by status (firing, resolved, unknown) and action (pushed, failed, skipped, duplicate, held).",
 		}, []string{"status", "action"}),
 		targets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lavender_bark_targets",
@@ -58,17 +58,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "lavender_bark_config_last_reload_success_timestamp_seconds",
 			Help: "Time of the last successful load of the Bark targets.",
 		}),
-		runlogErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name:        runlog.WriteErrorsMetric,
-			Help:        runlog.WriteErrorsHelp,
-			ConstLabels: prometheus.Labels{"writer": "bark"},
-		}),
 	}
 	for _, code := range []string{"200", "400", "405", "413", "503"} {
 		m.requests.WithLabelValues(code)
 	}
 	for _, status := range []string{"firing", "resolved"} {
-		for _, action := range []string{ActionPushed, ActionFailed, ActionSkipped, ActionDuplicate} {
+		for _, action := range []string{ActionPushed, ActionFailed, ActionSkipped, ActionDuplicate, ActionHeld} {
 			m.alerts.WithLabelValues(status, action)
 		}
 	}
@@ -76,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.pushes, m.pushDuration, m.requests, m.alerts, m.targets, m.reloadOK, m.reloadTime, m.runlogErrors} {
+	for _, c := range append([]prometheus.Collector{m.pushes, m.pushDuration, m.requests, m.alerts, m.targets, m.reloadOK, m.reloadTime}, extra...) {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -41,12 +41,14 @@ func TestE2E(t *testing.T) {
 		alertmanager: needAlertmanager(t),
 		lavender:     buildLavender(t),
 	}
+	// The second chain also pushes resolutions (--bark.send-resolved), so
+	// the phone's notification of an incident is replaced by its end.
 	modes := []struct {
-		name      string
-		basicAuth bool
+		name                    string
+		basicAuth, sendResolved bool
 	}{
-		{"shipped", false},
-		{"basic_auth", true},
+		{"shipped", false, false},
+		{"basic_auth", true, true},
 	}
 	// The two chains run at the same time, so their ports are chosen together.
 	addrs := e2eFreeAddrs(t, 3*len(modes))
@@ -54,7 +56,7 @@ func TestE2E(t *testing.T) {
 		a := e2eAddrs{lavender: addrs[3*i], prometheus: addrs[3*i+1], alertmanager: addrs[3*i+2]}
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			runE2E(t, bins, a, mode.basicAuth)
+			runE2E(t, bins, a, mode.basicAuth, mode.sendResolved)
 		})
 	}
 }
@@ -120,7 +122,7 @@ type e2eChain struct {
 	runlogDir  string
 }
 
-func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
+func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth, sendResolved bool) {
 	start := time.Now()
 	dir := t.TempDir()
 	c := &e2eChain{t: t, client: &http.Client{Timeout: 5 * time.Second}, runlogDir: t.TempDir()}
@@ -143,6 +145,15 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 
 	serveArgs := []string{"serve", "--watchdog.interval=0", "--web.listen-address=" + c.lavAddr,
 		"--path.procfs=" + procfs.dir, "--runlog.dir=" + c.runlogDir, "--bark.config-dir=" + barkDir}
+	if sendResolved {
+		serveArgs = append(serveArgs, "--bark.send-resolved")
+	}
+	// Pushes before the OOM kill: the swap push, and its resolution when
+	// lavender pushes resolutions.
+	swapPushes := 1
+	if sendResolved {
+		swapPushes = 2
+	}
 	var webhookPasswordFile, scrapePasswordFile string
 	if basicAuth {
 		c.creds = e2eCreds{e2eScrapeUser, randomPassword(t)}
@@ -227,30 +238,37 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	// 54 %: exactly one silent push with the exact text.
 	c.waitUntil(deadline, "the swap push", func() bool { return len(c.bark.received()) > 0 })
 	t.Logf("push arrived %.1fs after lavender started", time.Since(start).Seconds())
-	c.checkOnePush(want)
+	c.checkFirstPush(want, 1)
 	c.waitUntil(time.Now().Add(10*time.Second), "the BARK line in the run log", func() bool {
 		return strings.Contains(c.runLog(), " BARK swap 54% sent ok=1 fail=0\n")
 	})
 	c.expectNoMorePushes(e2eQuiet)
-	c.checkOnePush(want)
+	c.checkFirstPush(want, 1)
 
 	// 20 %: the alert resolves, Alertmanager tells lavender (send_resolved),
-	// and lavender, without --bark.send-resolved, pushes nothing.
+	// and lavender, without --bark.send-resolved, pushes nothing; with it,
+	// it pushes the resolution with the firing push's id, which replaces
+	// that notification on the phone.
 	low := procfs.setSwap(e2eSwapTotalKB, 20)
 	dropped := time.Now()
 	c.waitUntil(dropped.Add(30*time.Second), "SwapUsageHigh to resolve and its notification to reach lavender", func() bool {
-		c.failOnExtraPush(1)
+		c.failOnExtraPush(swapPushes)
 		return !c.promHasAlert("SwapUsageHigh") && !c.amHasAlert("SwapUsageHigh") &&
 			c.lavenderMetric("lavender_webhook_alerts_total", `status="resolved"`) >= 1
 	})
 	t.Logf("resolved %.1fs after swap dropped to 20%%", time.Since(dropped).Seconds())
+	if sendResolved {
+		c.waitUntil(time.Now().Add(10*time.Second), "the resolved push", func() bool { return len(c.bark.received()) >= 2 })
+	}
 	c.expectNoMorePushes(e2eQuiet)
-	c.checkOnePush(want)
-	if n := c.lavenderMetric("lavender_webhook_alerts_total", `status="resolved"`, `action="skipped"`); n < 1 {
+	c.checkFirstPush(want, swapPushes)
+	if sendResolved {
+		c.checkResolvedPush()
+	} else if n := c.lavenderMetric("lavender_webhook_alerts_total", `status="resolved"`, `action="skipped"`); n < 1 {
 		t.Errorf("lavender_webhook_alerts_total{status=\"resolved\",action=\"skipped\"} = %v, want >= 1", n)
 	}
-	c.checkRunLog()
-	c.checkLavenderCounters()
+	c.checkRunLog(sendResolved)
+	c.checkLavenderCounters(swapPushes)
 
 	c.checkDashboard(low)
 
@@ -261,24 +279,25 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	killed := time.Now()
 	wantOOM := fmt.Sprintf(`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap %d%% full (%.1f/%.1f GB)`,
 		int(math.Round(low.ratio()*100)), float64(low.usedBytes())/(1<<30), float64(low.totalBytes())/(1<<30))
-	c.waitUntil(killed.Add(30*time.Second), "the OOM push", func() bool { return len(c.bark.received()) > 1 })
+	c.waitUntil(killed.Add(30*time.Second), "the OOM push", func() bool { return len(c.bark.received()) > swapPushes })
 	t.Logf("OOM push arrived %.1fs after the kill", time.Since(killed).Seconds())
 	c.waitUntil(time.Now().Add(10*time.Second), "the BARK oom line in the run log", func() bool {
 		return strings.Contains(c.runLog(), " BARK oom 1 kill sent ok=1 fail=0\n")
 	})
-	if got := c.bark.received(); len(got) != 2 || got[1].Body != wantOOM {
+	if got := c.bark.received(); len(got) != swapPushes+1 || got[swapPushes].Body != wantOOM {
 		t.Errorf("pushes after the kill: %+v\nwant the second: %q", got, wantOOM)
 	}
 	t.Logf("chain done %.1fs after lavender started", time.Since(start).Seconds())
 }
 
-// checkOnePush: Bark got exactly one request, the swap message, silent,
-// with the slash percent-encoded so that Bark does not split the text.
-func (c *e2eChain) checkOnePush(want string) {
+// checkFirstPush: Bark got exactly n requests, the first the swap message,
+// silent, with the slash percent-encoded so that Bark does not split the
+// text, the incident's id, and the alert's host as its group.
+func (c *e2eChain) checkFirstPush(want string, n int) {
 	c.t.Helper()
 	got := c.bark.received()
-	if len(got) != 1 {
-		c.t.Fatalf("Bark received %d requests, want exactly 1:\n%+v", len(got), got)
+	if len(got) != n {
+		c.t.Fatalf("Bark received %d requests, want exactly %d:\n%+v", len(got), n, got)
 	}
 	p := got[0]
 	if p.Key != "KEY" || p.Title != "" || p.Subtitle != "" || p.Body != want {
@@ -286,12 +305,39 @@ func (c *e2eChain) checkOnePush(want string) {
 			p.Key, p.Title, p.Subtitle, p.Body, want, p.URI)
 	}
 	path, query, _ := strings.Cut(p.URI, "?")
-	if query != "level=passive&isArchive=0" {
-		c.t.Errorf("push query %q, want level=passive&isArchive=0 (silent, not archived): %s", query, p.URI)
+	if !strings.HasPrefix(query, "level=passive&isArchive=0&") {
+		c.t.Errorf("push query %q, want level=passive&isArchive=0 (silent, not archived) first: %s", query, p.URI)
+	}
+	if q := pushQuery(c.t, p); len(q.Get("id")) != 16 || q.Get("group") != "127.0.0.1" {
+		c.t.Errorf("push id %q group %q, want the incident's id and the instance's host", q.Get("id"), q.Get("group"))
 	}
 	if !strings.Contains(path, "17.3%2F32.0") || strings.Contains(path, "+") {
 		c.t.Errorf("push path %q: the slash must be %%2F and no raw +", path)
 	}
+}
+
+// checkResolvedPush: the second push is the resolution, saying how long the
+// incident lasted, with the firing push's id, so it replaces it.
+func (c *e2eChain) checkResolvedPush() {
+	c.t.Helper()
+	got := c.bark.received()
+	firing, resolved := got[0], got[1]
+	if !strings.HasPrefix(resolved.Body, "[lavender-2] resolved: swap ") || !strings.Contains(resolved.Body, " after ") {
+		c.t.Errorf("resolved push %q, want \"[lavender-2] resolved: swap … after …\"", resolved.Body)
+	}
+	if id := pushQuery(c.t, firing).Get("id"); id == "" || pushQuery(c.t, resolved).Get("id") != id {
+		c.t.Errorf("firing push id %q, resolved push id %q: want one id", id, pushQuery(c.t, resolved).Get("id"))
+	}
+}
+
+// pushQuery is the query of a push's request URI, as Bark reads it.
+func pushQuery(t *testing.T, p e2eBarkPush) url.Values {
+	t.Helper()
+	u, err := url.ParseRequestURI(p.URI)
+	if err != nil {
+		t.Fatalf("push URI %q: %v", p.URI, err)
+	}
+	return u.Query()
 }
 
 // expectNoMorePushes watches Bark for d and fails at the first extra push.
@@ -313,25 +359,33 @@ func (c *e2eChain) failOnExtraPush(want int) {
 	}
 }
 
-// checkRunLog: one BARK line for the one push, none for the resolution.
-func (c *e2eChain) checkRunLog() {
+// checkRunLog: one BARK line for the one push, and one for the resolution
+// when it was pushed.
+func (c *e2eChain) checkRunLog(resolvedPushed bool) {
 	c.t.Helper()
 	log := c.runLog()
-	if n := strings.Count(log, " BARK "); n != 1 || !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
-		c.t.Errorf("run log has %d BARK lines, want exactly one \"BARK swap 54%% sent ok=1 fail=0\":\n%s", n, log)
+	want := 1
+	if resolvedPushed {
+		want = 2
+		if !strings.Contains(log, " BARK resolved swap ") {
+			c.t.Errorf("run log lacks the resolution's BARK line:\n%s", log)
+		}
+	}
+	if n := strings.Count(log, " BARK "); n != want || !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
+		c.t.Errorf("run log has %d BARK lines, want %d with \"BARK swap 54%% sent ok=1 fail=0\":\n%s", n, want, log)
 	}
 }
 
 // checkLavenderCounters: lavender's own account agrees with what Bark saw,
 // and every webhook request (firing, resolved) was answered 200.
-func (c *e2eChain) checkLavenderCounters() {
+func (c *e2eChain) checkLavenderCounters(pushes int) {
 	c.t.Helper()
 	for _, m := range []struct {
 		labels []string
 		want   func(float64) bool
 		desc   string
 	}{
-		{[]string{`lavender_bark_pushes_total`, `result="ok"`}, func(v float64) bool { return v == 1 }, "1"},
+		{[]string{`lavender_bark_pushes_total`, `result="ok"`}, func(v float64) bool { return v == float64(pushes) }, strconv.Itoa(pushes)},
 		{[]string{`lavender_bark_pushes_total`, `result="failed"`}, func(v float64) bool { return v == 0 }, "0"},
 		{[]string{`lavender_webhook_requests_total`, `code="200"`}, func(v float64) bool { return v >= 2 }, ">= 2 (firing and resolved)"},
 		{[]string{`lavender_webhook_requests_total`, `code="400"`}, func(v float64) bool { return v == 0 }, "0"},

@@ -18,13 +18,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/internal/throttle"
 	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
 // Config configures an Exporter. Only Runlog.Dir usually needs setting.
+// DefaultProcFS is where procfs is mounted unless configured otherwise.
+const DefaultProcFS = "/proc"
+
 type Config struct {
-	// ProcFS is the procfs mount to read meminfo and vmstat from; default /proc.
+	// ProcFS is the procfs mount to read meminfo and vmstat from; default
+	// DefaultProcFS.
 	ProcFS string
 	// Runlog locates the run logs; the phase tables are saved beside them.
 	Runlog runlog.Options
@@ -33,6 +38,10 @@ type Config struct {
 	Clock func() time.Time
 	// PageSize converts vmstat's page counts to bytes; default the host's.
 	PageSize int
+	// WriteErrors counts failed writes to the logs dir (run-log entries,
+	// phase tables). cmd/lavender passes the exporter's series of
+	// lavender_runlog_write_errors_total; default a counter nobody exports.
+	WriteErrors prometheus.Counter
 }
 
 // Exporter holds the phase table of the current run and the collectors.
@@ -46,7 +55,7 @@ type Exporter struct {
 	// writeErrors counts failed writes to the logs dir; logErrors keeps
 	// their log lines to one a minute, since a full disk fails them all.
 	writeErrors prometheus.Counter
-	logErrors   runlog.ErrorReporter
+	logErrors   throttle.Reporter
 
 	// view is the phase table as of the last change, for scrapes and the
 	// API's reads: they must not wait behind a heartbeat that holds mu
@@ -75,7 +84,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.ProcFS == "" {
-		cfg.ProcFS = "/proc"
+		cfg.ProcFS = DefaultProcFS
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -92,16 +101,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 	if cfg.Runlog.Logger == nil {
 		cfg.Runlog.Logger = logger
 	}
-	if cfg.Runlog.MaxBytes != 0 && cfg.Runlog.MaxBytes < runlog.MinMaxBytes {
-		return nil, fmt.Errorf("exporter: run-log max bytes %d is below the minimum of %d", cfg.Runlog.MaxBytes, runlog.MinMaxBytes)
+	if cfg.WriteErrors == nil {
+		cfg.WriteErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported_write_errors_total"})
 	}
-	e := &Exporter{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger,
-		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name:        runlog.WriteErrorsMetric,
-			Help:        runlog.WriteErrorsHelp,
-			ConstLabels: prometheus.Labels{"writer": "exporter"},
-		}),
-	}
+	e := &Exporter{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger, writeErrors: cfg.WriteErrors}
 
 	// A logs dir that cannot be read must not stop the exporter, as one
 	// that fills up does not: it serves, counts the failure, and follows
@@ -122,7 +125,6 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		for _, c := range []prometheus.Collector{
 			newSwapCollector(cfg.ProcFS, cfg.PageSize, logger),
 			(*phaseCollector)(e),
-			e.writeErrors,
 		} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("exporter: register collector: %w", err)
@@ -257,29 +259,13 @@ func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
 }
 
 // Apply applies one heartbeat, with the progress it may carry, and returns
-// the phase as it now stands. On any error nothing changes.
+// the phase as it now stands. On any error nothing changes: the request is
+// checked, then checked against the table, and only then applied.
 func (e *Exporter) Apply(req HeartbeatRequest) (Phase, error) {
-	name, event, status := req.Phase, req.Event, req.Status
-	name, err := NormalizePhaseName(name)
+	name, status, err := checkHeartbeat(req)
 	if err != nil {
 		return Phase{}, err
 	}
-	switch event {
-	case EventStart, EventPing:
-		if status != "" {
-			return Phase{}, fmt.Errorf("%w: status goes only with the end event", ErrBadStatus)
-		}
-	case EventEnd:
-		if status == "" {
-			status = StatusOK
-		}
-		if status != StatusOK && status != StatusFailed {
-			return Phase{}, fmt.Errorf("%w %q: want ok or failed", ErrBadStatus, status)
-		}
-	default:
-		return Phase{}, fmt.Errorf("%w %q: want start, ping or end", ErrBadEvent, event)
-	}
-
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	defer e.publishLocked()
@@ -287,28 +273,8 @@ func (e *Exporter) Apply(req HeartbeatRequest) (Phase, error) {
 		return Phase{}, err
 	}
 	now := e.clock()
-	i := e.table.find(name)
-
-	// Validate everything before the first change.
-	evict := -1
-	switch {
-	case event == EventEnd && i < 0:
-		return Phase{}, fmt.Errorf("%w %q: end without a start", ErrUnknownPhase, name)
-	case event != EventStart && i >= 0 && !e.table.phases[i].Active():
-		// A late ping or a repeated end must neither revive the phase nor
-		// write a second END line; only a new start runs it again.
-		p := e.table.phases[i]
-		return Phase{}, fmt.Errorf("%w: %q ended at %s; send start to run it again", ErrPhaseEnded, name, p.Ended.Format(time.RFC3339))
-	case i < 0:
-		if evict, err = e.table.victim(); err != nil {
-			return Phase{}, err
-		}
-	}
-	var known phaseapi.Progress
-	if i >= 0 && event != EventStart {
-		known = e.table.phases[i].Progress
-	}
-	if err := checkProgress(req.Step, req.Total, known); err != nil {
+	i, evict, err := e.admitLocked(name, req)
+	if err != nil {
 		return Phase{}, err
 	}
 	if e.table.run.File == "" {
@@ -321,42 +287,13 @@ func (e *Exporter) Apply(req HeartbeatRequest) (Phase, error) {
 	}
 
 	save := true
-	switch event {
+	switch req.Event {
 	case EventStart:
-		// A start while the phase runs is a new attempt (a script rerun
-		// after a crash that sent no end, a retried wrapper): the earlier
-		// one is closed first, so the run log never has a START without
-		// its END, and the duration counts from the new start.
-		if i >= 0 && e.table.phases[i].Active() {
-			old := e.table.phases[i]
-			old.Ended = now
-			e.appendLog(endLine(old, "restarted"))
-		}
-		p := Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1}
-		if i < 0 {
-			e.table.phases = append(e.table.phases, p)
-			i = len(e.table.phases) - 1
-		} else {
-			e.table.phases[i] = p // a restarted phase starts over
-		}
-		e.appendLog(startLine(name))
+		i = e.startLocked(i, name, now)
 	case EventPing:
-		if i < 0 {
-			// A ping for a phase we do not know (the exporter lost its
-			// table) starts it without a log line: pings are never logged.
-			e.table.phases = append(e.table.phases, Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1})
-			i = len(e.table.phases) - 1
-			break
-		}
-		p := &e.table.phases[i]
-		p.LastHeartbeat = now
-		p.Heartbeats++
-		save = now.Sub(e.lastSave) >= pingSaveInterval
+		i, save = e.pingLocked(i, name, now)
 	case EventEnd:
-		p := &e.table.phases[i]
-		p.Status, p.Ended, p.LastHeartbeat = status, now, now
-		p.Heartbeats++
-		e.appendLog(endLine(*p, ""))
+		e.endLocked(i, status, now)
 	}
 	advanceProgress(&e.table.phases[i].Progress, req.Step, req.Total, now)
 	e.dirty = true
@@ -364,6 +301,108 @@ func (e *Exporter) Apply(req HeartbeatRequest) (Phase, error) {
 		e.saveLocked()
 	}
 	return answerPhase(e.table.phases[i], now), nil
+}
+
+// checkHeartbeat checks a heartbeat on its own: the phase name, the event,
+// and a status only with end (ok when left out). It returns the normalised
+// name and the status.
+func checkHeartbeat(req HeartbeatRequest) (name, status string, err error) {
+	name, err = NormalizePhaseName(req.Phase)
+	if err != nil {
+		return "", "", err
+	}
+	status = req.Status
+	switch req.Event {
+	case EventStart, EventPing:
+		if status != "" {
+			return "", "", fmt.Errorf("%w: status goes only with the end event", ErrBadStatus)
+		}
+	case EventEnd:
+		if status == "" {
+			status = StatusOK
+		}
+		if status != StatusOK && status != StatusFailed {
+			return "", "", fmt.Errorf("%w %q: want ok or failed", ErrBadStatus, status)
+		}
+	default:
+		return "", "", fmt.Errorf("%w %q: want start, ping or end", ErrBadEvent, req.Event)
+	}
+	return name, status, nil
+}
+
+// admitLocked checks a heartbeat against the table before anything
+// changes: an end needs a start, an ended phase takes only a new start, a
+// new phase needs room (evict is the phase it replaces, or -1), and the
+// progress must follow what the phase reported. i is the phase's index, or
+// -1 for a phase the table does not hold.
+func (e *Exporter) admitLocked(name string, req HeartbeatRequest) (i, evict int, err error) {
+	i, evict = e.table.find(name), -1
+	switch {
+	case req.Event == EventEnd && i < 0:
+		return 0, 0, fmt.Errorf("%w %q: end without a start", ErrUnknownPhase, name)
+	case req.Event != EventStart && i >= 0 && !e.table.phases[i].Active():
+		// A late ping or a repeated end must neither revive the phase nor
+		// write a second END line; only a new start runs it again.
+		p := e.table.phases[i]
+		return 0, 0, fmt.Errorf("%w: %q ended at %s; send start to run it again", ErrPhaseEnded, name, p.Ended.Format(time.RFC3339))
+	case i < 0:
+		if evict, err = e.table.victim(); err != nil {
+			return 0, 0, err
+		}
+	}
+	var known phaseapi.Progress
+	if i >= 0 && req.Event != EventStart {
+		known = e.table.phases[i].Progress
+	}
+	if err := checkProgress(req.Step, req.Total, known); err != nil {
+		return 0, 0, err
+	}
+	return i, evict, nil
+}
+
+// startLocked starts phase name (index i, or -1 if new) and logs START. A
+// start while the phase runs is a new attempt (a script rerun after a crash
+// that sent no end, a retried wrapper): the earlier one is closed first, so
+// the run log never has a START without its END, and the duration counts
+// from the new start. It returns the phase's index.
+func (e *Exporter) startLocked(i int, name string, now time.Time) int {
+	if i >= 0 && e.table.phases[i].Active() {
+		old := e.table.phases[i]
+		old.Ended = now
+		e.appendLog(endLine(old, "restarted"))
+	}
+	p := Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1}
+	if i < 0 {
+		e.table.phases = append(e.table.phases, p)
+		i = len(e.table.phases) - 1
+	} else {
+		e.table.phases[i] = p // a restarted phase starts over
+	}
+	e.appendLog(startLine(name))
+	return i
+}
+
+// pingLocked records a ping, which is never logged. A ping for a phase the
+// table does not hold (the exporter lost its table) starts it. It returns
+// the phase's index and whether the table is due to be saved: pings save
+// it at most once per pingSaveInterval.
+func (e *Exporter) pingLocked(i int, name string, now time.Time) (int, bool) {
+	if i < 0 {
+		e.table.phases = append(e.table.phases, Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1})
+		return len(e.table.phases) - 1, true
+	}
+	p := &e.table.phases[i]
+	p.LastHeartbeat = now
+	p.Heartbeats++
+	return i, now.Sub(e.lastSave) >= pingSaveInterval
+}
+
+// endLocked ends phase i with status and logs END.
+func (e *Exporter) endLocked(i int, status string, now time.Time) {
+	p := &e.table.phases[i]
+	p.Status, p.Ended, p.LastHeartbeat = status, now, now
+	p.Heartbeats++
+	e.appendLog(endLine(*p, ""))
 }
 
 // followRunLocked switches to the newest run in the directory if another

@@ -28,7 +28,7 @@ func ReadHost(ctx context.Context, procfs string) (HostReading, error) {
 	}
 	r := HostReading{Swap: s}
 	if procfs == "" {
-		procfs = "/proc"
+		procfs = DefaultProcFS
 	}
 	r.Pressure, r.PressureErr = ReadPressure(procfs)
 	a, err := ReadSwapActivity(procfs)

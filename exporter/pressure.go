@@ -46,7 +46,7 @@ func ReadPressure(procfs string) (Pressure, error) {
 
 func readPressure(procfs string, read procFileReader) (Pressure, error) {
 	if procfs == "" {
-		procfs = "/proc"
+		procfs = DefaultProcFS
 	}
 	path := filepath.Join(procfs, pressureFile)
 	buf := procBufs.Get().(*[]byte)

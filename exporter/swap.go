@@ -43,7 +43,7 @@ type Swap struct {
 // an error here rather than as a host with no memory and no swap.
 func ReadSwap(ctx context.Context, procfs string) (Swap, error) {
 	if procfs == "" {
-		procfs = "/proc"
+		procfs = DefaultProcFS
 	}
 	ctx = context.WithValue(ctx, common.EnvKey, common.EnvMap{common.HostProcEnvKey: procfs})
 	vm, err := mem.VirtualMemoryWithContext(ctx)
@@ -100,7 +100,7 @@ type SwapActivity struct {
 // lines are parsed here.
 func ReadSwapActivity(procfs string) (SwapActivity, error) {
 	if procfs == "" {
-		procfs = "/proc"
+		procfs = DefaultProcFS
 	}
 	path := filepath.Join(procfs, "vmstat")
 	buf := procBufs.Get().(*[]byte)

@@ -41,13 +41,20 @@ func WithBasicAuth(username, password string) ClientOption {
 	return func(c *Client) { c.username, c.password = username, password }
 }
 
-// WithHTTPClient replaces the default client (10 s timeout).
+// WithHTTPClient replaces the default client (DefaultTimeout).
 func WithHTTPClient(h *http.Client) ClientOption {
 	return func(c *Client) { c.http = h }
 }
 
-// NewClient returns a client for the exporter at baseURL, e.g.
-// "http://127.0.0.1:9877" (a path prefix such as a reverse proxy's is kept).
+// DefaultURL is the exporter on this host, on the default port.
+const DefaultURL = "http://127.0.0.1:" + phaseapi.DefaultPort
+
+// DefaultTimeout bounds each request of a client built without
+// WithHTTPClient.
+const DefaultTimeout = 10 * time.Second
+
+// NewClient returns a client for the exporter at baseURL, e.g. DefaultURL
+// (a path prefix such as a reverse proxy's is kept).
 func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
@@ -59,7 +66,7 @@ func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	if u.User != nil {
 		return nil, errors.New("exporter URL carries credentials; use the username and password-file flags instead")
 	}
-	c := &Client{base: u, http: &http.Client{Timeout: 10 * time.Second}}
+	c := &Client{base: u, http: &http.Client{Timeout: DefaultTimeout}}
 	for _, o := range opts {
 		o(c)
 	}

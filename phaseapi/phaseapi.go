@@ -15,6 +15,10 @@ import (
 	"unicode/utf8"
 )
 
+// DefaultPort is the port lavender listens on unless told otherwise, and
+// so where a client looks for the API by default.
+const DefaultPort = "9877"
+
 // API paths.
 const (
 	HeartbeatPath = "/api/v1/heartbeat"

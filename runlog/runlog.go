@@ -12,6 +12,17 @@
 // sorts last. Titles carry their zone's offset and entries are stamped in
 // it. Nothing in the logs dir is opened unless it is a regular file (a
 // directory for the dir itself), and nothing is read past a bound.
+//
+// Besides run logs, the package holds the few helpers its own files need
+// and other writers of the logs dir share, so that every file there obeys
+// the same rules: WriteFileAtomic (the exporter saves its phase table
+// beside the run log with it), ReadRegularFile and MoveAside (files.go),
+// and Truncate, which bounds every line of a run log; the bridge clips its
+// push texts with it because each push becomes a BARK line. They stay here
+// rather than in a package of their own because runlog imports nothing of
+// lavender's (see internal/layout). The throttling of failed-write log
+// lines lives in internal/throttle, and the metric that counts them in
+// cmd/lavender, which hands each writer its series.
 package runlog
 
 import (
@@ -69,6 +80,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// CheckMaxBytes says why n cannot cap a run log, or nil. It is the one
+// check of the cap: the command line names its flag before the message.
+func CheckMaxBytes(n int) error {
+	if n < MinMaxBytes {
+		return fmt.Errorf("must be at least %d, not %d", MinMaxBytes, n)
+	}
+	return nil
+}
+
 func (o Options) withDefaults() (Options, error) {
 	if o.Dir == "" {
 		o.Dir = DefaultDir
@@ -76,8 +96,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxBytes == 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
-	if o.MaxBytes < MinMaxBytes {
-		return o, fmt.Errorf("runlog: max bytes %d is below the minimum of %d", o.MaxBytes, MinMaxBytes)
+	if err := CheckMaxBytes(o.MaxBytes); err != nil {
+		return o, fmt.Errorf("runlog: max bytes %w", err)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -294,9 +314,6 @@ func newLog(opts Options, path string) *Log {
 
 // Path is the file's path.
 func (l *Log) Path() string { return l.path }
-
-// MaxBytes is the file's cap.
-func (l *Log) MaxBytes() int { return l.maxBytes }
 
 // Read returns the file's content, or its last MaxBytes from the start of
 // a line if it is larger (lavender never makes it so; the next append

@@ -28,9 +28,9 @@ type ExporterCmd struct {
 // procfsFlags point the swap readers at another procfs, as node_exporter's
 // --path.procfs does, for containers and for tests.
 type procfsFlags struct {
-	ProcFS string `name:"path.procfs" default:"/proc" help:"procfs mountpoint to read meminfo and vmstat from."`
+	ProcFS string `name:"path.procfs" default:"${procfs}" help:"procfs mountpoint to read meminfo and vmstat from."`
 	// HistoryStep sets the status page's swap chart: 360 points, one per step.
-	HistoryStep time.Duration `name:"status.history-step" default:"10s" help:"Time between points of the status page's swap chart, which keeps 360 of them (10s: the last hour)."`
+	HistoryStep time.Duration `name:"status.history-step" default:"${history_step}" help:"Time between points of the status page's swap chart, which keeps 360 of them (10s: the last hour)."`
 }
 
 func (f *procfsFlags) validate() error {
@@ -41,12 +41,7 @@ func (f *procfsFlags) validate() error {
 }
 
 func (c *ExporterCmd) Run(g *Globals) error {
-	if err := c.runtimeFlags.apply(g.Logger); err != nil {
-		return err
-	}
-	ctx, stop := shutdownContext(g)
-	defer stop()
-	return c.serve(ctx, g, nil)
+	return serveUntilSignal(g, c.runtimeFlags, func(ctx context.Context) error { return c.serve(ctx, g, nil) })
 }
 
 // serve runs the exporter until ctx ends; tests call it with their own
@@ -63,7 +58,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 		return err
 	}
 	defer srv.close()
-	exp, closeExp, err := openExporter(c.procfsFlags, c.runlogFlags, g, srv.reg)
+	exp, closeExp, err := openExporter(c.procfsFlags, c.runlogFlags, g, srv)
 	if err != nil {
 		return err
 	}
@@ -78,7 +73,11 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	}
 	sampler.Poll(ctx)
 	go sampler.Run(ctx)
-	if err := registerStatusPage(srv.mux, exp, statuspage.Config{History: history}); err != nil {
+	if err := registerStatusPage(srv.mux, exp, statuspage.Config{
+		// exporter pushes nothing; its page marks stalls as serve's
+		// stalled rule would at its default.
+		History: history, StallAfter: watchdog.DefaultStallAfter,
+	}); err != nil {
 		return err
 	}
 	srv.ready.set()
@@ -88,8 +87,9 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 
 // openExporter builds the exporter for exporter and serve; close saves the
 // phase table's unsaved heartbeats at shutdown.
-func openExporter(p procfsFlags, r runlogFlags, g *Globals, reg prometheus.Registerer) (exp *exporter.Exporter, close func(), err error) {
-	exp, err = exporter.New(exporter.Config{ProcFS: p.ProcFS, Runlog: r.options()}, g.Logger, reg)
+func openExporter(p procfsFlags, r runlogFlags, g *Globals, srv *commandServer) (exp *exporter.Exporter, close func(), err error) {
+	cfg := exporter.Config{ProcFS: p.ProcFS, Runlog: r.options(), WriteErrors: srv.writeErrors.WithLabelValues("exporter"), Clock: g.Clock}
+	exp, err = exporter.New(cfg, g.Logger, srv.reg)
 	if err != nil {
 		return nil, nil, err
 	}

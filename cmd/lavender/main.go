@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/prometheus/common/promslog"
@@ -99,24 +100,27 @@ type Globals struct {
 	Logger *slog.Logger
 	Stdout io.Writer
 	Stderr io.Writer
+	// Clock is serve's and the exporter's time source: heartbeat stamps and
+	// the watchdog's polls read it. nil: time.Now; tests pass a fake clock
+	// to make a 10-minute stall happen at once.
+	Clock func() time.Time
 }
 
 // runlogDirFlags locate the run logs; every command that touches them has it.
 type runlogDirFlags struct {
-	Dir string `name:"runlog.dir" default:"logs" help:"Directory of the per-run logs." type:"path"`
+	Dir string `name:"runlog.dir" default:"${runlog_dir}" help:"Directory of the per-run logs." type:"path"`
 }
 
 // runlogFlags are for the commands that write run logs.
 type runlogFlags struct {
 	runlogDirFlags
-	MaxBytes int `name:"runlog.max-bytes" default:"1024" help:"Hard cap on a run log's size in bytes (at least 256)."`
+	MaxBytes int `name:"runlog.max-bytes" default:"${runlog_max_bytes}" help:"Hard cap on a run log's size in bytes (at least ${runlog_min_bytes})."`
 }
 
-// validateRunlog names the flag, where runlog's own check would name the
-// package.
+// validateRunlog is runlog's own check, naming the flag.
 func (f runlogFlags) validateRunlog() error {
-	if f.MaxBytes < runlog.MinMaxBytes {
-		return fmt.Errorf("--runlog.max-bytes must be at least %d, not %d", runlog.MinMaxBytes, f.MaxBytes)
+	if err := runlog.CheckMaxBytes(f.MaxBytes); err != nil {
+		return fmt.Errorf("--runlog.max-bytes %w", err)
 	}
 	return nil
 }
@@ -165,7 +169,7 @@ func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
 		kong.Writers(stdout, stderr),
 		kong.Exit(exit),
 		kong.Vars{"version": versionText()},
-		watchdogVars,
+		flagVars(),
 	)
 	if err != nil {
 		return err

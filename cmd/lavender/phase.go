@@ -27,11 +27,11 @@ type PhaseCmd struct {
 // phaseClientFlags locate the exporter. The URL never carries credentials:
 // the password comes from a file so it stays out of ps and shell history.
 type phaseClientFlags struct {
-	URL          string        `name:"url" default:"http://127.0.0.1:9877" help:"Base URL of the lavender exporter."`
+	URL          string        `name:"url" default:"${phase_url}" help:"Base URL of the lavender exporter."`
 	Username     string        `name:"username" aliases:"web.user" help:"Basic-auth user name, when the exporter's --web.config.file asks for one."`
 	PasswordFile string        `name:"password-file" help:"File holding the basic-auth password (trailing newline ignored)."`
 	CAFile       string        `name:"tls.ca-file" type:"existingfile" help:"PEM file of the CA that signed the exporter's TLS certificate, for an https --url with a private CA."`
-	Timeout      time.Duration `name:"timeout" default:"10s" env:"LAVENDER_PHASE_TIMEOUT" help:"Timeout of each request to the exporter."`
+	Timeout      time.Duration `name:"timeout" default:"${phase_timeout}" env:"LAVENDER_PHASE_TIMEOUT" help:"Timeout of each request to the exporter."`
 }
 
 func (f *phaseClientFlags) client() (*heartbeat.Client, error) {
@@ -129,7 +129,7 @@ func (c *PhaseEndCmd) Run(g *Globals) error {
 
 type PhaseRunCmd struct {
 	phaseClientFlags
-	Every   time.Duration `name:"every" default:"60s" env:"LAVENDER_PHASE_EVERY" help:"Ping interval."`
+	Every   time.Duration `name:"every" default:"${phase_every}" env:"LAVENDER_PHASE_EVERY" help:"Ping interval."`
 	Name    string        `arg:"" help:"Phase name."`
 	Command []string      `arg:"" passthrough:"" help:"Command and arguments, after --."`
 }

@@ -10,18 +10,18 @@ import (
 )
 
 // runtimeFlags are the Go runtime settings of the long-running commands.
-// Both defaults come from Prometheus projects and are measured in
-// docs/benchmarks.md.
+// Both defaults come from Prometheus projects; the measurements behind them
+// are in docs/benchmarks.md, "Runtime defaults"
+// (docs/benchmarks.md#runtime-defaults).
 //
 // GOMAXPROCS defaults to 1, as node_exporter's --runtime.gomaxprocs does:
-// lavender's work is a few hundred microseconds per request, and with more
-// Ps the scheduler wakes idle threads that spin for work on every request.
-// On a 2-CPU VM that cost 60 % more CPU per scrape (435 vs 273 us), taken
-// from the load generator; on a 64-core training box it would also spread
-// GC workers over cores the training run wants.
+// lavender's work is short per request, and with more Ps the scheduler
+// wakes idle threads that spin for work on every request; on a many-core
+// training box more Ps would also spread GC workers over cores the run
+// wants.
 //
-// GOGC defaults to 75, as the Prometheus server's does since 2.53: with a
-// live heap near 1 MiB the heap goal is Go's 4 MiB floor, which GOGC
+// GOGC defaults to 75, as the Prometheus server's does since 2.53: the
+// live heap is small enough that the heap goal is Go's floor, which GOGC
 // scales, and a watchdog for memory pressure should hold little memory.
 // A GOGC in the environment is left as the runtime applied it.
 type runtimeFlags struct {

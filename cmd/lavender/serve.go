@@ -31,17 +31,11 @@ type ServeCmd struct {
 
 // Run serves until SIGINT or SIGTERM; a second signal exits at once.
 func (c *ServeCmd) Run(g *Globals) error {
-	if err := c.runtimeFlags.apply(g.Logger); err != nil {
-		return err
-	}
-	ctx, stop := shutdownContext(g)
-	defer stop()
-	return c.serve(ctx, g, nil, nil)
+	return serveUntilSignal(g, c.runtimeFlags, func(ctx context.Context) error { return c.serve(ctx, g, nil, nil) })
 }
 
-// serve runs until ctx ends. Tests pass their own context and learn the
-// bound address through onListen and readiness through onReady.
-func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr), onReady func()) error {
+// validate checks every flag group serve has, before anything starts.
+func (c *ServeCmd) validate() error {
 	if err := c.validateBark(); err != nil {
 		return err
 	}
@@ -51,7 +45,16 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
-	if _, err := c.rules(); err != nil {
+	_, err := c.rules()
+	return err
+}
+
+// serve runs until ctx ends: it binds the listeners, opens the exporter and
+// the bridge, builds the watchdog, opens the run, registers the pages, and
+// serves, recording RUN stop at the end. Tests pass their own context and
+// learn the bound address through onListen and readiness through onReady.
+func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr), onReady func()) error {
+	if err := c.validate(); err != nil {
 		return err
 	}
 	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
@@ -59,51 +62,89 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer srv.close()
-	exp, closeExp, err := openExporter(c.procfsFlags, c.runlogFlags, g, srv.reg)
+	exp, closeExp, err := openExporter(c.procfsFlags, c.runlogFlags, g, srv)
 	if err != nil {
 		return err
 	}
 	defer closeExp()
-	bridge, err := barkbridge.New(c.barkConfig(c.logged(g)), g.Logger, srv.reg)
+	bridge, stopReload, err := openBridge(&c.barkFlags, c.runlogFlags, g, srv)
 	if err != nil {
 		return err
 	}
-	stopReload := reloadOnSIGHUP(bridge, g.Logger)
 	defer stopReload()
-
-	// One sampler feeds the status page's history and, when on, the
-	// watchdog's rules, so the page costs no reads of its own.
-	victims := c.openVictims(g.Logger)
-	if victims != nil {
-		defer victims.Close()
-	}
-	history := watchdog.NewHistory(c.HistoryStep)
-	wd, err := c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, bridge, g.Logger, srv.reg)
+	stopStorm := runBridge(ctx, bridge)
+	defer stopStorm()
+	wd, history, closeWatchdog, err := c.openWatchdog(exp, bridge, g, srv)
 	if err != nil {
 		return err
 	}
+	defer closeWatchdog()
 
+	c.openRun(exp, g)
+	exp.Register(srv.mux)
+	bridge.Register(srv.mux)
+	if err := registerStatusPage(srv.mux, exp, c.statusPage(wd, bridge, history)); err != nil {
+		return err
+	}
+
+	err = c.serveWatched(ctx, srv, wd, g, func() {
+		g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
+			"watchdog_interval", c.WatchdogInterval, "runlog_dir", c.Dir)
+		if onReady != nil {
+			onReady()
+		}
+	})
+	if logErr := exp.AppendToRun(runlog.RunStop); logErr != nil {
+		g.Logger.Error("run log: RUN stop not written", "err", logErr)
+	}
+	return err
+}
+
+// openWatchdog builds the one sampler that feeds the status page's history
+// and, when on, the watchdog's rules, so the page costs no reads of its
+// own. close releases the kernel log it may have opened.
+func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, g *Globals, srv *commandServer) (wd *watchdog.Watchdog, history *watchdog.History, close func(), err error) {
+	victims := c.openVictims(g.Logger)
+	close = func() {
+		if victims != nil {
+			victims.Close()
+		}
+	}
+	history = watchdog.NewHistory(c.HistoryStep)
+	wd, err = c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, push, g.Logger, srv.reg, g.Clock)
+	if err != nil {
+		close()
+		return nil, nil, nil, err
+	}
+	return wd, history, close, nil
+}
+
+// openRun starts a new run, or with --run.resume records that the process
+// came back to the current one. A full or read-only logs dir loses the
+// record, never the pushes: serve starts anyway, and later writes are
+// counted in lavender_runlog_write_errors_total.
+func (c *ServeCmd) openRun(exp *exporter.Exporter, g *Globals) {
 	device := exporter.Device()
 	if run, _ := exp.Snapshot(); c.RunResume && run != nil {
 		// Entries after the last RUN stop must say the process came back.
 		if err := exp.AppendToRun(runlog.RunResume + "  device=" + device); err != nil {
 			g.Logger.Error("run log: RUN resume not written", "err", err)
 		}
-	} else {
-		header := c.RunHeader
-		if header == "" {
-			header = fmt.Sprintf("device=%s lavender=v%s", device, version.Version)
-		}
-		// A full or read-only logs dir loses the record, never the pushes:
-		// serve starts anyway, and later writes are counted in
-		// lavender_runlog_write_errors_total.
-		if _, err := exp.StartRun(header, runlog.RunStart+"  device="+device); err != nil {
-			g.Logger.Error("run log not started; serving anyway", "err", err)
-		}
+		return
 	}
+	header := c.RunHeader
+	if header == "" {
+		header = fmt.Sprintf("device=%s lavender=v%s", device, version.Version)
+	}
+	if _, err := exp.StartRun(header, runlog.RunStart+"  device="+device); err != nil {
+		g.Logger.Error("run log not started; serving anyway", "err", err)
+	}
+}
 
-	exp.Register(srv.mux)
-	bridge.Register(srv.mux)
+// statusPage is what serve's status page shows beyond the exporter: the
+// watchdog's history and rule states, the bridge's status, and the
+// thresholds in force (the watchdog's when it is on, else the bridge's).
+func (c *ServeCmd) statusPage(wd *watchdog.Watchdog, bridge *barkbridge.Bridge, history *watchdog.History) statuspage.Config {
 	threshold, pressureThreshold := c.BarkThreshold, watchdog.DefaultPressureThreshold
 	if c.enabled() {
 		threshold = c.WatchdogThreshold
@@ -111,40 +152,35 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 			pressureThreshold = c.WatchdogPressureThreshold
 		}
 	}
-	if err := registerStatusPage(srv.mux, exp, statuspage.Config{
+	return statuspage.Config{
 		History:           history,
 		Rules:             wd.State,
 		Bark:              bridge.Status,
 		Threshold:         threshold,
 		PressureThreshold: pressureThreshold,
-	}); err != nil {
-		return err
+		// The page's stalled mark and the stalled push agree: 0 turns
+		// both off.
+		StallAfter: c.PhaseStallAfter,
 	}
+}
 
+// serveWatched serves HTTP and runs the watchdog until ctx ends. The first
+// poll comes before ready, so a host that is already paging gets its push
+// at once, and the OOM rule has its baseline: kills from before the start
+// never push. ready is called once the command is ready.
+func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *watchdog.Watchdog, g *Globals, ready func()) error {
 	served := make(chan error, 1)
 	go func() {
 		// In-flight webhooks wait on Bark for at most the timeout: let them
 		// finish so a push Bark accepted is answered 200, not retried.
 		served <- srv.serve(ctx, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
 	}()
-
-	// The first poll comes before ready, so a host that is already paging
-	// gets its push at once, and the OOM rule has its baseline: kills from
-	// before the start never push.
 	wd.Poll(ctx)
 	var background sync.WaitGroup
 	background.Go(func() { wd.Run(ctx) })
 	srv.ready.set()
-	g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
-		"watchdog_interval", c.WatchdogInterval, "runlog_dir", c.Dir)
-	if onReady != nil {
-		onReady()
-	}
-
-	err = <-served
+	ready()
+	err := <-served
 	background.Wait()
-	if logErr := exp.AppendToRun(runlog.RunStop); logErr != nil {
-		g.Logger.Error("run log: RUN stop not written", "err", logErr)
-	}
 	return err
 }

@@ -84,11 +84,28 @@ func startServe(t *testing.T, procfs *fakeProcfs, args ...string) *serveRig {
 // startServeWith is startServe on any procfs dir and Bark URL template.
 func startServeWith(t *testing.T, procfsDir, barkTemplate string, args ...string) *serveRig {
 	t.Helper()
-	r := &serveRig{t: t, logs: &lockedBuffer{}, logDir: t.TempDir()}
-	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": barkTemplate + "\n"})
+	return startServeOpts(t, serveOpts{procfsDir: procfsDir, barkTemplate: barkTemplate}, args...)
+}
+
+// serveOpts are startServeOpts' settings beyond the flags.
+type serveOpts struct {
+	procfsDir, barkTemplate string
+	logDir                  string           // "": a new temporary dir
+	clock                   func() time.Time // nil: time.Now
+}
+
+// startServeOpts is startServeWith with a run-log dir to resume and a
+// clock of the test's.
+func startServeOpts(t *testing.T, o serveOpts, args ...string) *serveRig {
+	t.Helper()
+	if o.logDir == "" {
+		o.logDir = t.TempDir()
+	}
+	r := &serveRig{t: t, logs: &lockedBuffer{}, logDir: o.logDir}
+	barkDir := barkConfigDir(t, map[string]string{"phone.bark.env": o.barkTemplate + "\n"})
 	cli := parseCLI(t, append([]string{"serve", "--web.listen-address=127.0.0.1:0",
-		"--path.procfs=" + procfsDir, "--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
-	g := &Globals{Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Stdout: io.Discard, Stderr: r.logs}
+		"--path.procfs=" + o.procfsDir, "--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
+	g := &Globals{Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Stdout: io.Discard, Stderr: r.logs, Clock: o.clock}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan []net.Addr, 1)
 	ready := make(chan struct{})
@@ -213,7 +230,7 @@ func TestServeWatchdogPushes(t *testing.T) {
 	if got := r.pushes(); len(got) != 1 || got[0] != want54 {
 		t.Fatalf("pushes %q, want exactly %q", got, want54)
 	}
-	if uri := r.bark.requests()[0]; !strings.HasSuffix(uri, "?level=passive&isArchive=0") {
+	if uri := r.bark.requests()[0]; !strings.Contains(uri, "?level=passive&isArchive=0&") {
 		t.Errorf("push %q is not silent", uri)
 	}
 
@@ -222,14 +239,28 @@ func TestServeWatchdogPushes(t *testing.T) {
 		t.Fatalf("%d pushes while swap stayed high, want 1: %q", len(got), got)
 	}
 
-	procfs.setSwap(swap32GiBinKB, 0.20) // falls: re-armed
-	r.waitPolls(3)
+	procfs.setSwap(swap32GiBinKB, 0.20) // falls: resolved, and re-armed
+	waitFor(t, "the resolution", func() bool { return len(r.bark.requests()) >= 2 })
 	procfs.setSwap(swap32GiBinKB, 0.60)
-	waitFor(t, "the second push", func() bool { return len(r.bark.requests()) >= 2 })
+	waitFor(t, "the second push", func() bool { return len(r.bark.requests()) >= 3 })
 	r.waitPolls(3)
 	got := r.pushes()
-	if len(got) != 2 || got[1] != "[lavender-2] swap 60% full (19.2/32.0 GB) — consider intervening" {
-		t.Fatalf("pushes %q, want a second one at 60%%", got)
+	if len(got) != 3 || !strings.HasPrefix(got[1], "[lavender-2] resolved: swap 20% full (6.4/32.0 GB) after ") ||
+		got[2] != "[lavender-2] swap 60% full (19.2/32.0 GB) — consider intervening" {
+		t.Fatalf("pushes %q, want the resolution, then a new one at 60%%", got)
+	}
+	// The resolution replaces the first push on the phone; the next
+	// incident is a notification of its own.
+	var ids []string
+	for _, uri := range r.bark.requests() {
+		u, err := url.Parse(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, u.Query().Get("id"))
+	}
+	if ids[0] == "" || ids[1] != ids[0] || ids[2] == ids[0] {
+		t.Errorf("ids %q: want the resolution's equal to the first push's, the next incident's different", ids)
 	}
 
 	log := r.runLog()
@@ -237,13 +268,14 @@ func TestServeWatchdogPushes(t *testing.T) {
 		"# device=cuda lavender_2=v0.2.3\n",
 		" RUN start  device=",
 		" BARK swap 54% sent ok=1 fail=0\n",
+		" BARK resolved swap 20% sent ok=1 fail=0\n",
 		" BARK swap 60% sent ok=1 fail=0\n",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("run log lacks %q:\n%s", want, log)
 		}
 	}
-	if n := strings.Count(log, " BARK "); n != 2 {
+	if n := strings.Count(log, " BARK "); n != 3 {
 		t.Errorf("%d BARK lines, want one per push:\n%s", n, log)
 	}
 

@@ -27,10 +27,10 @@ import (
 
 // webFlags are exporter-toolkit's flags, bound through kong.
 type webFlags struct {
-	ListenAddresses []string `name:"web.listen-address" default:":9877" sep:"none" help:"Address to listen on; repeat for several. Default port 9877."`
+	ListenAddresses []string `name:"web.listen-address" default:"${listen_address}" sep:"none" help:"Address to listen on; repeat for several. Default port ${port}."`
 	SystemdSocket   bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of port listeners (Linux only)."`
 	ConfigFile      string   `name:"web.config.file" default:"" help:"Path to an exporter-toolkit web config file that enables TLS and basic auth."`
-	WriteAllow      []string `name:"web.write-allow" default:"127.0.0.0/8,::1/128" placeholder:"CIDR" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
+	WriteAllow      []string `name:"web.write-allow" default:"${write_allow}" placeholder:"CIDR" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
 }
 
 // jsonWritePaths are the endpoints whose bodies must be application/json:
@@ -69,13 +69,22 @@ const (
 	shutdownGrace     = 10 * time.Second
 )
 
-func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+// httpTimeouts are an HTTP server's connection timeouts.
+type httpTimeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// servingTimeouts are every serving command's; tests shorten them to see
+// them act.
+var servingTimeouts = httpTimeouts{ReadHeader: readHeaderTimeout, Read: readTimeout, Write: writeTimeout, Idle: idleTimeout}
+
+func newHTTPServer(h http.Handler, t httpTimeouts, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }
@@ -130,14 +139,14 @@ func closeAll(listeners []net.Listener) {
 // serveHTTP serves h on listeners until ctx ends, then shuts down, letting
 // in-flight requests finish within grace. TLS and basic auth come from
 // --web.config.file through exporter-toolkit.
-func serveHTTP(ctx context.Context, listeners []net.Listener, h http.Handler, f *webFlags, grace time.Duration, logger *slog.Logger) error {
+func serveHTTP(ctx context.Context, listeners []net.Listener, h http.Handler, f *webFlags, timeouts httpTimeouts, grace time.Duration, logger *slog.Logger) error {
 	if f.ConfigFile != "" {
 		if err := web.Validate(f.ConfigFile); err != nil {
 			closeAll(listeners)
 			return fmt.Errorf("web config %s: %w", f.ConfigFile, err)
 		}
 	}
-	srv := newHTTPServer(h, logger)
+	srv := newHTTPServer(h, timeouts, logger)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ServeMultiple(listeners, srv, f.toolkit(), logger) }()
 	select {
@@ -171,6 +180,18 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
+// serveUntilSignal is the one start-up path of the serving commands
+// (serve, exporter, bridge): the Go runtime settings, then serve until the
+// first SIGINT or SIGTERM.
+func serveUntilSignal(g *Globals, rt runtimeFlags, serve func(context.Context) error) error {
+	if err := rt.apply(g.Logger); err != nil {
+		return err
+	}
+	ctx, stop := shutdownContext(g)
+	defer stop()
+	return serve(ctx)
+}
+
 // shutdownContext ends at the first SIGINT or SIGTERM, so a serving command
 // shuts down gracefully; a second signal exits at once.
 func shutdownContext(g *Globals) (context.Context, func()) {
@@ -202,9 +223,12 @@ func shutdownContext(g *Globals) (context.Context, func()) {
 type commandServer struct {
 	listeners []net.Listener
 	reg       *prometheus.Registry
-	mux       *http.ServeMux
-	handler   http.Handler // mux behind the write guard
-	ready     readiness
+	// writeErrors is the one lavender_runlog_write_errors_total; each
+	// package that writes to the logs dir gets its series.
+	writeErrors *prometheus.CounterVec
+	mux         *http.ServeMux
+	handler     http.Handler // mux behind the write guard
+	ready       readiness
 }
 
 func newCommandServer(f *webFlags, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
@@ -218,6 +242,7 @@ func newCommandServer(f *webFlags, logger *slog.Logger, onListen func([]net.Addr
 		return nil, err
 	}
 	s := &commandServer{listeners: listeners, reg: newRegistry(), mux: mux, handler: handler}
+	s.writeErrors = newWriteErrors(s.reg)
 	s.mux.Handle("/metrics", metricsHandler(s.reg, logger))
 	addLifecycle(s.mux, &s.ready)
 	return s, nil
@@ -228,7 +253,7 @@ func (s *commandServer) close() { closeAll(s.listeners) }
 
 // serve marks the command ready and serves until ctx ends; see serveHTTP.
 func (s *commandServer) serve(ctx context.Context, f *webFlags, grace time.Duration, logger *slog.Logger) error {
-	return serveHTTP(ctx, s.listeners, s.handler, f, grace, logger)
+	return serveHTTP(ctx, s.listeners, s.handler, f, servingTimeouts, grace, logger)
 }
 
 // readiness backs /-/ready: a command marks itself ready once its start-up

@@ -23,11 +23,11 @@ var mayUse = map[string][]string{
 	// other: a client does not pull in the collectors.
 	"phaseapi":   {},
 	"heartbeat":  {"phaseapi"},
-	"exporter":   {"runlog", "phaseapi"},
-	"barkbridge": {"runlog", "watchdog"},
+	"exporter":   {"runlog", "phaseapi", "internal/throttle"},
+	"barkbridge": {"runlog", "watchdog", "internal/throttle"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi"},
+	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -43,6 +43,9 @@ var mayUse = map[string][]string{
 	// in-package tests can import them without a cycle.
 	"internal/barktest": {"internal/testkit"},
 	"internal/testkit":  {},
+	// Keeps a repeating failure's log lines to one per interval; the
+	// exporter and the bridge use it for failed writes to the logs dir.
+	"internal/throttle": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/barkbridge"
+	"lavender/exporter"
+	"lavender/heartbeat"
+	"lavender/phaseapi"
+	"lavender/runlog"
+	"lavender/watchdog"
+	"lavender/webguard"
+)
+
+// defaultVars are the flags' defaults, from the constants of the packages
+// that own them, so a default is written once (the watchdog's are in
+// watchdogVars). Flags whose default is cmd's own (log level and format,
+// runtime settings) keep it in their tag.
+var defaultVars = kong.Vars{
+	"runlog_dir":          runlog.DefaultDir,
+	"runlog_max_bytes":    fmt.Sprint(runlog.DefaultMaxBytes),
+	"runlog_min_bytes":    fmt.Sprint(runlog.MinMaxBytes),
+	"bark_config_dir":     barkbridge.DefaultConfigDir,
+	"bark_timeout":        flagDuration(barkbridge.DefaultTimeout),
+	"bark_prefix":         barkbridge.DefaultPrefix,
+	"bark_threshold":      fmt.Sprint(barkbridge.DefaultThreshold),
+	"bark_swap_alertname": barkbridge.DefaultSwapAlertname,
+	"bark_dedup_window":   flagDuration(barkbridge.DefaultDedupWindow),
+	"bark_max_per_minute": fmt.Sprint(barkbridge.DefaultMaxPerMinute),
+	"webhook_max_bytes":   fmt.Sprint(barkbridge.DefaultMaxBodyBytes),
+	"procfs":              exporter.DefaultProcFS,
+	"history_step":        flagDuration(watchdog.DefaultStep),
+	"port":                phaseapi.DefaultPort,
+	"listen_address":      ":" + phaseapi.DefaultPort,
+	"write_allow":         strings.Join(webguard.DefaultWriteAllow, ","),
+	"phase_url":           heartbeat.DefaultURL,
+	"phase_timeout":       flagDuration(heartbeat.DefaultTimeout),
+	"phase_every":         flagDuration(heartbeat.DefaultPingInterval),
+}
+
+// flagVars are every flag default kong interpolates.
+func flagVars() kong.Vars {
+	vars := kong.Vars{}
+	maps.Copy(vars, defaultVars)
+	maps.Copy(vars, watchdogVars)
+	return vars
+}
+
+// newWriteErrors is the one counter of failed writes to the logs dir.
+// Each package that writes there gets its own series (writer="exporter",
+// writer="bark"), made when the command wires that package, so a command
+// exports only the writers it runs.
+func newWriteErrors(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lavender_runlog_write_errors_total",
+		Help: "Failed writes (and directory reads) of the logs dir: run-log entries and phase tables, by writer. The push or heartbeat itself went on.",
+	}, []string{"writer"})
+	reg.MustRegister(c)
+	return c
+}
