@@ -23,12 +23,12 @@ import (
 // well under 1 KiB.
 const maxResponseBytes = 64 << 10
 
-// EscapeMessage percent-encodes everything but RFC 3986's unreserved
+// escapeMessage percent-encodes everything but RFC 3986's unreserved
 // characters (A-Z a-z 0-9 - . _ ~). Bark routes on the raw path, so a raw
 // "/" would split the push into title and body, and it query-unescapes the
 // segments, so a raw "+" would become a space: neither url.PathEscape nor
 // url.QueryEscape is right on its own.
-func EscapeMessage(msg string) string {
+func escapeMessage(msg string) string {
 	n := 0
 	for i := 0; i < len(msg); i++ {
 		if !unreserved(msg[i]) {
@@ -56,10 +56,72 @@ func unreserved(c byte) bool {
 		c == '-' || c == '.' || c == '_' || c == '~'
 }
 
-// url builds the request URL for msg. The result holds the device key: it
-// goes to the HTTP client and nowhere else.
-func (t Target) url(msg string) string {
-	return strings.ReplaceAll(t.tmpl, Placeholder, EscapeMessage(msg))
+// push is one push to a target: the message and the Bark parameters
+// lavender adds, each only where the template does not set it itself.
+type push struct {
+	message string
+	id      string // the incident's Bark id: a later push with it replaces this one
+	group   string // Notification Centre groups by it: the host the alert is about
+	openURL string // opened when the notification is tapped
+	delete  bool   // remove the notification with this id instead (delete=1)
+}
+
+// params are the Bark parameters p adds to a template, in the order they
+// are appended.
+func (p push) params() []queryParam {
+	var ps []queryParam
+	add := func(k, v string) {
+		if v != "" {
+			ps = append(ps, queryParam{k, v})
+		}
+	}
+	add("id", p.id)
+	if p.delete {
+		add("delete", "1")
+		return ps // a delete is a background push: nothing to show
+	}
+	add("group", p.group)
+	add("url", p.openURL)
+	return ps
+}
+
+// newRequest builds the HTTP request of p to t. Its URL holds the device
+// key: it goes to the HTTP client and nowhere else. A clear push is a GET
+// with the message in the template's $0; an encrypted push POSTs ciphertext
+// and iv in a form, and its URL holds nothing of the message; a delete
+// holds nothing of it either, in either mode.
+func (t Target) newRequest(ctx context.Context, p push) (*http.Request, *PushError) {
+	if p.delete {
+		return t.newGET(ctx, encryptedTemplate(appendMissingParams(t.tmpl, p.params()...)))
+	}
+	if t.enc == nil {
+		tmpl := appendMissingParams(t.tmpl, p.params()...)
+		return t.newGET(ctx, fillMessage(tmpl, p.message))
+	}
+	reqURL, form, err := t.enc.encryptedRequest(t.tmpl, pushParams{Body: p.message, Group: p.group, URL: p.openURL, ID: p.id})
+	if err != nil {
+		// encrypt's errors name the random source or the JSON, never the key.
+		return nil, &PushError{Class: "encryption", detail: t.scrub(err.Error())}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, reqURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, &PushError{Class: "invalid URL", detail: t.scrub(redact(err).Error())}
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req, nil
+}
+
+// fillMessage puts msg, escaped, in the template's place for it.
+func fillMessage(tmpl, msg string) string {
+	return strings.ReplaceAll(tmpl, Placeholder, escapeMessage(msg))
+}
+
+func (t Target) newGET(ctx context.Context, u string) (*http.Request, *PushError) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, &PushError{Class: "invalid URL", detail: t.scrub(redact(err).Error())}
+	}
+	return req, nil
 }
 
 // PushError is a failed push, reduced to a short class such as "timeout"
@@ -79,13 +141,13 @@ type PushError struct {
 
 func (e *PushError) Error() string { return e.Class }
 
-// sendOne pushes msg to t once. It returns nil when Bark accepted the push:
+// sendOne pushes p to t once. It returns nil when Bark accepted the push:
 // a 2xx whose body is Bark's JSON with code 200. A redirect is never
 // followed (the client refuses them): the URL holds the device key.
-func sendOne(ctx context.Context, client *http.Client, userAgent string, t Target, msg string) *PushError {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url(msg), nil)
-	if err != nil {
-		return &PushError{Class: "invalid URL", detail: t.scrub(redact(err).Error())}
+func sendOne(ctx context.Context, client *http.Client, userAgent string, t Target, p push) *PushError {
+	req, perr := t.newRequest(ctx, p)
+	if perr != nil {
+		return perr
 	}
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("Accept", "application/json")

@@ -28,8 +28,8 @@ func TestEscapeMessage(t *testing.T) {
 		{"(16.3/32.0 GB)", "%2816.3%2F32.0%20GB%29"},
 	}
 	for _, tt := range tests {
-		if got := EscapeMessage(tt.in); got != tt.want {
-			t.Errorf("EscapeMessage(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := escapeMessage(tt.in); got != tt.want {
+			t.Errorf("escapeMessage(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -153,7 +153,7 @@ func TestSendFailureClasses(t *testing.T) {
 			result := "ok"
 			if tt.class != "" {
 				result = "failed"
-				if want := "[bark] phone.bark.env:1 failed: " + tt.class; !strings.Contains(f.logs.String(), want) {
+				if want := `msg="push failed" target=phone.bark.env:1 class=` + slogValue(tt.class); !strings.Contains(f.logs.String(), want) {
 					t.Errorf("log lacks %q:\n%s", want, f.logs)
 				}
 				if r.String() != "phone.bark.env:1 failed: "+tt.class {
@@ -229,4 +229,13 @@ func TestPushNeverFollowsRedirects(t *testing.T) {
 			}
 		}
 	}
+}
+
+// slogValue is v as slog's text handler writes it: quoted when it has a
+// space or a quote.
+func slogValue(v string) string {
+	if strings.ContainsAny(v, " \"=") {
+		return strconv.Quote(v)
+	}
+	return v
 }

@@ -19,7 +19,7 @@ func BenchmarkWebhookDecodeFormat(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				msg, err := DecodeWebhook(body)
+				msg, err := decodeWebhook(body)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -33,14 +33,14 @@ func BenchmarkWebhookDecodeFormat(b *testing.B) {
 
 // BenchmarkBarkURL measures building one push URL from a template.
 func BenchmarkBarkURL(b *testing.B) {
-	ts, err := ParseTargets("phone.bark.env", []byte("https://api.day.app/0123456789abcdefghijkl/$0"))
+	ts, err := parseTargets("phone.bark.env", []byte("https://api.day.app/0123456789abcdefghijkl/$0"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	msg := FormatSwap(DefaultPrefix, SwapFigures{Ratio: 0.54, UsedBytes: 17501991731, TotalBytes: 34359738368})
+	msg := formatSwap(DefaultPrefix, SwapFigures{Ratio: 0.54, UsedBytes: 17501991731, TotalBytes: 34359738368})
 	b.ReportAllocs()
 	for b.Loop() {
-		if u := ts[0].url(msg); len(u) == 0 {
+		if u := fillMessage(ts[0].tmpl, msg); len(u) == 0 {
 			b.Fatal("empty URL")
 		}
 	}
@@ -51,7 +51,7 @@ func BenchmarkFormatSwap(b *testing.B) {
 	s := SwapFigures{Ratio: 0.54, UsedBytes: 17501991731, TotalBytes: 34359738368}
 	b.ReportAllocs()
 	for b.Loop() {
-		if FormatSwap(DefaultPrefix, s) == "" {
+		if formatSwap(DefaultPrefix, s) == "" {
 			b.Fatal("empty")
 		}
 	}

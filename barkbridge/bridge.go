@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,19 @@ type Config struct {
 	DedupMaxEntries int
 	MaxBodyBytes    int64 // largest webhook body accepted; default 1 MiB
 	MaxParallel     int   // pushes in flight per webhook request
+	// MaxPerMinute is the storm limit: pushes per target in any 60 s, the
+	// rest held for one summary push; 0 turns it off. Default: none (0);
+	// the commands pass DefaultMaxPerMinute.
+	MaxPerMinute int
+	// DeleteOnResolve removes an incident's notification (delete=1 with its
+	// id) when it resolves, instead of replacing it with the resolved text.
+	DeleteOnResolve bool
+	// ExternalURL is where users reach lavender (--web.external-url): a
+	// tapped notification opens it. Empty: pushes carry no url.
+	ExternalURL string
+	// Hostname is the watchdog's host: its pushes' group and part of their
+	// ids. The commands pass os.Hostname; "" leaves the group out.
+	Hostname string
 
 	// Runlog locates the run logs; BARK lines go to whichever run is
 	// current when they are written (runlog.AppendCurrent).
@@ -126,6 +140,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.MaxPerMinute < 0 || c.MaxPerMinute > MaxMaxPerMinute {
+		return c, fmt.Errorf("barkbridge: max pushes per minute %d is not in [0, %d] (0 turns storm control off)", c.MaxPerMinute, MaxMaxPerMinute)
+	}
+	if c.ExternalURL != "" {
+		u, err := url.Parse(c.ExternalURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("barkbridge: external URL %q is not an absolute http(s) URL", runlog.Truncate(c.ExternalURL, 100))
+		}
+	}
 	return c, nil
 }
 
@@ -139,9 +162,16 @@ type Bridge struct {
 	userAgent string
 	logErrors throttle.Reporter
 	history   *pushHistory // what the status page shows
+	storm     *stormLimiter
 
-	mu      sync.RWMutex
-	targets []Target
+	// loadMu serialises loads, so that a SIGHUP and a POST /-/reload at
+	// once cannot leave the older load's targets and series in place.
+	loadMu sync.Mutex
+	// afterRead, when a test sets it, runs between reading the files and
+	// storing what was read: where an unserialised load could be overtaken.
+	afterRead func()
+	mu        sync.RWMutex
+	targets   []Target
 }
 
 // New loads the targets and registers the metrics with reg (nil: none). An
@@ -159,7 +189,11 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, e
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg)
+	storm, err := newStormLimiter(cfg.MaxPerMinute, cfg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(reg, storm.Collector())
 	if err != nil {
 		return nil, fmt.Errorf("barkbridge: register metrics: %w", err)
 	}
@@ -170,15 +204,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, e
 		dedup:     newDedup(cfg.DedupWindow, cfg.DedupMaxEntries),
 		userAgent: "lavender/" + version.Version,
 		history:   newPushHistory(),
+		storm:     storm,
 	}
 	if err := b.load(true); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
-
-// Config returns the configuration in effect, defaults filled in.
-func (b *Bridge) Config() Config { return b.cfg }
 
 // Reload re-reads the *.bark.env files. On error the targets in use are
 // kept, as Prometheus keeps its config after a bad reload.
@@ -187,9 +219,14 @@ func (b *Bridge) Reload() error { return b.load(false) }
 // load reads the targets. At start (initial) there are no targets in use
 // to keep, so bad lines only leave the good targets and a logged error.
 func (b *Bridge) load(initial bool) error {
+	b.loadMu.Lock()
+	defer b.loadMu.Unlock()
 	res, err := LoadTargets(b.cfg.ConfigDir)
+	if b.afterRead != nil {
+		b.afterRead()
+	}
 	for _, w := range res.Warnings {
-		b.logger.Warn("[bark] " + w)
+		b.logger.Warn("[bark] config file readable by others", "warning", w)
 	}
 	if err != nil {
 		b.metrics.reloadOK.Set(0)
@@ -205,6 +242,7 @@ func (b *Bridge) load(initial bool) error {
 	b.targets = res.Targets
 	b.mu.Unlock()
 	b.metrics.trackTargets(old, res.Targets)
+	b.storm.trackTargets(targetNames(res.Targets))
 	b.history.keepOnly(res.Targets)
 	if err == nil {
 		b.metrics.reloadOK.Set(1)
@@ -219,6 +257,14 @@ func (b *Bridge) load(initial bool) error {
 	return nil
 }
 
+func targetNames(ts []Target) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name()
+	}
+	return names
+}
+
 // Targets returns the targets in use.
 func (b *Bridge) Targets() []Target {
 	b.mu.RLock()
@@ -227,37 +273,60 @@ func (b *Bridge) Targets() []Target {
 }
 
 // Send pushes message, as given, to every target at once and returns one
-// Result per target. It neither deduplicates nor writes the run log.
+// Result per target. It neither deduplicates, nor holds back in a storm,
+// nor writes the run log.
 func (b *Bridge) Send(ctx context.Context, message string) []Result {
-	d := &delivery{message: clipMessage(message)}
+	d := &delivery{push: push{message: clipMessage(message)}}
 	b.deliver(ctx, []*delivery{d})
 	return d.results
 }
 
+// SendTest pushes the self-test text to every target: "[lavender-2] test
+// push (aes-256-gcm)", with each target's algorithm, or "(not encrypted)",
+// so that a user who sees "Decryption Failed" knows the key is wrong.
+func (b *Bridge) SendTest(ctx context.Context) []Result {
+	var results []Result
+	for _, t := range b.Targets() {
+		mode := t.Encryption()
+		if mode == "" {
+			mode = "not encrypted"
+		}
+		d := &delivery{push: push{message: clipMessage(withPrefix(b.cfg.Prefix, "test push ("+mode+")"))}, only: t.Name()}
+		b.deliver(ctx, []*delivery{d})
+		results = append(results, d.results...)
+	}
+	return results
+}
+
 // delivery is one message to push to every target, and its outcome.
 type delivery struct {
-	subject string    // names the push in the run log, e.g. "swap 54%"
-	message string    // the text pushed
-	key     *alertKey // nil: push to every target, without dedup
+	push             // the text and the parameters, the same for every target
+	subject   string // names the push in the run log, e.g. "swap 54%"
+	key       *alertKey
+	stormName string // the name storm control counts it by; "": not limited
+	only      string // push to this target (file:line) only; "": to all
 
 	results   []Result // the targets pushed to, or that failed, in target order
 	ok        int      // pushes made by this call that Bark accepted
 	failed    int      // pushes made by this call that failed
 	joined    int      // targets whose push by a concurrent request, waited on, failed
 	duplicate int      // targets that had accepted already, or just did for a concurrent request
+	held      int      // targets storm control held it back from
 }
 
 // action is what became of the delivery, for the webhook's answer and
 // lavender_webhook_alerts_total: pushed when a target accepted it, failed
 // when none did and a push (this call's or a concurrent one's it waited
-// on) failed or there was no target, duplicate when every target had
-// accepted already.
+// on) failed or there was no target, held when storm control kept it for
+// the summary, duplicate when every target had accepted already.
 func (d *delivery) action() string {
 	switch {
 	case d.ok > 0:
 		return ActionPushed
 	case d.failed+d.joined > 0:
 		return ActionFailed
+	case d.held > 0:
+		return ActionHeld
 	case d.duplicate > 0:
 		return ActionDuplicate
 	default:
@@ -267,11 +336,12 @@ func (d *delivery) action() string {
 
 // swapDelivery is the one builder of swap pushes, for the watchdog and the
 // webhook alike.
-func (b *Bridge) swapDelivery(s SwapFigures, resolved bool) *delivery {
+// A resolution says how long the incident lasted (0: unknown).
+func (b *Bridge) swapDelivery(s SwapFigures, resolved bool, lasted time.Duration) *delivery {
 	if resolved {
-		return &delivery{subject: "resolved " + swapSubject(s), message: formatSwapResolved(b.cfg.Prefix, s)}
+		return &delivery{subject: "resolved " + swapSubject(s), push: push{message: formatSwapResolved(b.cfg.Prefix, s, lasted)}}
 	}
-	return &delivery{subject: swapSubject(s), message: FormatSwap(b.cfg.Prefix, s)}
+	return &delivery{subject: swapSubject(s), push: push{message: formatSwap(b.cfg.Prefix, s)}}
 }
 
 // retryable reports whether a target failed in a way that may pass.
@@ -287,10 +357,11 @@ func (d *delivery) retryable() bool {
 type outcome int
 
 const (
-	outcomeNone      outcome = iota
-	outcomePushed            // this call pushed; see err
-	outcomeDuplicate         // accepted before, or by a concurrent request
-	outcomeJoined            // a concurrent request's push failed; err is its error
+	outcomeNone      outcome = iota // not for this target (delivery.only)
+	outcomePushed                   // this call pushed; see err
+	outcomeDuplicate                // accepted before, or by a concurrent request
+	outcomeJoined                   // a concurrent request's push failed; err is its error
+	outcomeHeld                     // storm control held it for the summary
 )
 
 type slot struct {
@@ -300,7 +371,8 @@ type slot struct {
 
 // deliver pushes every delivery to every target concurrently, at most
 // MaxParallel at a time, and fills in the outcomes. Deliveries with a key
-// skip targets that accepted the same alert within the dedup window.
+// skip targets that accepted the same alert within the dedup window;
+// storm control holds back those past a target's limit.
 //
 // A push's goroutine starts only once it holds a slot, so a group of
 // 12,000 alerts costs MaxParallel goroutines, not one per alert and target;
@@ -312,79 +384,143 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 	if len(targets) == 0 || len(ds) == 0 {
 		return
 	}
-	sem := make(chan struct{}, b.cfg.MaxParallel)
-	slots := make([][]slot, len(ds))
-	var (
-		wg      sync.WaitGroup
-		waiters []waiter
-		expired *PushError // the failure of every push ctx ended before it started
-		// down holds, per target, the failure that showed it cannot be
-		// reached (refused, unreachable, unknown host, TLS): the call's
-		// remaining pushes to it fail with that class without a dial, as
-		// Alertmanager's retry of the group will try them all again.
-		down = make([]atomic.Pointer[PushError], len(targets))
-	)
+	r := newDeliveryRun(b, ctx, targets, len(ds))
 	for i, d := range ds {
-		slots[i] = make([]slot, len(targets))
-		for j, t := range targets {
-			s := &slots[i][j]
-			var entry *dedupEntry
-			if d.key != nil {
-				e, state := b.dedup.claim(dedupKey{target: t.id, alert: *d.key}, b.cfg.Now())
-				switch state {
-				case claimSent:
-					s.outcome = outcomeDuplicate
-					continue
-				case claimPending:
-					// Waited on below, once this call's own pushes are
-					// done: they never wait on anything, so no two
-					// requests can wait on each other.
-					waiters = append(waiters, waiter{e, s})
-					continue
-				}
-				entry = e
-			}
-			s.outcome = outcomePushed
-			s.err = down[j].Load()
-			if s.err == nil && !acquire(ctx, sem) {
-				// Never started: fail it now, so the answer stays in time.
-				if expired == nil {
-					expired = classify(ctx, ctx.Err(), t)
-				}
-				s.err = expired
-			}
-			if s.err != nil {
-				b.countFailure(t, s.err)
-				if entry != nil {
-					b.dedup.finish(entry, s.err)
-				}
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				s.err = b.push(ctx, t, d.message)
-				if s.err != nil && s.err.unreachable {
-					down[j].CompareAndSwap(nil, s.err)
-				}
-				if entry != nil {
-					b.dedup.finish(entry, s.err)
-				}
-			}()
+		for j := range targets {
+			r.start(i, j, d)
 		}
 	}
-	wg.Wait()
-	for _, w := range waiters {
-		b.await(ctx, w.entry, w.slot)
+	r.wg.Wait()
+	r.awaitConcurrentCopies()
+	b.logFailures(targets, r.slots)
+	r.tally(ds)
+}
+
+// deliveryRun is one deliver call's state: a slot per delivery and target.
+type deliveryRun struct {
+	b       *Bridge
+	ctx     context.Context
+	targets []Target
+	sem     chan struct{}
+	slots   [][]slot
+	wg      sync.WaitGroup
+	waiters []waiter
+	expired *PushError // the failure of every push ctx ended before it started
+	// down holds, per target, the failure that showed it cannot be
+	// reached (refused, unreachable, unknown host, TLS): the call's
+	// remaining pushes to it fail with that class without a dial, as
+	// Alertmanager's retry of the group will try them all again.
+	down []atomic.Pointer[PushError]
+}
+
+func newDeliveryRun(b *Bridge, ctx context.Context, targets []Target, n int) *deliveryRun {
+	r := &deliveryRun{
+		b: b, ctx: ctx, targets: targets,
+		sem:   make(chan struct{}, b.cfg.MaxParallel),
+		slots: make([][]slot, n),
+		down:  make([]atomic.Pointer[PushError], len(targets)),
 	}
-	b.logFailures(targets, slots)
+	for i := range r.slots {
+		r.slots[i] = make([]slot, len(targets))
+	}
+	return r
+}
+
+// start decides what becomes of delivery i at target j: nothing (another
+// target's), a duplicate, a wait on a concurrent copy, held back, or a
+// push, which starts once it holds a slot.
+func (r *deliveryRun) start(i, j int, d *delivery) {
+	t, s := r.targets[j], &r.slots[i][j]
+	if d.only != "" && d.only != t.Name() {
+		return
+	}
+	entry, claimed := r.claim(d, t, s)
+	if !claimed {
+		return
+	}
+	if d.stormName != "" && !r.b.storm.Allow(t.Name(), d.stormName, r.b.cfg.Now()) {
+		// Held for the summary: remembered as sent, so Alertmanager's
+		// retries and an HA copy are duplicates rather than more held alerts.
+		s.outcome = outcomeHeld
+		r.b.dedup.finish(entry, nil)
+		return
+	}
+	s.outcome = outcomePushed
+	if s.err = r.failFast(j, t); s.err != nil {
+		r.b.countFailure(t, s.err)
+		r.b.dedup.finish(entry, s.err)
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() { <-r.sem }()
+		s.err = r.b.push(r.ctx, t, d.push)
+		if s.err != nil && s.err.unreachable {
+			r.down[j].CompareAndSwap(nil, s.err)
+		}
+		r.b.dedup.finish(entry, s.err)
+	}()
+}
+
+// claim takes the dedup entry of a keyed delivery; claimed is false when
+// the target accepted it already or a concurrent request is pushing it
+// (waited on once this call's own pushes are done: they never wait on
+// anything, so no two requests can wait on each other). A delivery
+// without a key is always claimed, with a nil entry.
+func (r *deliveryRun) claim(d *delivery, t Target, s *slot) (entry *dedupEntry, claimed bool) {
+	if d.key == nil {
+		return nil, true
+	}
+	e, state := r.b.dedup.claim(dedupKey{target: t.id, alert: *d.key}, r.b.cfg.Now())
+	switch state {
+	case claimSent:
+		s.outcome = outcomeDuplicate
+		return nil, false
+	case claimPending:
+		r.waiters = append(r.waiters, waiter{e, s})
+		return nil, false
+	}
+	return e, true
+}
+
+// failFast takes a slot for a push to target j, or returns the failure
+// that makes the push pointless: the target is down, or ctx ended first.
+func (r *deliveryRun) failFast(j int, t Target) *PushError {
+	if err := r.down[j].Load(); err != nil {
+		return err
+	}
+	if !acquire(r.ctx, r.sem) {
+		// Never started: fail it now, so the answer stays in time.
+		if r.expired == nil {
+			r.expired = classify(r.ctx, r.ctx.Err(), t)
+		}
+		return r.expired
+	}
+	return nil
+}
+
+// awaitConcurrentCopies waits for the pushes of concurrent requests this
+// call found pending.
+func (r *deliveryRun) awaitConcurrentCopies() {
+	for _, w := range r.waiters {
+		r.b.await(r.ctx, w.entry, w.slot)
+	}
+}
+
+// tally folds the slots into each delivery's counts and results.
+func (r *deliveryRun) tally(ds []*delivery) {
 	for i, d := range ds {
-		for j, t := range targets {
-			s := slots[i][j]
+		for j, t := range r.targets {
+			s := r.slots[i][j]
 			switch s.outcome {
+			case outcomeNone:
+				continue
 			case outcomeDuplicate:
 				d.duplicate++
+				continue
+			case outcomeHeld:
+				d.held++
 				continue
 			case outcomePushed:
 				if s.err == nil {
@@ -395,11 +531,11 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 			case outcomeJoined:
 				d.joined++
 			}
-			r := Result{Target: t.Name()}
+			res := Result{Target: t.Name()}
 			if s.err != nil {
-				r.Err, r.Retryable = s.err, s.err.Retryable
+				res.Err, res.Retryable = s.err, s.err.Retryable
 			}
-			d.results = append(d.results, r)
+			d.results = append(d.results, res)
 		}
 	}
 }
@@ -458,9 +594,9 @@ func (b *Bridge) logFailures(targets []Target, slots [][]slot) {
 		if len(classes) > 1 {
 			attrs = append(attrs, "classes", classCounts(classes))
 		}
-		b.logger.Warn(fmt.Sprintf("[bark] %s failed: %s", t.Name(), first.Class), attrs...)
+		b.logger.Warn("push failed", append([]any{"target", t.Name(), "class", first.Class}, attrs...)...)
 		if first.detail != "" {
-			b.logger.Debug("[bark] failure detail", "target", t.Name(), "detail", first.detail)
+			b.logger.Debug("push failure detail", "target", t.Name(), "detail", first.detail)
 		}
 	}
 }
@@ -495,11 +631,11 @@ func (b *Bridge) await(ctx context.Context, e *dedupEntry, s *slot) {
 }
 
 // push sends one push with its own timeout, and records metrics and logs.
-func (b *Bridge) push(ctx context.Context, t Target, msg string) *PushError {
+func (b *Bridge) push(ctx context.Context, t Target, p push) *PushError {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	err := sendOne(ctx, b.cfg.HTTPClient, b.userAgent, t, msg)
+	err := sendOne(ctx, b.cfg.HTTPClient, b.userAgent, t, p)
 	b.metrics.pushDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		b.countFailure(t, err)
@@ -535,3 +671,34 @@ func (b *Bridge) record(d *delivery) {
 
 // errNoTargets is answered when a push was due but there is nowhere to send it.
 var errNoTargets = errors.New("no Bark targets configured")
+
+// stormTick is how often Run looks for summaries that are due: a held
+// alert waits at most this long past its window.
+const stormTick = time.Second
+
+// Run sends storm control's summary pushes as they fall due, until ctx
+// ends. The serving commands run it beside the webhook; without it, held
+// alerts are counted but never summarised.
+func (b *Bridge) Run(ctx context.Context) {
+	b.storm.run(ctx, stormTick, b.cfg.Now, b.sendSummary)
+}
+
+// sendDue sends the summaries due at now; Run does it every tick, and
+// tests call it with their own clock.
+func (b *Bridge) sendDue(ctx context.Context, now time.Time) {
+	for _, s := range b.storm.Due(now) {
+		b.sendSummary(ctx, s)
+	}
+}
+
+// sendSummary pushes one summary, "[lavender-2] 37 more alerts in the last
+// minute: SwapUsageHigh ×30, PhaseStalled ×7", to its target only, without
+// an id (it stands for many incidents) and with one BARK line.
+func (b *Bridge) sendSummary(ctx context.Context, s stormSummary) {
+	d := &delivery{subject: s.Subject(), push: push{message: s.Text}, only: s.Target}
+	b.deliver(ctx, []*delivery{d})
+	b.record(d)
+	if d.ok+d.failed > 0 {
+		b.history.event(d.event("storm", "summary", d.action(), b.cfg.Now()))
+	}
+}

@@ -84,6 +84,9 @@ func (d *dedup) claim(k dedupKey, now time.Time) (*dedupEntry, claimState) {
 // finish records the outcome of a claimed push. A failure is forgotten at
 // once, so the next delivery of the alert tries that target again.
 func (d *dedup) finish(e *dedupEntry, err *PushError) {
+	if e == nil { // a push without dedup
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e.ok, e.err = err == nil, err

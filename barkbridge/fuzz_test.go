@@ -38,7 +38,7 @@ func FuzzWebhook(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte, sendResolved, onlySwap bool) {
-		msg, err := DecodeWebhook(body)
+		msg, err := decodeWebhook(body)
 		if err != nil {
 			if msg != nil {
 				t.Fatal("message returned with an error")
@@ -91,7 +91,7 @@ func FuzzBarkEnv(f *testing.F) {
 	errLine := regexp.MustCompile(`^f\.bark\.env:[0-9]+: (` + strings.Join(quoteAll(reasons), "|") + `)$`)
 
 	f.Fuzz(func(t *testing.T, content, msg string) {
-		ts, err := ParseTargets("f.bark.env", []byte(content))
+		ts, err := parseTargets("f.bark.env", []byte(content))
 		if err != nil {
 			for _, l := range strings.Split(err.Error(), "\n") {
 				if !errLine.MatchString(l) {
@@ -100,7 +100,7 @@ func FuzzBarkEnv(f *testing.F) {
 			}
 		}
 		for _, tg := range ts {
-			raw := tg.url(msg)
+			raw := fillMessage(tg.tmpl, msg)
 			u, err := url.Parse(raw)
 			if err != nil {
 				t.Fatalf("target %s: built URL does not parse", tg)
@@ -115,7 +115,7 @@ func FuzzBarkEnv(f *testing.F) {
 			if strings.ContainsAny(raw, " \n\r\t#") {
 				t.Fatalf("target %s: raw URL has whitespace or #", tg)
 			}
-			esc := EscapeMessage(msg)
+			esc := escapeMessage(msg)
 			if back, err := url.QueryUnescape(esc); err != nil || back != msg { // what bark-server applies
 				t.Fatalf("escaped message does not round-trip: %q -> %q -> %q", msg, esc, back)
 			}

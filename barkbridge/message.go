@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/prometheus/alertmanager/template"
@@ -42,15 +43,17 @@ type SwapFigures struct {
 	UsedBytes, TotalBytes uint64
 }
 
-// FormatSwap is the one swap message, shared by the webhook and the
+// formatSwap is the one swap message, shared by the webhook and the
 // watchdog: "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening".
-func FormatSwap(prefix string, s SwapFigures) string {
+func formatSwap(prefix string, s SwapFigures) string {
 	return clipMessage(withPrefix(prefix, swapText(s)+" — consider intervening"))
 }
 
-// formatSwapResolved is FormatSwap's counterpart once the alert resolved.
-func formatSwapResolved(prefix string, s SwapFigures) string {
-	return clipMessage(withPrefix(prefix, "resolved: "+swapText(s)))
+// formatSwapResolved is formatSwap's counterpart once the alert resolved,
+// after lasted: "resolved: swap 31% full (9.9/32.0 GB) after 42m". An
+// unknown duration (0) leaves the "after" out.
+func formatSwapResolved(prefix string, s SwapFigures, lasted time.Duration) string {
+	return clipMessage(withPrefix(prefix, "resolved: "+swapText(s)+after(lasted)))
 }
 
 // swapText is "swap 54% full (16.3/32.0 GB)". The percent is rounded; a GB

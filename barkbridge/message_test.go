@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -38,14 +39,14 @@ func TestFormatSwap(t *testing.T) {
 		{SwapFigures{Ratio: math.Inf(1)}, "[lavender-2] swap ?% full — consider intervening"},
 	}
 	for _, tt := range tests {
-		if got := FormatSwap(DefaultPrefix, tt.s); got != tt.want {
-			t.Errorf("FormatSwap(%+v)\n got %q\nwant %q", tt.s, got, tt.want)
+		if got := formatSwap(DefaultPrefix, tt.s); got != tt.want {
+			t.Errorf("formatSwap(%+v)\n got %q\nwant %q", tt.s, got, tt.want)
 		}
 	}
-	if got := FormatSwap("", SwapFigures{Ratio: 0.54}); got != "swap 54% full — consider intervening" {
+	if got := formatSwap("", SwapFigures{Ratio: 0.54}); got != "swap 54% full — consider intervening" {
 		t.Errorf("no prefix: %q", got)
 	}
-	if got := formatSwapResolved("[box]", SwapFigures{Ratio: 0.31, UsedBytes: giBytes(9.9), TotalBytes: 32 * bytesPerGiB}); got != "[box] resolved: swap 31% full (9.9/32.0 GB)" {
+	if got := formatSwapResolved("[box]", SwapFigures{Ratio: 0.31, UsedBytes: giBytes(9.9), TotalBytes: 32 * bytesPerGiB}, 42*time.Minute); got != "[box] resolved: swap 31% full (9.9/32.0 GB) after 42m" {
 		t.Errorf("resolved: %q", got)
 	}
 }
@@ -135,7 +136,7 @@ func TestPlanGolden(t *testing.T) {
 		f := newFixture(t, nil, c.tweak)
 		fmt.Fprintf(&out, "## %s\n", c.name)
 		for _, file := range files {
-			msg, err := DecodeWebhook(readTestdata(t, filepath.Base(file)))
+			msg, err := decodeWebhook(readTestdata(t, filepath.Base(file)))
 			if err != nil {
 				fmt.Fprintf(&out, "%s: error: %v\n", filepath.Base(file), err)
 				continue

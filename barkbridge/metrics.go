@@ -12,6 +12,7 @@ const (
 	ActionFailed    = "failed"    // due, but no target accepted it
 	ActionSkipped   = "skipped"   // filtered out or below the threshold
 	ActionDuplicate = "duplicate" // every target had accepted it already
+	ActionHeld      = "held"      // storm control held it for the next summary push
 )
 
 type metrics struct {
@@ -24,7 +25,9 @@ type metrics struct {
 	reloadTime   prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics makes the bridge's metrics and registers them, and the extra
+// collectors, with reg (nil: none).
+func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metrics, error) {
 	m := &metrics{
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lavender_bark_pushes_total",
@@ -41,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"code"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lavender_webhook_alerts_total",
-			Help: "Alerts received on the webhook by status (firing, resolved, unknown) and action (pushed, failed, skipped, duplicate).",
+			Help: "Alerts received on the webhook by status (firing, resolved, unknown) and action (pushed, failed, skipped, duplicate, held).",
 		}, []string{"status", "action"}),
 		targets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lavender_bark_targets",
@@ -60,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.requests.WithLabelValues(code)
 	}
 	for _, status := range []string{"firing", "resolved"} {
-		for _, action := range []string{ActionPushed, ActionFailed, ActionSkipped, ActionDuplicate} {
+		for _, action := range []string{ActionPushed, ActionFailed, ActionSkipped, ActionDuplicate, ActionHeld} {
 			m.alerts.WithLabelValues(status, action)
 		}
 	}
@@ -68,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.pushes, m.pushDuration, m.requests, m.alerts, m.targets, m.reloadOK, m.reloadTime} {
+	for _, c := range append([]prometheus.Collector{m.pushes, m.pushDuration, m.requests, m.alerts, m.targets, m.reloadOK, m.reloadTime}, extra...) {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {

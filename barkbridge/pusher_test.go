@@ -1,7 +1,6 @@
 package barkbridge
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -122,26 +121,44 @@ func TestPushLineKeepsItsTail(t *testing.T) {
 	}
 }
 
-// TestPushLeavesResolutionsOut: resolutions are not pushed yet (issue 18);
-// a push left empty is no push, no run-log line, and answers (0, 0) so the
-// rule counts it as delivered.
-func TestPushLeavesResolutionsOut(t *testing.T) {
-	srv := barktest.New(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
-	resolved := swapAlert(0.2, giBytes(6.4), 32*bytesPerGiB)
-	resolved.Status = watchdog.Resolved
-	if ok, failed := f.bridge.Push(context.Background(), []watchdog.Alert{resolved}); ok != 0 || failed != 0 {
-		t.Errorf("Push of a resolution = %d, %d, want 0, 0", ok, failed)
+// TestPushResolutionReplacesTheFiringPush: the watchdog's resolution is
+// pushed with the firing push's id, so it replaces it on the phone, says
+// how long the incident lasted, and groups by the host; another incident
+// of the same rule gets another id.
+func TestPushResolutionReplacesTheFiringPush(t *testing.T) {
+	srv := barktest.New(t)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *Config) { c.Hostname = "gpu-3" })
+	firing := swapAlert(0.54, giBytes(16.3), 32*bytesPerGiB)
+	reminder := firing
+	reminder.At = firing.Began.Add(30 * time.Minute)
+	resolved := swapAlert(0.31, giBytes(9.9), 32*bytesPerGiB)
+	resolved.Status, resolved.At = watchdog.Resolved, firing.Began.Add(42*time.Minute)
+	next := firing
+	next.Began = firing.Began.Add(time.Hour)
+	for _, a := range []watchdog.Alert{firing, reminder, resolved, next} {
+		if ok, failed := f.bridge.Push(t.Context(), []watchdog.Alert{a}); ok != 1 || failed != 0 {
+			t.Fatalf("Push(%s) = %d, %d", a.Status, ok, failed)
+		}
 	}
-	if got := srv.Pushes(); len(got) != 0 {
-		t.Errorf("pushed %+v", got)
+	got := srv.Pushes()
+	if len(got) != 4 {
+		t.Fatalf("%d pushes, want 4", len(got))
 	}
-	if lines := f.barkLines(); len(lines) != 0 {
+	if got[2].Body != "[lavender-2] resolved: swap 31% full (9.9/32.0 GB) after 42m" {
+		t.Errorf("resolved body %q", got[2].Body)
+	}
+	if got[0].ID == "" || got[1].ID != got[0].ID || got[2].ID != got[0].ID {
+		t.Errorf("ids %q %q %q: firing, reminder and resolution must share one", got[0].ID, got[1].ID, got[2].ID)
+	}
+	if got[3].ID == got[0].ID {
+		t.Errorf("a new incident reused id %q", got[0].ID)
+	}
+	for _, p := range got {
+		if p.Group != "gpu-3" {
+			t.Errorf("group %q, want the host name", p.Group)
+		}
+	}
+	if lines := f.barkLines(); len(lines) != 4 || lines[2] != "BARK resolved swap 31% sent ok=1 fail=0" {
 		t.Errorf("run log %q", lines)
-	}
-	// Beside a firing alert, the resolution is left out of the text.
-	f.bridge.Push(context.Background(), []watchdog.Alert{resolved, pressureAlert(0.23, watchdog.Swap{})})
-	if got := srv.Pushes(); len(got) != 1 || got[0].Body != "[lavender-2] memory pressure 23% (last 10s), no swap — consider intervening" {
-		t.Errorf("pushed %+v", got)
 	}
 }

@@ -40,6 +40,18 @@ type Target struct {
 	id      string   // hash of the template: the target's identity for dedup
 	host    string   // host[:port], which is not secret and helps `bark check`
 	secrets []string // parts of the template to scrub from any detail text
+	// enc encrypts this target's pushes end to end (a BARK_ENCRYPTION line
+	// above the template in its file); nil sends them in clear.
+	enc *encryption
+}
+
+// Encryption is the algorithm of the target's end-to-end encryption, e.g.
+// "aes-256-gcm", or "" when its pushes go in clear. Never the key.
+func (t Target) Encryption() string {
+	if t.enc == nil {
+		return ""
+	}
+	return t.enc.Algorithm()
 }
 
 // Name is the target's public name, "file:line". It is what metrics, logs
@@ -79,14 +91,14 @@ func LoadTargets(dir string) (LoadResult, error) {
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return res, &ConfigDirError{fmt.Errorf("bark config dir: %w", err)}
+		return res, &ConfigDirError{err}
 	}
 	if !st.IsDir() {
-		return res, &ConfigDirError{fmt.Errorf("bark config dir %s: not a directory", dir)}
+		return res, &ConfigDirError{fmt.Errorf("%s is not a directory", dir)}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return res, &ConfigDirError{fmt.Errorf("bark config dir: %w", err)}
+		return res, &ConfigDirError{err}
 	}
 	var names []string
 	for _, e := range entries {
@@ -116,7 +128,7 @@ func LoadTargets(dir string) (LoadResult, error) {
 			continue
 		}
 		res.Files = append(res.Files, name)
-		ts, err := ParseTargets(name, data)
+		ts, err := parseTargets(name, data)
 		res.Targets = append(res.Targets, ts...)
 		if err != nil {
 			errs = append(errs, err)
@@ -130,7 +142,7 @@ func LoadTargets(dir string) (LoadResult, error) {
 // opposed to bad lines in its files.
 type ConfigDirError struct{ err error }
 
-func (e *ConfigDirError) Error() string { return e.err.Error() }
+func (e *ConfigDirError) Error() string { return "bark config dir: " + e.err.Error() }
 func (e *ConfigDirError) Unwrap() error { return e.err }
 
 func readBounded(path string) ([]byte, error) {
@@ -149,17 +161,40 @@ func readBounded(path string) ([]byte, error) {
 	return data, nil
 }
 
-// ParseTargets parses one file's content; name is used in Target.File and
+// parseTargets parses one file's content; name is used in Target.File and
 // in errors. It returns the good targets even when some lines are bad.
-func ParseTargets(name string, data []byte) ([]Target, error) {
+//
+// A line BARK_ENCRYPTION=<algorithm>:<key> encrypts the pushes of the
+// templates after it in the file, up to the next such line. When that line
+// is bad, the templates under it are refused too, each with its own error:
+// their owner asked for encryption, so they must not quietly go in clear.
+func parseTargets(name string, data []byte) ([]Target, error) {
 	data = bytes.TrimPrefix(data, []byte("\uFEFF")) // editors on Windows add a BOM
 	var (
 		targets []Target
 		errs    []error
+		enc     *encryption
+		encKey  string // the key, only to scrub it from detail text
+		badEnc  int    // line of a bad BARK_ENCRYPTION setting in force; 0: none
 	)
 	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line) // also drops a CRLF file's "\r"
 		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if value, ok := encryptionSetting(line); ok {
+			e, err := parseEncryption(value)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: %w", name, i+1, err))
+				enc, encKey, badEnc = nil, "", i+1
+				continue
+			}
+			_, key, _ := strings.Cut(unquoteEnvValue(value), ":")
+			enc, encKey, badEnc = e, key, 0
+			continue
+		}
+		if badEnc != 0 {
+			errs = append(errs, fmt.Errorf("%s:%d: not loaded: the %s setting on line %d above it is bad, and this template must not go in clear", name, i+1, EncryptionKey, badEnc))
 			continue
 		}
 		t, reason := parseTemplate(line)
@@ -168,9 +203,23 @@ func ParseTargets(name string, data []byte) ([]Target, error) {
 			continue
 		}
 		t.File, t.Line = name, i+1
+		if enc != nil {
+			t.enc = enc
+			t.secrets = append(t.secrets, encKey)
+		}
 		targets = append(targets, t)
 	}
 	return targets, errors.Join(errs...)
+}
+
+// encryptionSetting returns the value of a BARK_ENCRYPTION=<value> line.
+// A template never starts so: it starts with http.
+func encryptionSetting(line string) (value string, ok bool) {
+	k, v, ok := strings.Cut(line, "=")
+	if !ok || strings.TrimSpace(k) != EncryptionKey {
+		return "", false
+	}
+	return strings.TrimSpace(v), true
 }
 
 // The reasons a line is rejected. They are fixed texts on purpose: nothing
@@ -219,32 +268,14 @@ func parseTemplate(line string) (Target, string) {
 	if strings.Contains(u.Host, probe) || strings.Contains(u.User.String(), probe) {
 		return Target{}, reasonPlaceholderAt
 	}
-	query, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
 		return Target{}, reasonLevelSyntax
 	}
 
 	// Silent and not archived, unless the template chose otherwise, in any
 	// spelling: bark-server lowercases query keys and the last one wins, so
 	// an appended level=passive would override a template's Level=active.
-	var extra []string
-	if !hasKeyFold(query, "level") {
-		extra = append(extra, "level=passive")
-	}
-	if !hasKeyFold(query, "isArchive") {
-		extra = append(extra, "isArchive=0")
-	}
-	tmpl := line
-	if len(extra) > 0 {
-		sep := "?"
-		switch {
-		case strings.HasSuffix(line, "?") || strings.HasSuffix(line, "&"):
-			sep = ""
-		case strings.Contains(line, "?"):
-			sep = "&"
-		}
-		tmpl = line + sep + strings.Join(extra, "&")
-	}
+	tmpl := appendMissingParams(line, queryParam{"level", "passive"}, queryParam{"isArchive", "0"})
 	sum := sha256.Sum256([]byte(line))
 	return Target{
 		tmpl:    tmpl,
@@ -252,15 +283,6 @@ func parseTemplate(line string) (Target, string) {
 		host:    u.Host,
 		secrets: secretParts(u),
 	}, ""
-}
-
-func hasKeyFold(q url.Values, key string) bool {
-	for k := range q {
-		if strings.EqualFold(k, key) {
-			return true
-		}
-	}
-	return false
 }
 
 // secretParts lists the pieces of a template that could be a key: path

@@ -101,7 +101,7 @@ func TestParseTargets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ts, err := ParseTargets("x.bark.env", []byte(tt.content))
+			ts, err := parseTargets("x.bark.env", []byte(tt.content))
 			var lines []int
 			var tmpls []string
 			for _, tg := range ts {
@@ -132,9 +132,9 @@ func TestParseTargets(t *testing.T) {
 }
 
 func TestTargetNeverPrintsItsTemplate(t *testing.T) {
-	ts, err := ParseTargets("phone.bark.env", []byte("https://user:PASSWORD99@api.day.app/SECRETKEY123/$0"))
+	ts, err := parseTargets("phone.bark.env", []byte("https://user:PASSWORD99@api.day.app/SECRETKEY123/$0"))
 	if err != nil || len(ts) != 1 {
-		t.Fatalf("ParseTargets: %v, %d targets", err, len(ts))
+		t.Fatalf("parseTargets: %v, %d targets", err, len(ts))
 	}
 	tg := ts[0]
 	for _, s := range []string{fmt.Sprint(tg), fmt.Sprintf("%+v", tg), fmt.Sprintf("%#v", tg), fmt.Sprintf("%v", []Target{tg}), tg.LogValue().String()} {
@@ -229,6 +229,10 @@ func TestReloadKeepsTargetsOnError(t *testing.T) {
 	}
 	if v := f.metrics().MustValue(t, "lavender_bark_targets", nil); v != 3 {
 		t.Errorf("lavender_bark_targets = %v", v)
+	}
+	addTargets(t, f.dir, map[string]string{"b.bark.env": "# phone gone"})
+	if code, body := f.do("POST", "/-/reload"); code != 200 || body != "loaded 1 Bark target\n" {
+		t.Errorf("POST /-/reload with one target = %d %q", code, body)
 	}
 	if code, _ := f.do("GET", "/-/reload"); code != 405 {
 		t.Errorf("GET /-/reload = %d", code)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"lavender/runlog"
+	"lavender/watchdog"
 )
 
 // webhookVersion is the only payload version Alertmanager has sent so far.
@@ -33,8 +35,8 @@ type WebhookMessage struct {
 	TruncatedAlerts uint64 `json:"truncatedAlerts"`
 }
 
-// DecodeWebhook parses a webhook body. It accepts version "4" only.
-func DecodeWebhook(body []byte) (*WebhookMessage, error) {
+// decodeWebhook parses a webhook body. It accepts version "4" only.
+func decodeWebhook(body []byte) (*WebhookMessage, error) {
 	var msg WebhookMessage
 	if err := json.Unmarshal(body, &msg); err != nil {
 		return nil, fmt.Errorf("malformed JSON: %w", err)
@@ -63,42 +65,87 @@ func (b *Bridge) plan(msg *WebhookMessage) []planned {
 		} else {
 			p.delivery = b.planAlert(a)
 		}
-		if p.delivery != nil {
-			p.delivery.key = &alertKey{fingerprint: fingerprint(a), startsAt: a.StartsAt.UnixNano(), status: a.Status}
+		if d := p.delivery; d != nil {
+			fp := fingerprint(a)
+			d.key = &alertKey{fingerprint: fp, startsAt: a.StartsAt.UnixNano(), status: a.Status}
+			b.addIncident(d, incidentID(fp, a.StartsAt), hostOf(a.Labels["instance"]), a.Status == "resolved")
+			d.stormName = alertName(a)
 		}
 		out = append(out, p)
 	}
 	return out
 }
 
-func (b *Bridge) planAlert(a template.Alert) *delivery {
-	name := strings.TrimSpace(a.Labels[model.AlertNameLabel])
-	if name == "" {
-		name = "unnamed alert"
+// addIncident gives a push the Bark parameters of its incident: the id
+// that makes a reminder or the resolution replace the earlier notification
+// (or, with DeleteOnResolve, delete it), the group of the host it is
+// about, and the status page to open.
+func (b *Bridge) addIncident(d *delivery, id, group string, resolved bool) {
+	d.id, d.group = id, group
+	if b.cfg.ExternalURL != "" {
+		d.openURL = b.cfg.ExternalURL
 	}
+	d.delete = resolved && b.cfg.DeleteOnResolve
+}
+
+// hostOf is the host of an instance label ("gpu-3:9100" → "gpu-3"): a user
+// mutes a host, not one of its exporters' ports.
+func hostOf(instance string) string {
+	instance = strings.TrimSpace(instance)
+	if host, _, err := net.SplitHostPort(instance); err == nil {
+		return host
+	}
+	return instance
+}
+
+func alertName(a template.Alert) string {
+	if name := strings.TrimSpace(a.Labels[model.AlertNameLabel]); name != "" {
+		return name
+	}
+	return "unnamed alert"
+}
+
+// after is " after 42m", how long an incident lasted, or "" when that is
+// unknown (no end, or an end before the start).
+func after(lasted time.Duration) string {
+	if lasted <= 0 {
+		return ""
+	}
+	return " after " + watchdog.HumanDuration(lasted)
+}
+
+func (b *Bridge) planAlert(a template.Alert) *delivery {
+	name := alertName(a)
 	summary := strings.TrimSpace(a.Annotations[annotationSumm])
 	isSwap := name == b.cfg.SwapAlertname
 	resolved := a.Status == "resolved"
+	var lastedFor time.Duration // 0: unknown
+	if resolved && !a.EndsAt.IsZero() && !a.StartsAt.IsZero() {
+		lastedFor = a.EndsAt.Sub(a.StartsAt)
+	}
+	lasted := after(lastedFor)
 	switch {
 	case resolved && !b.cfg.SendResolved, !isSwap && b.cfg.OnlySwap:
 		return nil
+	case resolved && eventAlert(name):
+		return nil // an event's resolution only means the rule's window passed
 	case isSwap:
 		s, ok := swapFromAnnotations(a.Annotations)
 		if ok {
 			if !resolved && s.Ratio < b.cfg.Threshold {
 				return nil
 			}
-			return b.swapDelivery(s, resolved)
+			return b.swapDelivery(s, resolved, lastedFor)
 		}
 		if resolved {
-			return b.textDelivery("resolved "+name, "resolved: "+name)
+			return b.textDelivery("resolved "+name, "resolved: "+name+lasted)
 		}
 		if summary != "" {
 			return b.textDelivery(name, summary)
 		}
 		return b.textDelivery(name, name)
 	case resolved:
-		return b.textDelivery("resolved "+name, "resolved: "+name)
+		return b.textDelivery("resolved "+name, "resolved: "+name+lasted)
 	case name == PressureAlertname:
 		if p, ok := pressureFromAnnotations(a.Annotations); ok {
 			return b.textDelivery(pressureSubject(p), pressureText(p))
@@ -106,6 +153,10 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 	case name == OOMAlertname:
 		if o, ok := oomFromAnnotations(a.Annotations); ok {
 			return b.textDelivery(oomSubject(o), oomText(o))
+		}
+	case name == PhaseFailedAlertname, name == PhaseStalledAlertname, name == PhaseProgressStalledAlertname:
+		if p, ok := phaseFromAnnotations(name, a.Annotations); ok {
+			return b.textDelivery(phaseSubject(p), phaseText(p))
 		}
 	}
 	switch {
@@ -117,7 +168,7 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 }
 
 func (b *Bridge) textDelivery(subj, text string) *delivery {
-	return &delivery{subject: subj, message: clipMessage(withPrefix(b.cfg.Prefix, text))}
+	return &delivery{subject: subj, push: push{message: clipMessage(withPrefix(b.cfg.Prefix, text))}}
 }
 
 // fingerprint is Alertmanager's, or one computed the same way from the
@@ -161,7 +212,11 @@ func (b *Bridge) serveReload(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	fmt.Fprintf(w, "loaded %d Bark targets\n", len(b.Targets()))
+	if n := len(b.Targets()); n == 1 {
+		fmt.Fprintln(w, "loaded 1 Bark target")
+	} else {
+		fmt.Fprintf(w, "loaded %d Bark targets\n", n)
+	}
 }
 
 // maxReloadBodyBytes bounds what POST /-/reload reads of a body it ignores.
@@ -216,15 +271,39 @@ func releaseMemory() {
 	debug.FreeOSMemory()
 }
 
-// handleWebhook answers a webhook request; bodyBytes is the size of the
-// body it read.
+// handleWebhook answers a webhook request: it reads and decodes the body,
+// plans a push per alert, delivers them in chunks while folding each
+// alert's outcome into the tally, and answers from the tally. bodyBytes is
+// the size of the body it read.
 func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyBytes int) {
+	msg, received, bodyBytes, code, text := b.readWebhook(r)
+	if msg == nil {
+		return code, text, bodyBytes
+	}
+	// Pushes outlive a disconnecting client, so that a push Bark accepts is
+	// remembered and Alertmanager's retry does not repeat it; the timeout
+	// still bounds the answer.
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), received.Add(b.cfg.Timeout))
+	defer cancel()
+	plans := b.plan(msg)
+	noTargets := b.warnIfNoTargets(plans)
+	t := &webhookTally{b: b, firstEvent: max(0, len(plans)-maxEvents)}
+	b.deliverInChunks(ctx, plans, t.fold)
+	t.recordRest()
+	return t.status(), t.answer(len(plans), noTargets), bodyBytes
+}
+
+// readWebhook reads and decodes a webhook body. On failure msg is nil and
+// code and text are the answer. received is when the body was in: the
+// answer's clock starts then, so decoding a large one counts against the
+// timeout, not against the margin after it.
+func (b *Bridge) readWebhook(r *http.Request) (msg *WebhookMessage, received time.Time, bodyBytes, code int, text string) {
 	if r.Method != http.MethodPost {
-		return http.StatusMethodNotAllowed, "only POST requests allowed\n", 0
+		return nil, received, 0, http.StatusMethodNotAllowed, "only POST requests allowed\n"
 	}
 	tooBig := fmt.Sprintf("body over the limit of %d bytes\n", b.cfg.MaxBodyBytes)
 	if r.ContentLength > b.cfg.MaxBodyBytes {
-		return http.StatusRequestEntityTooLarge, tooBig, 0
+		return nil, received, 0, http.StatusRequestEntityTooLarge, tooBig
 	}
 	// Sized from Content-Length when there is one, so a large body is read
 	// into one allocation rather than a doubling series of them.
@@ -233,110 +312,47 @@ func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyByte
 		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(r.Body, b.cfg.MaxBodyBytes+1)); err != nil {
-		return http.StatusBadRequest, "reading body failed\n", buf.Len()
+		return nil, received, buf.Len(), http.StatusBadRequest, "reading body failed\n"
 	}
-	// The answer's clock starts once the body is in: decoding a large one
-	// counts against the timeout, not against the margin after it.
-	received := time.Now()
+	received = time.Now()
 	body := buf.Bytes()
 	bodyBytes = len(body) // body itself must not stay alive past decoding
 	if int64(len(body)) > b.cfg.MaxBodyBytes {
-		return http.StatusRequestEntityTooLarge, tooBig, bodyBytes
+		return nil, received, bodyBytes, http.StatusRequestEntityTooLarge, tooBig
 	}
-	msg, err := DecodeWebhook(body)
+	msg, err := decodeWebhook(body)
 	if err != nil {
 		b.logger.Warn("[bark] webhook rejected", "err", err)
-		return http.StatusBadRequest, err.Error() + "\n", bodyBytes
+		return nil, received, bodyBytes, http.StatusBadRequest, err.Error() + "\n"
 	}
 	if msg.TruncatedAlerts > 0 {
 		b.logger.Warn("[bark] Alertmanager truncated the group; raise max_alerts to see them all",
 			"truncated", msg.TruncatedAlerts)
 	}
+	return msg, received, bodyBytes, http.StatusOK, ""
+}
 
-	// Pushes outlive a disconnecting client, so that a push Bark accepts is
-	// remembered and Alertmanager's retry does not repeat it; the timeout
-	// still bounds the answer.
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), received.Add(b.cfg.Timeout))
-	defer cancel()
-	plans := b.plan(msg)
+// warnIfNoTargets logs, and reports, that pushes are due but there is no
+// target to send them to.
+func (b *Bridge) warnIfNoTargets(plans []planned) bool {
 	due := 0
 	for _, p := range plans {
 		if p.delivery != nil {
 			due++
 		}
 	}
-	noTargets := due > 0 && len(b.Targets()) == 0
-	if noTargets {
-		b.logger.Warn("[bark] alert not pushed: "+errNoTargets.Error(), "alerts", due)
+	if due == 0 || len(b.Targets()) > 0 {
+		return false
 	}
+	b.logger.Warn("[bark] alerts not pushed", "reason", errNoTargets.Error(), "alerts", due)
+	return true
+}
 
-	var (
-		retry                        bool
-		pushed, failed, skipped, dup int
-		failures                     []string // the first maxAnswerLines
-		moreFailures                 int
-		recorded                     int
-		rest                         delivery // the run-log tally past maxRunlogLines
-		restAlerts                   int
-		status                       = http.StatusOK
-		answer                       strings.Builder
-	)
-	// Only the newest maxEvents stay on the status page; building the rest
-	// would only make garbage.
-	firstEvent := max(0, len(plans)-maxEvents)
-	// fold takes one alert's outcome into the answer, the metrics, the run
-	// log and the status page, then drops its per-target results.
-	fold := func(i int, p planned) {
-		action := ActionSkipped // filtered out, or below the threshold
-		if d := p.delivery; d != nil {
-			if d.ok+d.failed > 0 {
-				if recorded < maxRunlogLines {
-					b.record(d)
-					recorded++
-				} else {
-					restAlerts++
-					rest.ok += d.ok
-					rest.failed += d.failed
-				}
-			}
-			action = d.action()
-			retry = retry || d.retryable()
-			for _, res := range d.results {
-				if res.Err == nil {
-					continue
-				}
-				if len(failures) < maxAnswerLines {
-					failures = append(failures, d.subject+": "+res.String())
-				} else {
-					moreFailures++
-				}
-			}
-		}
-		switch action {
-		case ActionPushed:
-			pushed++
-		case ActionFailed:
-			failed++
-		case ActionDuplicate:
-			dup++
-		default:
-			skipped++
-		}
-		b.metrics.alerts.WithLabelValues(p.status, action).Inc()
-		if i >= firstEvent {
-			if d := p.delivery; d != nil {
-				b.history.event(d.event("webhook", p.status, action, b.cfg.Now()))
-			} else {
-				b.history.event(Event{Time: b.cfg.Now(), Source: "webhook", Status: p.status, Subject: subject(p.name), Action: action})
-			}
-		}
-		if p.delivery != nil {
-			p.delivery.results = nil
-		}
-	}
-	// Deliveries go out in chunks, each folded before the next starts, so
-	// the per-target state of a group of thousands of alerts is never all
-	// alive at once: memory stays bounded whatever the body's size.
+// deliverInChunks delivers the planned pushes deliverChunk alerts at a
+// time and calls fold for every alert, in order, once its chunk is done,
+// so the per-target state of a group of thousands of alerts is never all
+// alive at once: memory stays bounded whatever the body's size.
+func (b *Bridge) deliverInChunks(ctx context.Context, plans []planned, fold func(int, planned)) {
 	var (
 		chunk  []*delivery
 		folded int
@@ -358,22 +374,118 @@ func (b *Bridge) handleWebhook(r *http.Request) (code int, text string, bodyByte
 		}
 	}
 	flush(len(plans))
-	if restAlerts > 0 {
-		rest.subject = strconv.Itoa(restAlerts) + " more alerts"
-		b.record(&rest)
+}
+
+// webhookTally is what a webhook's alerts came to: the counts of the
+// answer, its failure lines, and the run log's lines.
+type webhookTally struct {
+	b                                  *Bridge
+	firstEvent                         int // only the newest maxEvents reach the status page
+	retry                              bool
+	pushed, failed, skipped, dup, held int
+	failures                           []string // the first maxAnswerLines
+	moreFailures                       int
+	recorded                           int      // BARK lines written
+	rest                               delivery // the run-log tally past maxRunlogLines
+	restAlerts                         int
+}
+
+// fold takes one alert's outcome into the answer, the metrics, the run
+// log and the status page, then drops its per-target results.
+func (t *webhookTally) fold(i int, p planned) {
+	action := ActionSkipped // filtered out, or below the threshold
+	if d := p.delivery; d != nil {
+		t.record(d)
+		action = d.action()
+		t.retry = t.retry || d.retryable()
+		t.addFailures(d)
 	}
-	if retry {
-		status = http.StatusServiceUnavailable
+	switch action {
+	case ActionPushed:
+		t.pushed++
+	case ActionFailed:
+		t.failed++
+	case ActionDuplicate:
+		t.dup++
+	case ActionHeld:
+		t.held++
+	default:
+		t.skipped++
 	}
-	fmt.Fprintf(&answer, "alerts=%d pushed=%d failed=%d skipped=%d duplicate=%d\n", len(plans), pushed, failed, skipped, dup)
+	b := t.b
+	b.metrics.alerts.WithLabelValues(p.status, action).Inc()
+	if i >= t.firstEvent {
+		if d := p.delivery; d != nil {
+			b.history.event(d.event("webhook", p.status, action, b.cfg.Now()))
+		} else {
+			b.history.event(Event{Time: b.cfg.Now(), Source: "webhook", Status: p.status, Subject: subject(p.name), Action: action})
+		}
+	}
+	if p.delivery != nil {
+		p.delivery.results = nil
+	}
+}
+
+// record writes the BARK line of a push attempt, one for each of the
+// first maxRunlogLines alerts and the rest together (recordRest).
+func (t *webhookTally) record(d *delivery) {
+	if d.ok+d.failed == 0 {
+		return
+	}
+	if t.recorded < maxRunlogLines {
+		t.b.record(d)
+		t.recorded++
+		return
+	}
+	t.restAlerts++
+	t.rest.ok += d.ok
+	t.rest.failed += d.failed
+}
+
+func (t *webhookTally) recordRest() {
+	if t.restAlerts > 0 {
+		t.rest.subject = strconv.Itoa(t.restAlerts) + " more alerts"
+		t.b.record(&t.rest)
+	}
+}
+
+func (t *webhookTally) addFailures(d *delivery) {
+	for _, res := range d.results {
+		if res.Err == nil {
+			continue
+		}
+		if len(t.failures) < maxAnswerLines {
+			t.failures = append(t.failures, d.subject+": "+res.String())
+		} else {
+			t.moreFailures++
+		}
+	}
+}
+
+// status is 503 when a failure may pass on Alertmanager's retry, else 200.
+func (t *webhookTally) status() int {
+	if t.retry {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusOK
+}
+
+// answer is the body Alertmanager logs: the counts, then the failures.
+func (t *webhookTally) answer(alerts int, noTargets bool) string {
+	var answer strings.Builder
+	fmt.Fprintf(&answer, "alerts=%d pushed=%d failed=%d skipped=%d duplicate=%d", alerts, t.pushed, t.failed, t.skipped, t.dup)
+	if t.held > 0 {
+		fmt.Fprintf(&answer, " held=%d", t.held)
+	}
+	answer.WriteString("\n")
 	if noTargets {
 		answer.WriteString(errNoTargets.Error() + "\n")
 	}
-	for _, f := range failures {
+	for _, f := range t.failures {
 		answer.WriteString(runlog.Truncate(strings.Join(strings.Fields(sanitizeMessage(f)), " "), 200) + "\n")
 	}
-	if moreFailures > 0 {
-		fmt.Fprintf(&answer, "… and %d more failures\n", moreFailures)
+	if t.moreFailures > 0 {
+		fmt.Fprintf(&answer, "… and %d more failures\n", t.moreFailures)
 	}
-	return status, answer.String(), bodyBytes
+	return answer.String()
 }

@@ -622,7 +622,7 @@ func TestWebhookOneWarnPerTargetPerRequest(t *testing.T) {
 			warns = append(warns, line)
 		}
 	}
-	want := []string{`phone.bark.env:1 failed: connection refused" pushes=50 failed=50`, `phone.bark.env:2 failed: connection refused" pushes=50 failed=50`}
+	want := []string{`msg="push failed" target=phone.bark.env:1 class="connection refused" pushes=50 failed=50`, `msg="push failed" target=phone.bark.env:2 class="connection refused" pushes=50 failed=50`}
 	if len(warns) != len(want) {
 		t.Fatalf("%d WARN lines, want %d:\n%s", len(warns), len(want), strings.Join(warns, "\n"))
 	}

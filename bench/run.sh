@@ -32,6 +32,8 @@
 #   PRESSURE_SECONDS=150  longest the thrash may last (at most 180)
 #   PRESSURE_SWAP_DIR=/var/tmp  where the swap file goes (a disk filesystem:
 #                         swapon refuses tmpfs and overlayfs)
+#   PRESSURE_LAVENDER_ARGS=  extra arguments for the thrash's lavender serve,
+#                         e.g. --runtime.gomaxprocs=2
 #
 # Every server binds 127.0.0.1 on a free port; lavbench (bench/cmd/lavbench)
 # starts and kills the children, and the trap below kills whatever is left.
@@ -51,6 +53,7 @@ RUNLOG_SECONDS=${RUNLOG_SECONDS:-5}
 BENCH_COUNT=${BENCH_COUNT:-6}
 PRESSURE_SECONDS=${PRESSURE_SECONDS:-150}
 PRESSURE_SWAP_DIR=${PRESSURE_SWAP_DIR:-/var/tmp}
+PRESSURE_LAVENDER_ARGS=${PRESSURE_LAVENDER_ARGS:-}
 # Named after this shell, so the trap can undo them if lavbench is killed.
 pressure_swap=$PRESSURE_SWAP_DIR/lavender-bench-pressure.$$.swap
 pressure_cgroup=lavender-bench-pressure-$$
@@ -186,7 +189,8 @@ fi
 if want pressure; then
 	say "pressure: a real thrash in a memory cgroup (at most $PRESSURE_SECONDS s)"
 	"$lb" pressure -lavender "$lav" -node-exporter "$(command -v prometheus-node-exporter)" \
-		-swap-file "$pressure_swap" -cgroup "$pressure_cgroup" -seconds "$PRESSURE_SECONDS"
+		-swap-file "$pressure_swap" -cgroup "$pressure_cgroup" -seconds "$PRESSURE_SECONDS" \
+		-lavender-args "$PRESSURE_LAVENDER_ARGS"
 fi
 
 if want runlog; then

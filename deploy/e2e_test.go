@@ -39,12 +39,14 @@ func TestE2E(t *testing.T) {
 		alertmanager: needAlertmanager(t),
 		lavender:     testkit.Binary(t), // built with -race when the tests run with it
 	}
+	// The second chain also pushes resolutions (--bark.send-resolved), so
+	// the phone's notification of an incident is replaced by its end.
 	modes := []struct {
-		name      string
-		basicAuth bool
+		name                    string
+		basicAuth, sendResolved bool
 	}{
-		{"shipped", false},
-		{"basic_auth", true},
+		{"shipped", false, false},
+		{"basic_auth", true, true},
 	}
 	// The two chains run at the same time, so their ports are chosen together.
 	addrs := testkit.FreeAddrs(t, 3*len(modes))
@@ -52,7 +54,7 @@ func TestE2E(t *testing.T) {
 		a := e2eAddrs{lavender: addrs[3*i], prometheus: addrs[3*i+1], alertmanager: addrs[3*i+2]}
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			runE2E(t, bins, a, mode.basicAuth)
+			runE2E(t, bins, a, mode.basicAuth, mode.sendResolved)
 		})
 	}
 }
@@ -103,7 +105,7 @@ type e2eChain struct {
 	runlogDir  string
 }
 
-func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
+func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth, sendResolved bool) {
 	start := time.Now()
 	dir := t.TempDir()
 	c := &e2eChain{t: t, client: &http.Client{Timeout: 5 * time.Second}, runlogDir: t.TempDir()}
@@ -127,6 +129,15 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 
 	serveArgs := []string{"serve", "--watchdog.interval=0", "--web.listen-address=" + c.lavAddr,
 		"--path.procfs=" + procfs.Dir, "--runlog.dir=" + c.runlogDir, "--bark.config-dir=" + barkDir}
+	if sendResolved {
+		serveArgs = append(serveArgs, "--bark.send-resolved")
+	}
+	// Pushes before the OOM kill: the swap push, and its resolution when
+	// lavender pushes resolutions.
+	swapPushes := 1
+	if sendResolved {
+		swapPushes = 2
+	}
 	var webhookPasswordFile, scrapePasswordFile string
 	if basicAuth {
 		c.creds = e2eCreds{e2eScrapeUser, randomPassword(t)}
@@ -209,30 +220,37 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	// 54 %: exactly one silent push with the exact text.
 	c.waitUntil(deadline, "the swap push", func() bool { return c.bark.Count() > 0 })
 	t.Logf("push arrived %.1fs after lavender started", time.Since(start).Seconds())
-	c.checkOnePush(want)
+	c.checkFirstPush(want, 1)
 	c.waitUntil(time.Now().Add(10*time.Second), "the BARK line in the run log", func() bool {
 		return strings.Contains(c.runLog(), " BARK swap 54% sent ok=1 fail=0\n")
 	})
 	c.expectNoMorePushes(e2eQuiet)
-	c.checkOnePush(want)
+	c.checkFirstPush(want, 1)
 
 	// 20 %: the alert resolves, Alertmanager tells lavender (send_resolved),
-	// and lavender, without --bark.send-resolved, pushes nothing.
+	// and lavender, without --bark.send-resolved, pushes nothing; with it,
+	// it pushes the resolution with the firing push's id, which replaces
+	// that notification on the phone.
 	low := procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.20))
 	dropped := time.Now()
 	c.waitUntil(dropped.Add(30*time.Second), "SwapUsageHigh to resolve and its notification to reach lavender", func() bool {
-		c.failOnExtraPush(1)
+		c.failOnExtraPush(swapPushes)
 		return !c.promHasAlert("SwapUsageHigh") && !c.amHasAlert("SwapUsageHigh") &&
 			c.resolvedAlerts() >= 1
 	})
 	t.Logf("resolved %.1fs after swap dropped to 20%%", time.Since(dropped).Seconds())
+	if sendResolved {
+		c.waitUntil(time.Now().Add(10*time.Second), "the resolved push", func() bool { return c.bark.Count() >= 2 })
+	}
 	c.expectNoMorePushes(e2eQuiet)
-	c.checkOnePush(want)
-	if n := c.lavenderMetrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "resolved", "action": "skipped"}); n < 1 {
+	c.checkFirstPush(want, swapPushes)
+	if sendResolved {
+		c.checkResolvedPush()
+	} else if n := c.lavenderMetrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "resolved", "action": "skipped"}); n < 1 {
 		t.Errorf("lavender_webhook_alerts_total{status=\"resolved\",action=\"skipped\"} = %v, want >= 1", n)
 	}
-	c.checkRunLog()
-	c.checkLavenderCounters()
+	c.checkRunLog(sendResolved)
+	c.checkLavenderCounters(swapPushes)
 
 	c.checkDashboard(low)
 
@@ -243,25 +261,26 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth bool) {
 	killed := time.Now()
 	wantOOM := fmt.Sprintf(`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap %d%% full (%.1f/%.1f GB)`,
 		int(math.Round(low.Ratio()*100)), float64(low.UsedBytes())/(1<<30), float64(low.TotalBytes())/(1<<30))
-	c.waitUntil(killed.Add(30*time.Second), "the OOM push", func() bool { return c.bark.Count() > 1 })
+	c.waitUntil(killed.Add(30*time.Second), "the OOM push", func() bool { return c.bark.Count() > swapPushes })
 	t.Logf("OOM push arrived %.1fs after the kill", time.Since(killed).Seconds())
 	c.waitUntil(time.Now().Add(10*time.Second), "the BARK oom line in the run log", func() bool {
 		return strings.Contains(c.runLog(), " BARK oom 1 kill sent ok=1 fail=0\n")
 	})
-	if got := c.bark.Pushes(); len(got) != 2 || got[1].Body != wantOOM {
+	if got := c.bark.Pushes(); len(got) != swapPushes+1 || got[swapPushes].Body != wantOOM {
 		t.Errorf("pushes after the kill: %+v\nwant the second: %q", got, wantOOM)
 	}
 	c.checkAlive() // none may have exited on its own while the test needed it
 	t.Logf("chain done %.1fs after lavender started", time.Since(start).Seconds())
 }
 
-// checkOnePush: Bark got exactly one request, the swap message, silent,
-// with the slash percent-encoded so that Bark does not split the text.
-func (c *e2eChain) checkOnePush(want string) {
+// checkFirstPush: Bark got exactly n requests, the first the swap message,
+// silent, with the slash percent-encoded so that Bark does not split the
+// text, the incident's id, and the alert's host as its group.
+func (c *e2eChain) checkFirstPush(want string, n int) {
 	c.t.Helper()
 	got := c.bark.Pushes()
-	if len(got) != 1 {
-		c.t.Fatalf("Bark received %d requests, want exactly 1:\n%+v", len(got), got)
+	if len(got) != n {
+		c.t.Fatalf("Bark received %d requests, want exactly %d:\n%+v", len(got), n, got)
 	}
 	p := got[0]
 	if p.DeviceKey != barktest.Key || p.Title != "" || p.Subtitle != "" || p.Body != want {
@@ -269,12 +288,39 @@ func (c *e2eChain) checkOnePush(want string) {
 			p.DeviceKey, p.Title, p.Subtitle, p.Body, want, p.RequestURI)
 	}
 	path, query, _ := strings.Cut(p.RequestURI, "?")
-	if query != "level=passive&isArchive=0" {
-		c.t.Errorf("push query %q, want level=passive&isArchive=0 (silent, not archived): %s", query, p.RequestURI)
+	if !strings.HasPrefix(query, "level=passive&isArchive=0&") {
+		c.t.Errorf("push query %q, want level=passive&isArchive=0 (silent, not archived) first: %s", query, p.RequestURI)
+	}
+	if q := pushQuery(c.t, p); len(q.Get("id")) != 16 || q.Get("group") != "127.0.0.1" {
+		c.t.Errorf("push id %q group %q, want the incident's id and the instance's host", q.Get("id"), q.Get("group"))
 	}
 	if !strings.Contains(path, "17.3%2F32.0") || strings.Contains(path, "+") {
 		c.t.Errorf("push path %q: the slash must be %%2F and no raw +", path)
 	}
+}
+
+// checkResolvedPush: the second push is the resolution, saying how long the
+// incident lasted, with the firing push's id, so it replaces it.
+func (c *e2eChain) checkResolvedPush() {
+	c.t.Helper()
+	got := c.bark.Pushes()
+	firing, resolved := got[0], got[1]
+	if !strings.HasPrefix(resolved.Body, "[lavender-2] resolved: swap ") || !strings.Contains(resolved.Body, " after ") {
+		c.t.Errorf("resolved push %q, want \"[lavender-2] resolved: swap … after …\"", resolved.Body)
+	}
+	if id := pushQuery(c.t, firing).Get("id"); id == "" || pushQuery(c.t, resolved).Get("id") != id {
+		c.t.Errorf("firing push id %q, resolved push id %q: want one id", id, pushQuery(c.t, resolved).Get("id"))
+	}
+}
+
+// pushQuery is the query of a push's request URI, as Bark reads it.
+func pushQuery(t *testing.T, p barktest.Push) url.Values {
+	t.Helper()
+	u, err := url.ParseRequestURI(p.RequestURI)
+	if err != nil {
+		t.Fatalf("push URI %q: %v", p.RequestURI, err)
+	}
+	return u.Query()
 }
 
 // expectNoMorePushes watches Bark for d and fails at the first extra push.
@@ -296,28 +342,26 @@ func (c *e2eChain) failOnExtraPush(want int) {
 	}
 }
 
-// resolvedAlerts is how many resolved alerts lavender's webhook has had.
-func (c *e2eChain) resolvedAlerts() float64 {
-	c.t.Helper()
-	n, err := c.lavenderMetrics().Sum("lavender_webhook_alerts_total", testkit.Labels{"status": "resolved"})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return n
-}
-
-// checkRunLog: one BARK line for the one push, none for the resolution.
-func (c *e2eChain) checkRunLog() {
+// checkRunLog: one BARK line for the one push, and one for the resolution
+// when it was pushed.
+func (c *e2eChain) checkRunLog(resolvedPushed bool) {
 	c.t.Helper()
 	log := c.runLog()
-	if n := strings.Count(log, " BARK "); n != 1 || !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
-		c.t.Errorf("run log has %d BARK lines, want exactly one \"BARK swap 54%% sent ok=1 fail=0\":\n%s", n, log)
+	want := 1
+	if resolvedPushed {
+		want = 2
+		if !strings.Contains(log, " BARK resolved swap ") {
+			c.t.Errorf("run log lacks the resolution's BARK line:\n%s", log)
+		}
+	}
+	if n := strings.Count(log, " BARK "); n != want || !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
+		c.t.Errorf("run log has %d BARK lines, want %d with \"BARK swap 54%% sent ok=1 fail=0\":\n%s", n, want, log)
 	}
 }
 
 // checkLavenderCounters: lavender's own account agrees with what Bark saw,
 // and every webhook request (firing, resolved) was answered 200.
-func (c *e2eChain) checkLavenderCounters() {
+func (c *e2eChain) checkLavenderCounters(pushes int) {
 	c.t.Helper()
 	metrics := c.lavenderMetrics()
 	for _, m := range []struct {
@@ -326,7 +370,7 @@ func (c *e2eChain) checkLavenderCounters() {
 		want   func(float64) bool
 		desc   string
 	}{
-		{"lavender_bark_pushes_total", testkit.Labels{"result": "ok"}, func(v float64) bool { return v == 1 }, "1"},
+		{"lavender_bark_pushes_total", testkit.Labels{"result": "ok"}, func(v float64) bool { return v == float64(pushes) }, strconv.Itoa(pushes)},
 		{"lavender_bark_pushes_total", testkit.Labels{"result": "failed"}, func(v float64) bool { return v == 0 }, "0"},
 		{"lavender_webhook_requests_total", testkit.Labels{"code": "200"}, func(v float64) bool { return v >= 2 }, ">= 2 (firing and resolved)"},
 		{"lavender_webhook_requests_total", testkit.Labels{"code": "400"}, func(v float64) bool { return v == 0 }, "0"},
@@ -459,6 +503,16 @@ func (c *e2eChain) lavenderMetrics() testkit.Metrics {
 		c.t.Fatalf("lavender /metrics: %v", err)
 	}
 	return m
+}
+
+// resolvedAlerts is how many resolved alerts lavender's webhook has had.
+func (c *e2eChain) resolvedAlerts() float64 {
+	c.t.Helper()
+	n, err := c.lavenderMetrics().Sum("lavender_webhook_alerts_total", testkit.Labels{"status": "resolved"})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return n
 }
 
 func (c *e2eChain) runLog() string {

@@ -184,7 +184,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if digString(byID["Deployment/lavender-bridge"].Doc, "spec", "strategy", "type") != "Recreate" ||
 		dig(byID["Deployment/lavender-bridge"].Doc, "spec", "replicas") != 1 {
-		t.Error("bridge must run as exactly one replica (Recreate): its dedup memory is per process")
+		t.Error("bridge must run as exactly one replica (Recreate): its storm limit is per process")
 	}
 
 	// Services select exactly their workload's pods, on a port it names.

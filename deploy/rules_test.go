@@ -200,7 +200,7 @@ func TestAlertsShape(t *testing.T) {
 		{
 			alert:       "PhaseStalled",
 			exprHas:     []string{"time() - lavender_phase_last_heartbeat_timestamp_seconds > 600", "and on(instance, job, phase) lavender_phase_active == 1"},
-			annotations: []string{"summary", "description"},
+			annotations: []string{"summary", "description", "phase", "stalled_seconds"},
 		},
 		{
 			alert: "PhaseProgressStalled",

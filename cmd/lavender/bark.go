@@ -21,7 +21,8 @@ type BarkCmd struct {
 // BarkSendCmd pushes one message, as given, to every target.
 type BarkSendCmd struct {
 	barkTargetFlags
-	Message []string `arg:"" help:"Words of the message; joined with spaces."`
+	Test    bool     `name:"test" help:"Send a test push naming each target's encryption, e.g. \"[lavender-2] test push (aes-256-gcm)\": \"Decryption Failed\" on the phone then means the key does not match the app's."`
+	Message []string `arg:"" optional:"" help:"Words of the message; joined with spaces."`
 }
 
 func (c *BarkSendCmd) Run(g *Globals) error {
@@ -32,8 +33,11 @@ func (c *BarkSendCmd) Run(g *Globals) error {
 
 func (c *BarkSendCmd) send(ctx context.Context, g *Globals, cfgHook func(*barkbridge.Config)) error {
 	msg := strings.TrimSpace(strings.Join(c.Message, " "))
-	if msg == "" {
-		return errors.New("bark send: the message is empty")
+	switch {
+	case c.Test && msg != "":
+		return errors.New("bark send: --test sends its own text; give no message with it")
+	case !c.Test && msg == "":
+		return errors.New("bark send: the message is empty (or use --test)")
 	}
 	if c.BarkTimeout <= 0 {
 		return fmt.Errorf("--bark.timeout must be positive, not %s", c.BarkTimeout)
@@ -49,11 +53,23 @@ func (c *BarkSendCmd) send(ctx context.Context, g *Globals, cfgHook func(*barkbr
 	if len(bridge.Targets()) == 0 {
 		return fmt.Errorf("bark send: no Bark targets (*%s files) in %s", barkbridge.ConfigSuffix, c.BarkConfigDir)
 	}
+	var results []barkbridge.Result
+	if c.Test {
+		results = bridge.SendTest(ctx)
+	} else {
+		results = bridge.Send(ctx, msg)
+	}
+	return reportSent(g, results)
+}
+
+// reportSent prints one line per target on stdout and, for each failure,
+// the predecessor's "[bark] <file> failed: <ErrorClass>" on stderr.
+func reportSent(g *Globals, results []barkbridge.Result) error {
 	failed := 0
-	results := bridge.Send(ctx, msg)
 	for _, r := range results {
 		if r.Err != nil {
 			failed++
+			fmt.Fprintln(g.Stderr, "[bark] "+r.String())
 		}
 		if _, err := fmt.Fprintln(g.Stdout, r.Explain()); err != nil {
 			return err
@@ -79,7 +95,11 @@ func (c *BarkCheckCmd) Run(g *Globals) error {
 		return fmt.Errorf("bark check: %w", err)
 	}
 	for _, t := range res.Targets {
-		if _, err := fmt.Fprintf(g.Stdout, "%s ok (%s)\n", t.Name(), t.Host()); err != nil {
+		detail := t.Host()
+		if alg := t.Encryption(); alg != "" {
+			detail += ", " + alg
+		}
+		if _, err := fmt.Fprintf(g.Stdout, "%s ok (%s)\n", t.Name(), detail); err != nil {
 			return err
 		}
 	}

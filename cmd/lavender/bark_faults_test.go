@@ -114,7 +114,7 @@ func TestBarkFaults(t *testing.T) {
 			if log := readRunLog(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=0 fail=1\n") {
 				t.Errorf("run log lacks the failed push:\n%s", log)
 			}
-			if !strings.Contains(serve.Stderr.String(), "[bark] phone.bark.env:1 failed: "+tc.class) {
+			if logs := serve.Stderr.String(); !strings.Contains(logs, `msg="push failed" target=phone.bark.env:1 class=`) || !strings.Contains(logs, tc.class) {
 				t.Errorf("log lacks the failure:\n%s", serve.Stderr)
 			}
 		})

@@ -219,3 +219,37 @@ func TestBadBarkLineDoesNotStopServe(t *testing.T) {
 		t.Errorf("bark check = %v, want the bad line", err)
 	}
 }
+
+// TestBarkSendTestAndCheckEncryption: `bark check` names an encrypted
+// target's algorithm, `bark send --test` sends each target the text that
+// names its encryption (the phone shows it only if the key matches), and
+// neither prints the key.
+func TestBarkSendTestAndCheckEncryption(t *testing.T) {
+	bark := barktest.New(t, "KEY", "CLEAR")
+	const key = "KEY4SECRET4KEY4SECRET4KEY4SECRET" // 32 characters
+	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template("CLEAR") + "\n" +
+		"BARK_ENCRYPTION=aes-256-gcm:" + key + "\n" + bark.Template("KEY") + "\n"})
+	out, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir", dir)
+	host := strings.TrimPrefix(bark.URL, "http://")
+	if err != nil || out != "phone.bark.env:1 ok ("+host+")\nphone.bark.env:3 ok ("+host+", aes-256-gcm)\n2 Bark targets in 1 file\n" {
+		t.Errorf("bark check: %q %q %v", out, stderr, err)
+	}
+	out, stderr, err = runCLI(t, "bark", "send", "--test", "--bark.config-dir", dir)
+	if err != nil || out != "phone.bark.env:1 ok\nphone.bark.env:3 ok\n" || strings.Contains(out+stderr, key) {
+		t.Errorf("bark send --test: %q %q %v", out, stderr, err)
+	}
+	var texts []string
+	for _, p := range bark.Pushes() {
+		if p.Encrypted() {
+			texts = append(texts, "encrypted")
+			continue
+		}
+		texts = append(texts, p.Body)
+	}
+	if strings.Join(texts, "|") != "[lavender-2] test push (not encrypted)|encrypted" {
+		t.Errorf("pushes %q", texts)
+	}
+	if _, _, err := runCLI(t, "bark", "send", "--test", "--bark.config-dir", dir, "hello"); err == nil {
+		t.Error("--test with a message: no error")
+	}
+}

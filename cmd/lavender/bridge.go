@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -32,13 +34,16 @@ type barkTargetFlags struct {
 // webhook behaves the same under either command.
 type barkFlags struct {
 	barkTargetFlags
-	BarkPrefix        string        `name:"bark.prefix" default:"${bark_prefix}" help:"Text that starts every push."`
-	BarkThreshold     float64       `name:"bark.threshold" default:"${bark_threshold}" help:"Swap used ratio (0-1] at or above which the swap alert pushes."`
-	BarkSwapAlertname string        `name:"bark.swap-alertname" default:"${bark_swap_alertname}" help:"Alert name of the swap alert."`
-	BarkOnlySwap      bool          `name:"bark.only-swap" help:"Push the swap alert only, not other alerts."`
-	BarkSendResolved  bool          `name:"bark.send-resolved" help:"Push resolved alerts too."`
-	BarkDedupWindow   time.Duration `name:"bark.dedup-window" default:"${bark_dedup_window}" help:"How long a push a target accepted is remembered, so Alertmanager's retries and HA copies do not repeat it."`
-	WebhookMaxBytes   int64         `name:"webhook.max-bytes" default:"${webhook_max_bytes}" help:"Largest webhook body accepted; larger ones get 413."`
+	BarkPrefix          string        `name:"bark.prefix" default:"${bark_prefix}" help:"Text that starts every push."`
+	BarkThreshold       float64       `name:"bark.threshold" default:"${bark_threshold}" help:"Swap used ratio (0-1] at or above which the swap alert pushes."`
+	BarkSwapAlertname   string        `name:"bark.swap-alertname" default:"${bark_swap_alertname}" help:"Alert name of the swap alert."`
+	BarkOnlySwap        bool          `name:"bark.only-swap" help:"Push the swap alert only, not other alerts."`
+	BarkSendResolved    bool          `name:"bark.send-resolved" help:"Push resolved alerts too."`
+	BarkDedupWindow     time.Duration `name:"bark.dedup-window" default:"${bark_dedup_window}" help:"How long a push a target accepted is remembered, so Alertmanager's retries and HA copies do not repeat it."`
+	WebhookMaxBytes     int64         `name:"webhook.max-bytes" default:"${webhook_max_bytes}" help:"Largest webhook body accepted; larger ones get 413."`
+	BarkMaxPerMinute    int           `name:"bark.max-per-minute" default:"${bark_max_per_minute}" help:"Pushes one target (phone) gets in any 60 s; alerts past it are held and go out as one summary push when the minute ends. 0 turns storm control off."`
+	BarkDeleteOnResolve bool          `name:"bark.delete-on-resolve" help:"Delete an incident's notification (Bark delete=1) when it resolves, instead of replacing it with the resolved text. Off: deletes are unreliable on iOS (Bark #297)."`
+	WebExternalURL      string        `name:"web.external-url" help:"URL under which lavender is reached (as Prometheus' flag): tapping a push opens it."`
 }
 
 // webhookMargin is what a webhook's answer may take beyond the Bark
@@ -62,6 +67,14 @@ func (f *barkFlags) validateBark() error {
 	if f.WebhookMaxBytes <= 0 {
 		return fmt.Errorf("--webhook.max-bytes must be positive")
 	}
+	if f.BarkMaxPerMinute < 0 || f.BarkMaxPerMinute > barkbridge.MaxMaxPerMinute {
+		return fmt.Errorf("--bark.max-per-minute must be in [0, %d] (0 turns storm control off), not %d", barkbridge.MaxMaxPerMinute, f.BarkMaxPerMinute)
+	}
+	if f.WebExternalURL != "" {
+		if u, err := url.Parse(f.WebExternalURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--web.external-url must be an absolute http(s) URL such as https://gpu-3.example:9110/")
+		}
+	}
 	return nil
 }
 
@@ -79,6 +92,11 @@ func (f *barkFlags) barkConfig(rl runlog.Options) barkbridge.Config {
 		DedupWindow:   f.BarkDedupWindow,
 		MaxBodyBytes:  f.WebhookMaxBytes,
 		Runlog:        rl,
+
+		MaxPerMinute:    f.BarkMaxPerMinute,
+		DeleteOnResolve: f.BarkDeleteOnResolve,
+		ExternalURL:     f.WebExternalURL,
+		Hostname:        hostname(),
 	}
 }
 
@@ -113,6 +131,8 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 		return err
 	}
 	defer stopReload()
+	stopStorm := runBridge(ctx, bridge)
+	defer stopStorm()
 	bridge.Register(srv.mux)
 	if err := addLanding(srv.mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
 		return err
@@ -131,10 +151,36 @@ func openBridge(f *barkFlags, r runlogFlags, g *Globals, srv *commandServer) (b 
 	cfg := f.barkConfig(r.logged(g))
 	cfg.WriteErrors = srv.writeErrors.WithLabelValues("bark")
 	b, err = barkbridge.New(cfg, g.Logger, srv.reg)
+	var dirErr *barkbridge.ConfigDirError
+	if errors.As(err, &dirErr) {
+		return nil, nil, fmt.Errorf("--bark.config-dir: %w", errors.Unwrap(dirErr))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	return b, reloadOnSIGHUP(b, g.Logger), nil
+}
+
+// runBridge runs the bridge's storm-control summaries until ctx ends or
+// the returned stop is called, which waits for the loop to end.
+func runBridge(ctx context.Context, b *barkbridge.Bridge) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// hostname names this machine in the watchdog's pushes (their Bark group
+// and part of their id); "" when the OS will not say.
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 // reloadOnSIGHUP re-reads the Bark targets on every SIGHUP until the

@@ -53,7 +53,8 @@ func TestBridgeCommand(t *testing.T) {
 	if code != 200 || answer != "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n" {
 		t.Fatalf("POST /webhook = %d %q", code, answer)
 	}
-	want := "/KEY/%5Bbox%5D%20swap%2054%25%20full%20%2816.3%2F32.0%20GB%29%20%E2%80%94%20consider%20intervening?level=passive&isArchive=0"
+	// The id is the incident's, the group the host the alert is about.
+	want := "/KEY/%5Bbox%5D%20swap%2054%25%20full%20%2816.3%2F32.0%20GB%29%20%E2%80%94%20consider%20intervening?level=passive&isArchive=0&id=1d33b2aa3d8b8b6a&group=gpu-box"
 	if got := bark.Pushes(); len(got) != 1 || got[0].RequestURI != want {
 		t.Errorf("Bark got %+v, want one push to %q", got, want)
 	}
@@ -127,7 +128,7 @@ func TestBridgeFlagErrors(t *testing.T) {
 		{[]string{"--bark.timeout=59s"}, "leaves no room"},
 		{[]string{"--bark.threshold=1.5"}, "--bark.threshold must be in (0, 1]"},
 		{[]string{"--webhook.max-bytes=0"}, "--webhook.max-bytes must be positive"},
-		{[]string{"--bark.config-dir", filepath.Join(dir, "missing")}, "bark config dir"},
+		{[]string{"--bark.config-dir", filepath.Join(dir, "missing")}, "--bark.config-dir: stat "},
 	}
 	for _, tt := range tests {
 		cli := parseCLI(t, append([]string{"bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir", dir}, tt.args...)...)

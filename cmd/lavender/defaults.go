@@ -31,6 +31,7 @@ var defaultVars = kong.Vars{
 	"bark_threshold":      fmt.Sprint(barkbridge.DefaultThreshold),
 	"bark_swap_alertname": barkbridge.DefaultSwapAlertname,
 	"bark_dedup_window":   flagDuration(barkbridge.DefaultDedupWindow),
+	"bark_max_per_minute": fmt.Sprint(barkbridge.DefaultMaxPerMinute),
 	"webhook_max_bytes":   fmt.Sprint(barkbridge.DefaultMaxBodyBytes),
 	"procfs":              exporter.DefaultProcFS,
 	"history_step":        flagDuration(watchdog.DefaultStep),

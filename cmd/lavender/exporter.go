@@ -73,7 +73,11 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	}
 	sampler.Poll(ctx)
 	go sampler.Run(ctx)
-	if err := registerStatusPage(srv.mux, exp, statuspage.Config{History: history}); err != nil {
+	if err := registerStatusPage(srv.mux, exp, statuspage.Config{
+		// exporter pushes nothing; its page marks stalls as serve's
+		// stalled rule would at its default.
+		History: history, StallAfter: watchdog.DefaultStallAfter,
+	}); err != nil {
 		return err
 	}
 	srv.ready.set()
@@ -84,7 +88,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 // openExporter builds the exporter for exporter and serve; close saves the
 // phase table's unsaved heartbeats at shutdown.
 func openExporter(p procfsFlags, r runlogFlags, g *Globals, srv *commandServer) (exp *exporter.Exporter, close func(), err error) {
-	cfg := exporter.Config{ProcFS: p.ProcFS, Runlog: r.options(), WriteErrors: srv.writeErrors.WithLabelValues("exporter")}
+	cfg := exporter.Config{ProcFS: p.ProcFS, Runlog: r.options(), WriteErrors: srv.writeErrors.WithLabelValues("exporter"), Clock: g.Clock}
 	exp, err = exporter.New(cfg, g.Logger, srv.reg)
 	if err != nil {
 		return nil, nil, err

@@ -20,27 +20,24 @@ import (
 // pid, Globals. Every other test runs the real binary with
 // testkit.StartCommand.
 type inProcess struct {
-	base   string // http(s)://127.0.0.1:port
+	base   string // http://127.0.0.1:port
 	client *http.Client
 	logs   *testkit.SyncBuffer
 	stop   func() error // ends the command; its error, or nil
 }
 
 // startInProcess runs args (the command name first) on 127.0.0.1:0 until
-// the test ends, and returns once it is ready. client talks to it over
-// TLS if it has a Transport; nil is a plain client with a 30 s timeout.
-func startInProcess(t *testing.T, client *http.Client, args ...string) *inProcess {
+// the test ends, and returns once it is ready. clock is the command's
+// clock (nil: time.Now), for a test that moves time on.
+func startInProcess(t *testing.T, clock func() time.Time, args ...string) *inProcess {
 	t.Helper()
-	p := &inProcess{client: client, logs: &testkit.SyncBuffer{}}
-	if p.client == nil {
-		p.client = &http.Client{Timeout: 30 * time.Second}
-	}
+	p := &inProcess{client: &http.Client{Timeout: 30 * time.Second}, logs: &testkit.SyncBuffer{}}
 	cli := parseCLI(t, append(args, "--web.listen-address=127.0.0.1:0")...)
 	logger, err := newLogger("debug", "logfmt", p.logs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Globals{Logger: logger, Stdout: p.logs, Stderr: p.logs}
+	g := &Globals{Logger: logger, Stdout: p.logs, Stderr: p.logs, Clock: clock}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan []net.Addr, 1)
 	ready := make(chan struct{})
@@ -60,13 +57,9 @@ func startInProcess(t *testing.T, client *http.Client, args ...string) *inProces
 			done <- fmt.Errorf("startInProcess: no serving command %q", args[0])
 		}
 	}()
-	scheme := "http"
-	if client != nil && client.Transport != nil {
-		scheme = "https"
-	}
 	select {
 	case a := <-addrs:
-		p.base = scheme + "://" + a[0].String()
+		p.base = "http://" + a[0].String()
 	case err := <-done:
 		cancel()
 		t.Fatalf("%s stopped before listening: %v\n%s", args[0], err, p.logs)

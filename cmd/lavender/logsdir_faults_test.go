@@ -107,7 +107,8 @@ func TestLogsDirFaults(t *testing.T) {
 			logDir := filepath.Join(mnt, "logs")
 			bark := barktest.New(t)
 			barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
-			serve := testkit.StartCommand(t, quietServeArgs(t, barkDir, logDir)...)
+			// 40 pushes in a minute: storm control off, so each is a push.
+			serve := testkit.StartCommand(t, append(quietServeArgs(t, barkDir, logDir), "--bark.max-per-minute=0")...)
 			base := serve.URL(t)
 			testkit.WaitReady(t, nil, base, "", "")
 			post := func(path string, body []byte) (int, string) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/prometheus/common/promslog"
@@ -99,6 +100,10 @@ type Globals struct {
 	Logger *slog.Logger
 	Stdout io.Writer
 	Stderr io.Writer
+	// Clock is serve's and the exporter's time source: heartbeat stamps and
+	// the watchdog's polls read it. nil: time.Now; tests pass a fake clock
+	// to make a 10-minute stall happen at once.
+	Clock func() time.Time
 }
 
 // runlogDirFlags locate the run logs; every command that touches them has it.

@@ -117,10 +117,19 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	failing.WriteString(okBark.URL + "/" + secretMarker + "x/$0\n") // unknown key: the 400 quotes it
 	failing.WriteString("http://user:" + secretMarker + "@" + strings.TrimPrefix(okBark.URL, "http://") + "/k/$0\n")
-	badLines := "ftp://" + secretMarker + "/$0\nhttps://h/" + secretMarker + "\nhttps://h/" + secretMarker + "/$0#" + secretMarker + "\n"
+	badLines := "ftp://" + secretMarker + "/$0\nhttps://h/" + secretMarker + "\nhttps://h/" + secretMarker + "/$0#" + secretMarker + "\n" +
+		// An encryption key of the wrong length, one with the halves
+		// swapped, and a template under them.
+		"BARK_ENCRYPTION=aes-256-gcm:" + secretMarker + "\nBARK_ENCRYPTION=" + secretMarker + ":aes-128-gcm\n" + good
+	// The marker is also an encryption key (16 characters: AES-128), as
+	// secret as the device key.
+	encrypted := "BARK_ENCRYPTION=aes-128-gcm:" + secretMarker + "\n" + good + "BARK_ENCRYPTION=aes-128-cbc:" + secretMarker + "\n"
+	encryptedFailing := barktest.New(t, secretMarker)
+	encryptedFailing.SetFault(barktest.EchoPath(500))
+	failing.WriteString(encrypted + encryptedFailing.Template(secretMarker) + "\n")
 
 	setups := map[string]string{
-		"succeeding": barktest.ConfigDir(t, map[string]string{"phone.bark.env": good}),
+		"succeeding": barktest.ConfigDir(t, map[string]string{"phone.bark.env": good + encrypted + good}),
 		"failing":    barktest.ConfigDir(t, map[string]string{"phone.bark.env": failing.String()}),
 		"bad config": barktest.ConfigDir(t, map[string]string{"phone.bark.env": good, "bad.bark.env": badLines}),
 	}
@@ -146,6 +155,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		dir := setups[name]
 		s.cli("bark", "check", "--bark.config-dir="+dir)
 		s.cli("bark", "send", "--bark.config-dir="+dir, "--bark.timeout=500ms", "hello", "from", "the", "sweep")
+		s.cli("bark", "send", "--test", "--bark.config-dir="+dir, "--bark.timeout=500ms")
 
 		for _, cmd := range []string{"serve", "bridge"} {
 			logDir := t.TempDir()
@@ -226,6 +236,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"readable by group or others", "detail=", "-> 401", "-> 503", "-> 400", "exporter answered 401",
 		"BARK swap 54% sent ok=", "BARK swap 90% sent ok=", "exporter URL carries credentials",
 		"failed: redirect", "failed: not-bark", "/3/device/<redacted>", "Unsolicited response", "<redacted>: unsolicited bytes",
+		"aes-128-gcm)", "aes-128-cbc)", "needs a key of exactly 32 characters", "unknown algorithm", "not loaded",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the sweep never saw %q", want)

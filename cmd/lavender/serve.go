@@ -72,6 +72,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer stopReload()
+	stopStorm := runBridge(ctx, bridge)
+	defer stopStorm()
 	wd, history, closeWatchdog, err := c.openWatchdog(exp, bridge, g, srv)
 	if err != nil {
 		return err
@@ -109,7 +111,7 @@ func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, g 
 		}
 	}
 	history = watchdog.NewHistory(c.HistoryStep)
-	wd, err = c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, push, g.Logger, srv.reg)
+	wd, err = c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, push, g.Logger, srv.reg, g.Clock)
 	if err != nil {
 		close()
 		return nil, nil, nil, err
@@ -156,6 +158,9 @@ func (c *ServeCmd) statusPage(wd *watchdog.Watchdog, bridge *barkbridge.Bridge, 
 		Bark:              bridge.Status,
 		Threshold:         threshold,
 		PressureThreshold: pressureThreshold,
+		// The page's stalled mark and the stalled push agree: 0 turns
+		// both off.
+		StallAfter: c.PhaseStallAfter,
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -28,9 +29,25 @@ type serveRig struct {
 // it is ready (its first poll done).
 func startServe(t *testing.T, procfs *testkit.Procfs, args ...string) *serveRig {
 	t.Helper()
-	r := &serveRig{t: t, bark: barktest.New(t), procfs: procfs, logDir: t.TempDir()}
+	return startServeOpts(t, procfs, serveOpts{}, args...)
+}
+
+// serveOpts are startServeOpts' settings beyond the flags.
+type serveOpts struct {
+	logDir string           // "": a new temporary dir
+	clock  func() time.Time // nil: time.Now
+}
+
+// startServeOpts is startServe with a run-log dir to resume and a clock of
+// the test's.
+func startServeOpts(t *testing.T, procfs *testkit.Procfs, o serveOpts, args ...string) *serveRig {
+	t.Helper()
+	if o.logDir == "" {
+		o.logDir = t.TempDir()
+	}
+	r := &serveRig{t: t, bark: barktest.New(t), procfs: procfs, logDir: o.logDir}
 	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": r.bark.Template(barktest.Key) + "\n"})
-	r.inProcess = startInProcess(t, nil, append([]string{"serve", "--path.procfs=" + procfs.Dir,
+	r.inProcess = startInProcess(t, o.clock, append([]string{"serve", "--path.procfs=" + procfs.Dir,
 		"--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
 	return r
 }
@@ -74,7 +91,7 @@ func TestServeWatchdogPushes(t *testing.T) {
 	if got := r.pushes(); len(got) != 1 || got[0] != want54 {
 		t.Fatalf("pushes %q, want exactly %q", got, want54)
 	}
-	if uri := r.bark.Pushes()[0].RequestURI; !strings.HasSuffix(uri, "?level=passive&isArchive=0") {
+	if uri := r.bark.Pushes()[0].RequestURI; !strings.Contains(uri, "?level=passive&isArchive=0&") {
 		t.Errorf("push %q is not silent", uri)
 	}
 
@@ -83,14 +100,28 @@ func TestServeWatchdogPushes(t *testing.T) {
 		t.Fatalf("%d pushes while swap stayed high, want 1: %q", len(got), got)
 	}
 
-	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.20)) // falls: re-armed
-	r.waitPolls(3)
+	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.20)) // falls: resolved, and re-armed
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.bark.Count() >= 2 }, "the resolution")
 	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.60))
-	testkit.WaitFor(t, 20*time.Second, func() bool { return r.bark.Count() >= 2 }, "the second push")
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.bark.Count() >= 3 }, "the second push")
 	r.waitPolls(3)
 	got := r.pushes()
-	if len(got) != 2 || got[1] != "[lavender-2] swap 60% full (19.2/32.0 GB) — consider intervening" {
-		t.Fatalf("pushes %q, want a second one at 60%%", got)
+	if len(got) != 3 || !strings.HasPrefix(got[1], "[lavender-2] resolved: swap 20% full (6.4/32.0 GB) after ") ||
+		got[2] != "[lavender-2] swap 60% full (19.2/32.0 GB) — consider intervening" {
+		t.Fatalf("pushes %q, want the resolution, then a new one at 60%%", got)
+	}
+	// The resolution replaces the first push on the phone; the next
+	// incident is a notification of its own.
+	var ids []string
+	for _, p := range r.bark.Pushes() {
+		u, err := url.Parse(p.RequestURI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, u.Query().Get("id"))
+	}
+	if ids[0] == "" || ids[1] != ids[0] || ids[2] == ids[0] {
+		t.Errorf("ids %q: want the resolution's equal to the first push's, the next incident's different", ids)
 	}
 
 	log := readRunLog(t, r.logDir)
@@ -98,13 +129,14 @@ func TestServeWatchdogPushes(t *testing.T) {
 		"# device=cuda lavender_2=v0.2.3\n",
 		" RUN start  device=",
 		" BARK swap 54% sent ok=1 fail=0\n",
+		" BARK resolved swap 20% sent ok=1 fail=0\n",
 		" BARK swap 60% sent ok=1 fail=0\n",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("run log lacks %q:\n%s", want, log)
 		}
 	}
-	if n := strings.Count(log, " BARK "); n != 2 {
+	if n := strings.Count(log, " BARK "); n != 3 {
 		t.Errorf("%d BARK lines, want one per push:\n%s", n, log)
 	}
 

@@ -22,9 +22,12 @@ type watchdogFlags struct {
 	WatchdogThreshold         float64       `name:"watchdog.threshold" default:"${watchdog_threshold}" help:"Swap used ratio (0-1] at or above which the watchdog pushes."`
 	WatchdogPressureThreshold float64       `name:"watchdog.pressure-threshold" default:"${watchdog_pressure_threshold}" help:"Memory pressure (PSI some avg10, a ratio 0-1) at or above which the watchdog pushes; 0 turns the pressure rule off."`
 	WatchdogOOM               bool          `name:"watchdog.oom" default:"true" negatable:"" help:"Push at once when the OOM killer kills a process; --no-watchdog.oom turns it off."`
-	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold; 0 for none."`
+	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold, or a phase stays stalled; 0 for none."`
 	WatchdogHysteresis        float64       `name:"watchdog.hysteresis" default:"${watchdog_hysteresis}" help:"The watchdog re-arms once swap or pressure falls this far below its threshold."`
 	KmsgPath                  string        `name:"path.kmsg" default:"${kmsg_path}" help:"Kernel log to name OOM victims from, where readable (root or CAP_SYSLOG); empty: never name them."`
+
+	PhaseNotify     []string      `name:"phase.notify" default:"${phase_notify}" placeholder:"EVENT,..." help:"Phase events the watchdog pushes: failed (a phase ends failed), stalled (no heartbeat, or no new step, for --phase.stall-after), done (a phase ends ok; opt-in). Empty: none."`
+	PhaseStallAfter time.Duration `name:"phase.stall-after" default:"${phase_stall_after}" help:"How long an active phase may send no heartbeat, or ping without a new step, before it counts as stalled (at least 1m); 0 turns the stalled push off."`
 }
 
 // watchdogVars are the flags' defaults, from the packages that own them.
@@ -35,6 +38,8 @@ var watchdogVars = kong.Vars{
 	"watchdog_repeat":             flagDuration(watchdog.DefaultRepeat),
 	"watchdog_hysteresis":         fmt.Sprint(watchdog.DefaultHysteresis),
 	"kmsg_path":                   exporter.DefaultKmsgPath,
+	"phase_notify":                strings.Join(watchdog.DefaultPhaseNotify, ","),
+	"phase_stall_after":           flagDuration(watchdog.DefaultStallAfter),
 }
 
 // flagDuration writes a default as a person would type it: "10m", not
@@ -61,7 +66,7 @@ func (f *watchdogFlags) rules() ([]watchdog.Rule, error) {
 	if f.WatchdogInterval < 0 {
 		return nil, fmt.Errorf("--watchdog.interval must not be negative, not %s", f.WatchdogInterval)
 	}
-	return watchdog.NewRules(watchdog.RuleFlags{
+	rules, err := watchdog.NewRules(watchdog.RuleFlags{
 		Interval:          f.WatchdogInterval,
 		Threshold:         f.WatchdogThreshold,
 		Hysteresis:        f.WatchdogHysteresis,
@@ -69,22 +74,43 @@ func (f *watchdogFlags) rules() ([]watchdog.Rule, error) {
 		PressureThreshold: f.WatchdogPressureThreshold,
 		OOM:               f.WatchdogOOM,
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Never nil: an empty --phase.notify means no phase push, not the
+	// default list.
+	notify := []string{}
+	for _, n := range f.PhaseNotify {
+		if n != "" {
+			notify = append(notify, n)
+		}
+	}
+	phase, err := watchdog.NewPhaseRules(watchdog.PhaseConfig{
+		Notify:     notify,
+		StallAfter: f.PhaseStallAfter,
+		Repeat:     f.WatchdogRepeat,
+		Retry:      f.WatchdogInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(rules, phase...), nil
 }
 
 // newWatchdog builds serve's watchdog: with the watchdog on, the rules, the
 // pusher and the metrics; off, a sampler for the status page alone, every
 // history step, with no rules and no watchdog metrics.
-func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.History, push watchdog.Pusher, logger *slog.Logger, reg prometheus.Registerer) (*watchdog.Watchdog, error) {
+func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.History, push watchdog.Pusher, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*watchdog.Watchdog, error) {
 	rules, err := f.rules()
 	if err != nil {
 		return nil, err
 	}
 	if !f.enabled() {
-		return watchdog.New(watchdog.Config{Interval: history.Step(), Read: read, History: history})
+		return watchdog.New(watchdog.Config{Interval: history.Step(), Read: read, History: history, Now: now})
 	}
 	return watchdog.New(watchdog.Config{
 		Interval: f.WatchdogInterval, Read: read, Rules: rules, Push: push,
-		History: history, Logger: logger, Registerer: reg,
+		History: history, Logger: logger, Registerer: reg, Now: now,
 	})
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +46,7 @@ func runPressure(ctx context.Context, args []string) error {
 	seconds := fs.Int("seconds", 150, "longest the thrash may last (at most 180)")
 	scrapeEvery := fs.Duration("scrape-every", 250*time.Millisecond, "pause between scrapes of each exporter")
 	threshold := fs.Float64("pressure-threshold", watchdog.DefaultPressureThreshold, "PSI some avg10 (0-1) whose crossing is timed")
+	lavenderArgs := fs.String("lavender-args", "", "extra arguments for lavender serve, split at spaces (e.g. \"--runtime.gomaxprocs=2\"), to compare variants under the same thrash")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -110,8 +113,9 @@ func runPressure(ctx context.Context, args []string) error {
 	}
 	// lavender at its defaults: the watchdog polls every 5s; its pressure
 	// rule, once it exists, pushes "memory pressure …".
-	lav, err := start(dir, "serve", nil, *lavender, "serve", "--web.listen-address="+lavAddr, "--path.procfs=/proc",
-		"--runlog.dir="+filepath.Join(dir, "logs"), "--bark.config-dir="+barkDir)
+	lavArgv := append([]string{"serve", "--web.listen-address=" + lavAddr, "--path.procfs=/proc",
+		"--runlog.dir=" + filepath.Join(dir, "logs"), "--bark.config-dir=" + barkDir}, strings.Fields(*lavenderArgs)...)
+	lav, err := start(dir, "serve", nil, *lavender, lavArgv...)
 	if err != nil {
 		return err
 	}
@@ -151,13 +155,15 @@ func runPressure(ctx context.Context, args []string) error {
 		return err
 	}
 	t0 := time.Now().Add(300 * time.Millisecond) // the hog's first allocation
+	pids := map[string]int{"lavender": lav.pid(), "node_exporter": ne.pid()}
+	before := map[string]procSnapshot{"lavender": snapshot(lav.pid()), "node_exporter": snapshot(ne.pid())}
 
 	runCtx, stop := context.WithTimeout(ctx, time.Duration(*seconds)*time.Second)
 	defer stop()
 	var wg sync.WaitGroup
 	scrapes := map[string]*scrapeLog{"lavender": {}, "node_exporter": {}}
 	for name, url := range map[string]string{"lavender": lavURL, "node_exporter": neURL} {
-		wg.Go(func() { scrapes[name].loop(runCtx, url, *scrapeEvery) })
+		wg.Go(func() { scrapes[name].loop(runCtx, url, *scrapeEvery, pids[name]) })
 	}
 
 	var (
@@ -210,6 +216,7 @@ loop:
 	}
 	stop()
 	wg.Wait()
+	after := map[string]procSnapshot{"lavender": snapshot(lav.pid()), "node_exporter": snapshot(ne.pid())}
 	hog.stop()
 
 	fmt.Printf("A %d MiB swap file (%s), a hog allocating %d MiB at %d MiB/s and touching it at random, in a %d MiB memory cgroup (%s). "+
@@ -217,6 +224,9 @@ loop:
 		"--collector.vmstat --collector.pressure` run inside the same cgroup; each is scraped every %s. Times are seconds after the "+
 		"hog's first allocation; PSI and swap sampled every 100 ms from /proc.\n\n",
 		*swapMiB, *swapFile, *hogMiB, *hogRate, *memMaxMiB, cg.version, *scrapeEvery)
+	if *lavenderArgs != "" {
+		fmt.Printf("lavender's extra arguments: `%s`.\n\n", *lavenderArgs)
+	}
 	fmt.Println("| event | at | PSI some avg10 | PSI full avg10 | swap used |")
 	fmt.Println("|---|---|---|---|---|")
 	row := func(what string, i int) {
@@ -277,7 +287,57 @@ loop:
 		fmt.Printf("\nScrape p99 lavender / node_exporter: **%.2f** (goal ≤ 0.25).\n", float64(p99[0])/float64(p99[1]))
 	}
 	fmt.Println()
+	printScrapeCauses(scrapes)
+	printProcTable(before, after)
 	return nil
+}
+
+// printScrapeCauses splits the scrapes' time into time on a CPU, time
+// waiting for one, and the rest (off the CPU: a fault's I/O, the network),
+// with the major faults taken during them: for all scrapes, and for the
+// slowest 5 % (at least 3), which make the p99.
+func printScrapeCauses(scrapes map[string]*scrapeLog) {
+	fmt.Println("| program | scrapes | mean time | on CPU | run-queue wait | off CPU (rest) | major faults |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, name := range []string{"lavender", "node_exporter"} {
+		recs := slices.Clone(scrapes[name].recs)
+		slices.SortFunc(recs, func(a, b scrapeRec) int { return cmp.Compare(b.took, a.took) })
+		slow := recs[:min(len(recs), max(3, len(recs)/20))]
+		for _, g := range []struct {
+			what string
+			recs []scrapeRec
+		}{{"all", recs}, {"slowest", slow}} {
+			if len(g.recs) == 0 {
+				continue
+			}
+			var took, run, wait time.Duration
+			var majflt int64
+			for _, r := range g.recs {
+				took, run, wait, majflt = took+r.took, run+r.d.run, wait+r.d.wait, majflt+r.d.majflt
+			}
+			n := time.Duration(len(g.recs))
+			fmt.Printf("| %s, %s | %d | %s | %s | %s | %s | %d (%.1f per scrape) |\n", name, g.what, len(g.recs),
+				ms(took/n), ms(run/n), ms(wait/n), ms(max(0, took-run-wait)/n), majflt, float64(majflt)/float64(len(g.recs)))
+		}
+	}
+	fmt.Println()
+}
+
+// printProcTable shows each program's memory before the hog started and
+// when the thrash ended (VmLck: what a variant that calls mlockall locked,
+// all of it charged to the cgroup and never swapped), and its faults and
+// preemptions in between.
+func printProcTable(before, after map[string]procSnapshot) {
+	fmt.Println("| program | VmRSS before → after | VmLck | VmSwap after | major faults | minor faults | on CPU | run-queue wait | preemptions |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	for _, name := range []string{"lavender", "node_exporter"} {
+		b, a := before[name], after[name]
+		d := a.counters.sub(b.counters)
+		fmt.Printf("| %s | %s → %s | %s | %s | %d | %d | %s | %s | %d |\n", name,
+			mib(int(b.status["VmRSS"])), mib(int(a.status["VmRSS"])), mib(int(a.status["VmLck"])), mib(int(a.status["VmSwap"])),
+			d.majflt, d.minflt, ms(d.run), ms(d.wait), a.status["nonvoluntary_ctxt_switches"]-b.status["nonvoluntary_ctxt_switches"])
+	}
+	fmt.Println()
 }
 
 type memSample struct {
@@ -290,20 +350,32 @@ type memSample struct {
 // timeout under thrash) are counted, not timed.
 type scrapeLog struct {
 	took   durations
+	recs   []scrapeRec
 	failed int
 }
 
-func (l *scrapeLog) loop(ctx context.Context, url string, every time.Duration) {
+// scrapeRec is one scrape with what the server's process did meanwhile.
+type scrapeRec struct {
+	took time.Duration
+	d    procCounters
+}
+
+func (l *scrapeLog) loop(ctx context.Context, url string, every time.Duration, pid int) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	hdr := map[string]string{"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "gzip"}
 	for ctx.Err() == nil {
+		c0, _ := readProcCounters(pid)
 		t0 := time.Now()
-		if _, err := get(client, url, hdr); err != nil {
+		_, err := get(client, url, hdr)
+		took := time.Since(t0)
+		c1, _ := readProcCounters(pid)
+		if err != nil {
 			if ctx.Err() == nil {
 				l.failed++
 			}
 		} else {
-			l.took = append(l.took, time.Since(t0))
+			l.took = append(l.took, took)
+			l.recs = append(l.recs, scrapeRec{took, c1.sub(c0)})
 		}
 		if sleepCtx(ctx, every) != nil {
 			return

@@ -1,0 +1,207 @@
+package barkbridge
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
+	"lavender/watchdog"
+)
+
+const pretrain = "Pretrain 1/3"
+
+// endedPhaseAlert is a failed or done rule's alert for a phase that ran
+// for lasted and ended at pushedAt.
+func endedPhaseAlert(rule, name string, lasted time.Duration) watchdog.Alert {
+	status := watchdog.PhaseFailed
+	if rule == watchdog.PhaseRuleDone {
+		status = watchdog.PhaseOK
+	}
+	began := pushedAt.Add(-lasted)
+	return watchdog.Alert{Rule: rule, Status: watchdog.Firing, Began: began, At: pushedAt.Add(20 * time.Millisecond), Phase: name,
+		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: status, Started: began, Ended: pushedAt, LastHeartbeat: pushedAt}}}}
+}
+
+// silentPhaseAlert is the stalled rule's alert for a phase whose last
+// heartbeat is lasted old.
+func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
+	beat := pushedAt.Add(-lasted)
+	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: beat, At: pushedAt, Phase: name,
+		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: beat.Add(-time.Hour),
+			LastHeartbeat: beat, HasStep: true, Step: 1200, Total: 5000, ProgressAt: beat}}}}
+}
+
+// stuckPhaseAlert is the stalled rule's alert for a phase that pings on
+// while its step has not moved for lasted.
+func stuckPhaseAlert(name string, step, total int64, lasted time.Duration) watchdog.Alert {
+	moved := pushedAt.Add(-lasted)
+	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: moved, At: pushedAt, Phase: name,
+		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: moved.Add(-time.Hour),
+			LastHeartbeat: pushedAt.Add(-30 * time.Second), HasStep: true, Step: step, Total: total, ProgressAt: moved}}}}
+}
+
+// TestPushPhaseTexts: every phase text of issue 17, through the real
+// sender, a Bark-compatible server and the run log.
+func TestPushPhaseTexts(t *testing.T) {
+	long := strings.Repeat("Pretrain on the full corpus ", 2) + "1/3" // 59 bytes: the line must shorten it
+	tests := []struct {
+		name   string
+		alerts []watchdog.Alert
+		body   string
+		line   string
+	}{
+		{"failed", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleFailed, pretrain, 4*time.Hour+12*time.Minute+31*time.Second)},
+			`[lavender-2] phase "Pretrain 1/3" failed after 4h12m`,
+			"BARK failed Pretrain 1/3 sent ok=1 fail=0"},
+		{"failed within a minute", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleFailed, pretrain, 45*time.Second)},
+			`[lavender-2] phase "Pretrain 1/3" failed after 45s`,
+			"BARK failed Pretrain 1/3 sent ok=1 fail=0"},
+		{"stalled without heartbeats", []watchdog.Alert{silentPhaseAlert(pretrain, 10*time.Minute+20*time.Second)},
+			`[lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`,
+			"BARK stalled Pretrain 1/3 sent ok=1 fail=0"},
+		{"stalled on its step", []watchdog.Alert{stuckPhaseAlert(pretrain, 1200, 5000, 10*time.Minute)},
+			`[lavender-2] phase "Pretrain 1/3" stalled: step 1200/5000 for 10m`,
+			"BARK stalled Pretrain 1/3 sent ok=1 fail=0"},
+		{"stalled on its step, no total", []watchdog.Alert{stuckPhaseAlert(pretrain, 1200, 0, 10*time.Minute)},
+			`[lavender-2] phase "Pretrain 1/3" stalled: step 1200 for 10m`,
+			"BARK stalled Pretrain 1/3 sent ok=1 fail=0"},
+		{"done", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleDone, pretrain, 4*time.Hour+12*time.Minute)},
+			`[lavender-2] phase "Pretrain 1/3" done in 4h12m`,
+			"BARK done Pretrain 1/3 sent ok=1 fail=0"},
+		{"done after days", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleDone, pretrain, 50*time.Hour+59*time.Minute)},
+			`[lavender-2] phase "Pretrain 1/3" done in 2d2h`,
+			"BARK done Pretrain 1/3 sent ok=1 fail=0"},
+		{"a long name: whole in the push, shortened in the run log", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleFailed, long, time.Hour)},
+			`[lavender-2] phase "` + long + `" failed after 1h`,
+			"BARK failed Pretrain on the full corpus Pr… sent ok=1 fail=0"},
+		{"a name with quotes and a newline", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleFailed, "SFT \"v2\"\nrun", time.Minute)},
+			`[lavender-2] phase "SFT \"v2\" run" failed after 1m`,
+			`BARK failed SFT "v2" run sent ok=1 fail=0`},
+		{"two phases in one poll", []watchdog.Alert{
+			endedPhaseAlert(watchdog.PhaseRuleFailed, pretrain, 4*time.Hour+12*time.Minute),
+			stuckPhaseAlert("Eval", 30, 40, 12*time.Minute),
+		},
+			`[lavender-2] phase "Pretrain 1/3" failed after 4h12m; phase "Eval" stalled: step 30/40 for 12m`,
+			"BARK failed Pretrain 1/3 + stalled Eval sent ok=1 fail=0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := barktest.New(t, "KEY")
+			f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
+			if ok, failed := f.bridge.Push(t.Context(), tt.alerts); ok != 1 || failed != 0 {
+				t.Errorf("Push = %d, %d, want 1, 0", ok, failed)
+			}
+			if got := srv.Pushes(); len(got) != 1 || got[0].Body != tt.body {
+				t.Fatalf("pushed %+v\nwant one push of %q", got, tt.body)
+			}
+			lines := f.barkLines()
+			if len(lines) != 1 || lines[0] != tt.line {
+				t.Errorf("run log %q, want [%q]", lines, tt.line)
+			}
+			for _, l := range lines {
+				if len("15:04:05 "+l) > 80 {
+					t.Errorf("run-log line %q is over 80 bytes", l)
+				}
+			}
+		})
+	}
+}
+
+// TestPhaseLineKeepsItsTail: the longest phase name the exporter takes,
+// and the longest an annotation could carry, shorten in the run log with
+// "…" while "sent ok= fail=" stays whole, with many targets too.
+func TestPhaseLineKeepsItsTail(t *testing.T) {
+	for _, name := range []string{strings.Repeat("x", 64), strings.Repeat("ü", 300)} {
+		for _, event := range []string{watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone} {
+			p := PhaseFigures{Event: event, Phase: name, Duration: time.Hour}
+			line := "15:04:05 " + runlogLine(subject(phaseSubject(p)), 123, 4567)
+			if len(line) > 80 || !strings.HasSuffix(line, "… sent ok=123 fail=4567") || !strings.HasPrefix(line, "15:04:05 BARK "+event+" ") {
+				t.Errorf("%s: run-log line %q (%d bytes)", event, line, len(line))
+			}
+			if text := phaseText(p); len(name) > maxPhaseBytes && !strings.Contains(text, "…\" ") || len(text) > 200 {
+				t.Errorf("%s: push %q: a phase name is cut to %d bytes", event, text, maxPhaseBytes)
+			}
+		}
+	}
+}
+
+// TestWebhookPhaseAlerts: PhaseFailed, PhaseStalled and PhaseProgressStalled reach the
+// phone in the watchdog's words, through the webhook, with the watchdog's
+// run-log lines; odd annotations fall back to the summary; the resolution
+// of PhaseFailed and OOMKill is skipped even with --bark.send-resolved,
+// while a stall's resolution is still pushed.
+func TestWebhookPhaseAlerts(t *testing.T) {
+	const summary = `[lavender-2] PhaseFailed: Phase "Pretrain 1/3" on gpu-box:9877 failed after 4h 12m 0s`
+	const stallSummary = `[lavender-2] PhaseProgressStalled: Phase "Pretrain 1/3" on gpu-box:9877 is stuck at step 1200 for 10m 30s`
+	tests := []struct {
+		file   string
+		answer string
+		bodies []string
+		lines  []string
+	}{
+		{"firing_phase_failed.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] phase "Pretrain 1/3" failed after 4h12m`},
+			[]string{"BARK failed Pretrain 1/3 sent ok=1 fail=0"}},
+		{"firing_phase_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`},
+			[]string{"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
+		{"non_swap.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n", // PhaseStalled without its figures
+			[]string{"[lavender-2] PhaseStalled: no heartbeat for 15m in Pretrain 1/3"},
+			[]string{"BARK PhaseStalled sent ok=1 fail=0"}},
+		{"firing_phase_progress_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: step 1200/5000 for 10m`},
+			[]string{"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
+		{"firing_phase_progress_stalled_no_total.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: step 1200 for 10m`},
+			[]string{"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
+		{"firing_phase_long_name.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] phase "Pretrain with a rather long name, epoch 3 of 12, shard 7 of 8" failed after 4h12m`},
+			[]string{"BARK failed Pretrain with a rather long na… sent ok=1 fail=0"}},
+		{"firing_phase_odd_annotations.json", "alerts=6 pushed=6 failed=0 skipped=0 duplicate=0\n",
+			[]string{summary, summary, summary, stallSummary, stallSummary,
+				`[lavender-2] phase "Pretrain 1/3" stalled: step 1200 for 10m`},
+			[]string{"BARK PhaseFailed sent ok=1 fail=0", "BARK PhaseFailed sent ok=1 fail=0", "BARK PhaseFailed sent ok=1 fail=0",
+				"BARK PhaseProgressStalled sent ok=1 fail=0", "BARK PhaseProgressStalled sent ok=1 fail=0",
+				"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
+		{"resolved_phase_failed.json", "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil, nil},
+		{"resolved_oom.json", "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil, nil},
+		{"resolved_phase_progress_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] resolved: PhaseProgressStalled after 5m"},
+			[]string{"BARK resolved PhaseProgressStalled sent ok=1 fail=0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			srv := barktest.New(t, "KEY")
+			f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, func(c *Config) { c.SendResolved = true })
+			code, answer := f.post(readTestdata(t, tt.file))
+			if code != 200 || answer != tt.answer {
+				t.Errorf("webhook answered %d %q, want 200 %q", code, answer, tt.answer)
+			}
+			var bodies []string
+			for _, p := range srv.Pushes() {
+				bodies = append(bodies, p.Body)
+			}
+			slices.Sort(bodies) // the pushes of one group go out in parallel
+			want := slices.Sorted(slices.Values(tt.bodies))
+			if !slices.Equal(bodies, want) {
+				t.Errorf("pushed\n%q\nwant\n%q", bodies, want)
+			}
+			lines := f.barkLines()
+			slices.Sort(lines)
+			if wantLines := slices.Sorted(slices.Values(tt.lines)); !slices.Equal(lines, wantLines) {
+				t.Errorf("run log\n%q\nwant\n%q", lines, wantLines)
+			}
+		})
+	}
+	t.Run("skipped resolutions are counted", func(t *testing.T) {
+		f := newFixture(t, nil, func(c *Config) { c.SendResolved = true })
+		f.post(readTestdata(t, "resolved_phase_failed.json"))
+		f.post(readTestdata(t, "resolved_oom.json"))
+		if v := f.metrics().MustValue(t, "lavender_webhook_alerts_total", testkit.Labels{"status": "resolved", "action": "skipped"}); v != 2 {
+			t.Errorf("resolved skipped = %v, want 2", v)
+		}
+	})
+}
