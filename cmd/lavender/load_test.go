@@ -147,8 +147,9 @@ func TestLoad(t *testing.T) {
 	logDir := t.TempDir()
 	// The host's own /proc, as in production: a fake procfs on the same
 	// disk as the run log would make scrapes wait on its journal.
+	// Storm control off: every webhook is a push, which the test counts.
 	serve := testkit.StartCommand(t, "serve", "--web.listen-address=127.0.0.1:0", "--path.procfs=/proc", "--watchdog.interval=0",
-		"--runlog.dir="+logDir, "--bark.config-dir="+barkDir)
+		"--runlog.dir="+logDir, "--bark.config-dir="+barkDir, "--bark.max-per-minute=0")
 	base := serve.URL(t)
 	testkit.WaitReady(t, nil, base, "", "")
 	pid := serve.Pid()
