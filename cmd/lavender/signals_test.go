@@ -40,14 +40,18 @@ func TestSIGHUPDuringStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	const tries = 8
-	conclusive := 0
+	// A SIGHUP that lands between os/signal's init and the hangup
+	// package's, right after it, kills any Go program and is not held
+	// against lavender; on a loaded machine that is often, so inconclusive
+	// tries are made up for, up to maxTries in all.
+	const tries, maxTries = 8, 32
+	conclusive, try := 0, 0
 	defer func() {
 		if !t.Failed() && conclusive < tries/2 {
-			t.Errorf("only %d of %d tries got past os/signal's init: nothing tested", conclusive, tries)
+			t.Errorf("only %d of %d tries got past os/signal's init: nothing tested", conclusive, try)
 		}
 	}()
-	for try := range tries {
+	for ; conclusive < tries && try < maxTries; try++ {
 		procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
 		// The address is known before the start: the SIGHUPs begin before
 		// serve could log where it listens.
