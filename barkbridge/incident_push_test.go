@@ -21,26 +21,7 @@ import (
 // incidentStart is when the test incidents began.
 var incidentStart = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// testClock is a clock a test moves by hand; it feeds dedup and storm
-// control through Config.Now.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newTestClock() *testClock { return &testClock{now: incidentStart} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newTestClock() *testkit.Clock { return testkit.NewClock(incidentStart) }
 
 // webhookAlert is one alert of a webhook: firing while endsAt is zero.
 type webhookAlert struct {

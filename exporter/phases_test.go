@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"lavender/internal/testkit"
 	"lavender/runlog"
 )
 
@@ -21,29 +21,12 @@ import (
 // entry times are fixed.
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: t0} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *testkit.Clock { return testkit.NewClock(t0) }
 
 type testEnv struct {
 	t     testing.TB
 	dir   string
-	clock *fakeClock
+	clock *testkit.Clock
 	e     *Exporter
 	reg   *prometheus.Registry
 }

@@ -20,7 +20,7 @@ import (
 
 // newLoggedExporter builds an Exporter on dir whose log goes to the
 // returned buffer.
-func newLoggedExporter(t *testing.T, dir string, clock *fakeClock) (*Exporter, *testkit.SyncBuffer) {
+func newLoggedExporter(t *testing.T, dir string, clock *testkit.Clock) (*Exporter, *testkit.SyncBuffer) {
 	t.Helper()
 	logs := &testkit.SyncBuffer{}
 	e, err := New(Config{

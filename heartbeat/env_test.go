@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"lavender/exporter"
+	"lavender/internal/testkit"
 	"lavender/phaseapi"
 	"lavender/runlog"
 )
@@ -21,17 +21,6 @@ import (
 // t0 is 2026-11-29 12:00:00 UTC, the exporter tests' clock.
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
 type testEnv struct {
 	t   testing.TB
 	dir string
@@ -40,7 +29,7 @@ type testEnv struct {
 
 func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
-	clock := &fakeClock{now: t0}
+	clock := testkit.NewClock(t0)
 	dir := t.TempDir()
 	e, err := exporter.New(exporter.Config{ProcFS: t.TempDir(), Runlog: runlog.Options{Dir: dir}, Clock: clock.Now},
 		slog.New(slog.DiscardHandler), nil)

@@ -16,6 +16,7 @@ import (
 
 	"lavender/barkbridge"
 	"lavender/exporter"
+	"lavender/internal/testkit"
 	"lavender/phaseapi"
 	"lavender/runlog"
 	"lavender/watchdog"
@@ -23,23 +24,6 @@ import (
 
 // t0 is a fixed local time, so the page's clock times are predictable.
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.Local)
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 const gib = 1 << 30
 
@@ -57,7 +41,7 @@ func swap54() watchdog.Sample {
 // clock.
 type rig struct {
 	t     *testing.T
-	clock *fakeClock
+	clock *testkit.Clock
 	exp   *exporter.Exporter
 	hist  *watchdog.History
 	bark  barkbridge.BarkStatus
@@ -68,7 +52,7 @@ type rig struct {
 
 func newRig(t *testing.T, edit ...func(*Config)) *rig {
 	t.Helper()
-	r := &rig{t: t, clock: &fakeClock{now: t0}, hist: watchdog.NewHistory(10 * time.Second)}
+	r := &rig{t: t, clock: testkit.NewClock(t0), hist: watchdog.NewHistory(10 * time.Second)}
 	exp, err := exporter.New(exporter.Config{ProcFS: t.TempDir(), Runlog: runlog.Options{Dir: t.TempDir()}, Clock: r.clock.Now},
 		slog.New(slog.DiscardHandler), nil)
 	if err != nil {

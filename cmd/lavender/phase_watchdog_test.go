@@ -7,39 +7,21 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"lavender/internal/testkit"
 )
 
-// fakeClock is serve's clock in the phase tests: heartbeats are stamped,
+// newFakeClock is serve's clock in the phase tests: heartbeats are stamped,
 // and the watchdog polls, at whatever time the test has advanced it to, so
 // a 10-minute stall takes no time.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Now()} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *testkit.Clock { return testkit.NewClock(time.Now()) }
 
 // startPhaseServe is `lavender serve` on the test's clock, with a quiet
 // host (swap 26 %, no PSI, no OOM kill), the watchdog polling every 20ms
 // and reminding every hour. logDir "" is a new run-log dir.
-func startPhaseServe(t *testing.T, clock *fakeClock, logDir string, args ...string) *watchdogRig {
+func startPhaseServe(t *testing.T, clock *testkit.Clock, logDir string, args ...string) *watchdogRig {
 	t.Helper()
 	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26)})
 	r := startServeOpts(t, host, serveOpts{logDir: logDir, clock: clock.Now},
