@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -90,26 +91,7 @@ func (f *fixture) post(body []byte) (int, string) {
 }
 
 // runlogEntries returns the current run's entries without their times.
-func (f *fixture) runlogEntries() []string {
-	f.t.Helper()
-	l, err := runlog.Current(f.cfg.Runlog)
-	if err != nil {
-		return nil
-	}
-	data, err := l.Read()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	pf, err := runlog.Parse(data)
-	if err != nil {
-		f.t.Fatalf("run log does not parse: %v\n%s", err, data)
-	}
-	var out []string
-	for _, e := range pf.AllEntries() {
-		out = append(out, e[len("15:04:05 "):])
-	}
-	return out
-}
+func (f *fixture) runlogEntries() []string { return runlogtest.Entries(f.t, f.cfg.Runlog.Dir) }
 
 // barkLines returns the run log's BARK entries.
 func (f *fixture) barkLines() []string {

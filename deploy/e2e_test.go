@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
-	"lavender/runlog"
 )
 
 // TestE2E runs the whole chain the deploy files describe, with real
@@ -517,7 +517,7 @@ func (c *e2eChain) resolvedAlerts() float64 {
 
 func (c *e2eChain) runLog() string {
 	c.t.Helper()
-	return readRunLog(c.t, c.runlogDir)
+	return runlogtest.Text(c.t, c.runlogDir)
 }
 
 // promAPI decodes a Prometheus HTTP API answer; errors and warnings are
@@ -634,20 +634,6 @@ func randomPassword(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// readRunLog reads the current run log of dir.
-func readRunLog(t *testing.T, dir string) string {
-	t.Helper()
-	path, err := runlog.CurrentPath(dir)
-	if err != nil {
-		t.Fatalf("run log: %v", err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
 }
 
 func tail(s string, n int) string {

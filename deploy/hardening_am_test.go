@@ -17,6 +17,7 @@ import (
 
 	"lavender/barkbridge"
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -133,7 +134,7 @@ func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
 			t.Errorf("lavender_bark_pushes_total{target=%q,result=%q} = %v, want %v", c.target, c.result, v, c.want)
 		}
 	}
-	log := readRunLog(t, logDir)
+	log := runlogtest.Text(t, logDir)
 	for _, want := range []string{" BARK swap 54% sent ok=0 fail=2\n", " BARK swap 54% sent ok=1 fail=1\n", " BARK swap 54% sent ok=1 fail=0\n"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("run log lacks %q:\n%s", want, log)

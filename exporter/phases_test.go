@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -65,26 +66,7 @@ func (env *testEnv) beat(name, event, status string) Phase {
 }
 
 // entries returns the current run log's entries without their time stamps.
-func (env *testEnv) entries() []string {
-	env.t.Helper()
-	l, err := runlog.Current(runlog.Options{Dir: env.dir})
-	if err != nil {
-		env.t.Fatal(err)
-	}
-	data, err := l.Read()
-	if err != nil {
-		env.t.Fatal(err)
-	}
-	f, err := runlog.Parse(data)
-	if err != nil {
-		env.t.Fatalf("run log does not parse: %v\n%s", err, data)
-	}
-	var out []string
-	for _, e := range f.AllEntries() {
-		out = append(out, e[len("15:04:05 "):])
-	}
-	return out
-}
+func (env *testEnv) entries() []string { return runlogtest.Entries(env.t, env.dir) }
 
 func (env *testEnv) phase(name string) (Phase, bool) {
 	_, phases := env.e.Snapshot()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lavender/exporter"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/phaseapi"
 	"lavender/runlog"
@@ -58,26 +59,7 @@ func (env *testEnv) phase(name string) (phaseapi.Phase, bool) {
 }
 
 // entries returns the current run log's entries without their time stamps.
-func (env *testEnv) entries() []string {
-	env.t.Helper()
-	l, err := runlog.Current(runlog.Options{Dir: env.dir})
-	if err != nil {
-		env.t.Fatal(err)
-	}
-	data, err := l.Read()
-	if err != nil {
-		env.t.Fatal(err)
-	}
-	f, err := runlog.Parse(data)
-	if err != nil {
-		env.t.Fatalf("run log does not parse: %v\n%s", err, data)
-	}
-	var out []string
-	for _, e := range f.AllEntries() {
-		out = append(out, e[len("15:04:05 "):])
-	}
-	return out
-}
+func (env *testEnv) entries() []string { return runlogtest.Entries(env.t, env.dir) }
 
 func equalStrings(a, b []string) bool {
 	return strings.Join(a, "\n") == strings.Join(b, "\n") && len(a) == len(b)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 )
 
@@ -111,7 +112,7 @@ func TestBarkFaults(t *testing.T) {
 					t.Errorf("%s%v = %v, want %v", s.name, s.labels, got, s.want)
 				}
 			}
-			if log := readRunLog(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=0 fail=1\n") {
+			if log := runlogtest.Text(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=0 fail=1\n") {
 				t.Errorf("run log lacks the failed push:\n%s", log)
 			}
 			if logs := serve.Stderr.String(); !strings.Contains(logs, `msg="push failed" target=phone.bark.env:1 class=`) || !strings.Contains(logs, tc.class) {

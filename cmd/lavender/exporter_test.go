@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 )
 
@@ -59,7 +60,7 @@ func TestExporterCommand(t *testing.T) {
 		}
 	}
 
-	got := runLogEntries(t, readRunLog(t, logDir))
+	got := runlogtest.EntriesOf(t, runlogtest.Text(t, logDir))
 	if want := "RUN start|START Pretrain 1/3|END   Pretrain 1/3 0s failed"; strings.Join(got, "|") != want {
 		t.Errorf("run log entries %q, want %q", got, want)
 	}

@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"lavender/internal/testkit"
-	"lavender/runlog"
 )
 
 // swapAlertWebhook is Alertmanager's payload for the swap alert. Each i is
@@ -29,41 +27,6 @@ func quietServeArgs(t *testing.T, barkDir, logDir string, extra ...string) []str
 	return append([]string{"serve", "--web.listen-address=127.0.0.1:0", "--log.level=debug",
 		"--path.procfs=" + testkit.SwapProcfs(t, 0.10), "--watchdog.interval=0",
 		"--runlog.dir=" + logDir, "--bark.config-dir=" + barkDir}, extra...)
-}
-
-// readRunLog reads the current run log of dir and checks that it parses
-// within the cap.
-func readRunLog(t *testing.T, dir string) string {
-	t.Helper()
-	path, err := runlog.CurrentPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(data) > runlog.DefaultMaxBytes {
-		t.Errorf("run log is %d bytes, over the cap", len(data))
-	}
-	if _, err := runlog.Parse(data); err != nil {
-		t.Errorf("run log does not parse: %v\n%s", err, data)
-	}
-	return string(data)
-}
-
-// runLogEntries are the entries of a run log's text without their times.
-func runLogEntries(t *testing.T, text string) []string {
-	t.Helper()
-	f, err := runlog.Parse([]byte(text))
-	if err != nil {
-		t.Fatalf("run log does not parse: %v\n%s", err, text)
-	}
-	var out []string
-	for _, e := range f.AllEntries() {
-		out = append(out, e[len("15:04:05 "):])
-	}
-	return out
 }
 
 // startExporter runs `lavender exporter` on a procfs with swap 54 % full

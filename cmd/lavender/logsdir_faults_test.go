@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 )
 
@@ -117,7 +118,7 @@ func TestLogsDirFaults(t *testing.T) {
 			if code, body := post("/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`)); code != 200 {
 				t.Fatalf("heartbeat before the fault: %d %s", code, body)
 			}
-			readRunLog(t, logDir)
+			runlogtest.Text(t, logDir)
 
 			tc.break_(t, mnt, logDir)
 			// Enough pushes that the log must compact (a new file) at least
@@ -172,7 +173,7 @@ func TestLogsDirFaults(t *testing.T) {
 			if code, body := post("/api/v1/heartbeat", []byte(`{"phase":"After","event":"start"}`)); code != 200 {
 				t.Fatalf("heartbeat after repair: %d %q", code, body)
 			}
-			log := readRunLog(t, logDir)
+			log := runlogtest.Text(t, logDir)
 			if !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") || !strings.Contains(log, " START After\n") {
 				t.Errorf("records did not resume after repair:\n%s", log)
 			}

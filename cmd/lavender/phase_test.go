@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 )
 
@@ -52,7 +53,7 @@ func TestPhaseRunCommand(t *testing.T) {
 	if !strings.Contains(body, `"name":"Train 1/2","status":"failed"`) {
 		t.Errorf("phases: %s", body)
 	}
-	entries := runLogEntries(t, readRunLog(t, logDir))
+	entries := runlogtest.EntriesOf(t, runlogtest.Text(t, logDir))
 	if len(entries) != 3 || entries[1] != "START Train 1/2" || !strings.HasPrefix(entries[2], "END   Train 1/2 ") || !strings.HasSuffix(entries[2], "s failed") {
 		t.Errorf("run log entries %q", entries)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 )
 
@@ -125,7 +126,7 @@ func TestREADMEPythonSnippets(t *testing.T) {
 	} {
 		t.Run(tc.kind+"/"+tc.outcome, func(t *testing.T) {
 			res, printed, phases, logDir := run(t, snippets["client"], snippets[tc.snippet], tc.kind, tc.outcome)
-			entries := strings.Join(runLogEntries(t, readRunLog(t, logDir)), "\n")
+			entries := strings.Join(runlogtest.EntriesOf(t, runlogtest.Text(t, logDir)), "\n")
 			if printed != "" {
 				t.Errorf("the snippet printed %q", printed)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -39,7 +40,7 @@ func TestServeResumeWritesRunResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := runLogEntries(t, readRunLog(t, logDir))
+	got := runlogtest.EntriesOf(t, runlogtest.Text(t, logDir))
 	device := strings.TrimPrefix(got[0], "RUN start  ")
 	want := []string{"RUN start  " + device, "START SFT", "RUN stop", "RUN resume  " + device, "END   SFT 0s", "RUN stop"}
 	if device == got[0] || strings.Join(got, "|") != strings.Join(want, "|") {
@@ -115,7 +116,7 @@ func TestServeWithOddFilesInLogsDir(t *testing.T) {
 			if st, err := os.Lstat(l.Path()); err != nil || !st.Mode().IsRegular() {
 				t.Fatalf("the run log is not a regular file after serve: %v %v", st, err)
 			}
-			got := runLogEntries(t, readRunLog(t, logDir))
+			got := runlogtest.EntriesOf(t, runlogtest.Text(t, logDir))
 			if got[len(got)-1] != "RUN stop" {
 				t.Errorf("run log after the repair: %q", got)
 			}
@@ -165,7 +166,7 @@ func TestStatusShowsTheTailOfAHugeRunLog(t *testing.T) {
 	if code, body := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), "", ""); code != 200 {
 		t.Fatalf("heartbeat: %d %s", code, body)
 	}
-	log := readRunLog(t, logDir) // checks the cap and that it parses
+	log := runlogtest.Text(t, logDir) // checks the cap and that it parses
 	if !strings.Contains(log, "the newest line") || !strings.HasSuffix(log, " START Train\n") {
 		t.Errorf("repaired run log:\n%s", log)
 	}
@@ -198,7 +199,7 @@ func TestServeStartsWhenLogsDirIsAFile(t *testing.T) {
 	if code, body := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(`{"phase":"Eval","event":"start"}`), "", ""); code != 200 {
 		t.Fatalf("heartbeat once the dir is usable: %d %s", code, body)
 	}
-	if log := readRunLog(t, logDir); !strings.HasSuffix(log, " START Eval\n") {
+	if log := runlogtest.Text(t, logDir); !strings.HasSuffix(log, " START Eval\n") {
 		t.Errorf("records did not resume:\n%s", log)
 	}
 }
@@ -294,7 +295,7 @@ func TestBridgeLogsAMovedRunLog(t *testing.T) {
 	if !strings.Contains(serve.Stderr.String(), "run log was not a regular file; moved aside") {
 		t.Errorf("the move is not logged:\n%s", serve.Stderr)
 	}
-	if log := readRunLog(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
+	if log := runlogtest.Text(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {
 		t.Errorf("run log after the move:\n%s", log)
 	}
 }

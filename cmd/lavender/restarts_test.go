@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -69,7 +70,7 @@ func TestRestartKeepsPhase(t *testing.T) {
 	if code, body := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(`{"phase":"Pretrain 1/3","event":"end"}`), "", ""); code != 200 {
 		t.Fatalf("end after restart: %d %s", code, body)
 	}
-	log := readRunLog(t, logDir)
+	log := runlogtest.Text(t, logDir)
 	if strings.Count(log, "START Pretrain 1/3") != 1 || strings.Count(log, "END   Pretrain 1/3") != 1 || strings.Count(log, "RUN start") != 1 {
 		t.Errorf("run log after restart:\n%s", log)
 	}

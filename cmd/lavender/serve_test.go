@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -124,7 +125,7 @@ func TestServeWatchdogPushes(t *testing.T) {
 		t.Errorf("ids %q: want the resolution's equal to the first push's, the next incident's different", ids)
 	}
 
-	log := readRunLog(t, r.logDir)
+	log := runlogtest.Text(t, r.logDir)
 	for _, want := range []string{
 		"# device=cuda lavender_2=v0.2.3\n",
 		" RUN start  device=",
@@ -143,7 +144,7 @@ func TestServeWatchdogPushes(t *testing.T) {
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if log := readRunLog(t, r.logDir); !strings.HasSuffix(log, " RUN stop\n") {
+	if log := runlogtest.Text(t, r.logDir); !strings.HasSuffix(log, " RUN stop\n") {
 		t.Errorf("run log does not end with RUN stop:\n%s", log)
 	}
 }
@@ -209,7 +210,7 @@ func TestServeOneListenerForEverything(t *testing.T) {
 			t.Errorf("%s %s: %d, want %d: %s", tc.method, tc.path, code, tc.want, body)
 		}
 	}
-	if log := readRunLog(t, r.logDir); !strings.Contains(log, " START Pretrain 1/3\n") {
+	if log := runlogtest.Text(t, r.logDir); !strings.Contains(log, " START Pretrain 1/3\n") {
 		t.Errorf("run log lacks the phase:\n%s", log)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/watchdog"
 )
@@ -33,7 +34,7 @@ func startWatchdogServe(t *testing.T, h testkit.Host, args ...string) *watchdogR
 // barkLines are the run log's BARK entries without their times.
 func (r *watchdogRig) barkLines() []string {
 	var out []string
-	for _, line := range strings.Split(readRunLog(r.t, r.logDir), "\n") {
+	for _, line := range strings.Split(runlogtest.Text(r.t, r.logDir), "\n") {
 		if _, entry, ok := strings.Cut(line, " "); ok && strings.HasPrefix(entry, "BARK ") {
 			out = append(out, entry)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 )
 
@@ -116,7 +117,7 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 	t.Run("other sites", func(t *testing.T) {
 		procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.1)})
 		r := startServe(t, procfs, "--watchdog.interval=0")
-		runBefore := readRunLog(t, r.logDir)
+		runBefore := runlogtest.Text(t, r.logDir)
 		for _, w := range writes {
 			for _, h := range []map[string]string{
 				{"Content-Type": textPlain, "Origin": "http://evil.example"},
@@ -138,7 +139,7 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 		if n := r.bark.Count(); n != 0 {
 			t.Errorf("Bark got %d pushes from refused webhooks", n)
 		}
-		if after := readRunLog(t, r.logDir); after != runBefore || strings.Contains(after, "Evil") {
+		if after := runlogtest.Text(t, r.logDir); after != runBefore || strings.Contains(after, "Evil") {
 			t.Errorf("refused writes changed the run log:\n%s\nwant\n%s", after, runBefore)
 		}
 		// The same writes as Alertmanager and `lavender phase` send them pass.

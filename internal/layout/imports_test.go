@@ -43,6 +43,9 @@ var mayUse = map[string][]string{
 	// in-package tests can import them without a cycle.
 	"internal/barktest": {"internal/testkit"},
 	"internal/testkit":  {},
+	// Run-log readers for tests; apart from the kit, since runlog's own
+	// tests use the kit.
+	"internal/runlogtest": {"runlog"},
 	// Keeps a repeating failure's log lines to one per interval; the
 	// exporter and the bridge use it for failed writes to the logs dir.
 	"internal/throttle": {},
