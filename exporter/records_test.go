@@ -35,22 +35,6 @@ func newLoggedExporter(t *testing.T, dir string, clock *testkit.Clock) (*Exporte
 	return e, logs
 }
 
-// noHang fails the test if f has not returned after a minute: a guard
-// against blocking for ever, not a speed check.
-func noHang(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s did not return within a minute: it blocks", what)
-	}
-}
-
 // TestOddPhaseTableMovedAside: a phase table that is a FIFO, a symlink to
 // /dev/zero or larger than 1 MiB neither hangs nor exhausts the exporter:
 // it is moved aside as damaged, logged, and the exporter serves.
@@ -87,7 +71,7 @@ func TestOddPhaseTableMovedAside(t *testing.T) {
 
 			var e *Exporter
 			var logs *testkit.SyncBuffer
-			noHang(t, "New", func() { e, logs = newLoggedExporter(t, env.dir, env.clock) })
+			testkit.NoHang(t, "New", func() { e, logs = newLoggedExporter(t, env.dir, env.clock) })
 			if !strings.Contains(logs.String(), "phase table not restored") || !strings.Contains(logs.String(), "damaged") {
 				t.Errorf("log does not say the table was damaged and moved:\n%s", logs)
 			}

@@ -13,23 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// noHang runs f and fails the test if it has not returned after a minute:
-// a guard against a read that blocks for ever, not a speed check.
-func noHang(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s did not return within a minute: it blocks", what)
-	}
-}
+	"lavender/internal/testkit"
+)
 
 // allocated returns the bytes f allocated on the heap. Allocation counts,
 // unlike timings, do not depend on how busy the machine is.
@@ -79,13 +65,13 @@ func TestNonRegularRunLogs(t *testing.T) {
 			}
 			tc.make(t, l.Path())
 
-			noHang(t, "Read", func() {
+			testkit.NoHang(t, "Read", func() {
 				_, err = l.Read()
 			})
 			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), tc.kind) || !strings.Contains(err.Error(), l.Path()) {
 				t.Errorf("Read: %v, want ErrNotRegular naming the path and %q", err, tc.kind)
 			}
-			noHang(t, "Append", func() {
+			testkit.NoHang(t, "Append", func() {
 				err = l.Append("after the damage")
 			})
 			if err != nil {
@@ -369,7 +355,7 @@ func TestLogsDirIsAFIFO(t *testing.T) {
 		{"Start", func() error { _, err := Start(opts, "", RunStart); return err }},
 		{"AppendCurrent", func() error { return AppendCurrent(opts, "into a FIFO") }},
 	} {
-		noHang(t, tc.name, func() { err = tc.call() })
+		testkit.NoHang(t, tc.name, func() { err = tc.call() })
 		if err == nil || !strings.Contains(err.Error(), opts.Dir) {
 			t.Errorf("%s: %v, want an error naming %s", tc.name, err, opts.Dir)
 		}

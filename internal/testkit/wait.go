@@ -33,3 +33,19 @@ func Poll(timeout time.Duration, condition func() bool) bool {
 		time.Sleep(pollEvery)
 	}
 }
+
+// NoHang runs f and fails the test if it has not returned after a minute:
+// a guard against a call that blocks for ever, not a speed check.
+func NoHang(t testing.TB, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not return within a minute: it blocks", what)
+	}
+}
