@@ -96,17 +96,8 @@ func runBigWebhook(ctx context.Context, args []string) error {
 	if err := os.WriteFile(filepath.Join(barkDir, "phone.bark.env"), []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
-	addr, err := freeAddr()
+	p, base, err := startBridge(ctx, *lavender, dir, barkDir, *timeout)
 	if err != nil {
-		return err
-	}
-	p, err := start(dir, "bridge", nil, *lavender, "bridge", "--web.listen-address="+addr,
-		"--runlog.dir="+filepath.Join(dir, "logs"), "--bark.config-dir="+barkDir, "--bark.timeout="+timeout.String())
-	if err != nil {
-		return err
-	}
-	base := "http://" + addr
-	if err := waitHTTP(ctx, p, base+"/-/ready", 20*time.Second); err != nil {
 		return err
 	}
 	baseline, _ := rssKiB(p.pid())

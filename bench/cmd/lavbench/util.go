@@ -391,3 +391,22 @@ func rawClient(conns int) *http.Client {
 		DisableCompression: true, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, Proxy: nil,
 	}}
 }
+
+// startBridge runs `lavender bridge` from dir with the targets in barkDir and
+// returns it and its base URL once it is ready.
+func startBridge(ctx context.Context, lavender, dir, barkDir string, timeout time.Duration) (*proc, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := start(dir, "bridge", nil, lavender, "bridge", "--web.listen-address="+addr,
+		"--runlog.dir="+filepath.Join(dir, "logs"), "--bark.config-dir="+barkDir, "--bark.timeout="+timeout.String())
+	if err != nil {
+		return nil, "", err
+	}
+	base := "http://" + addr
+	if err := waitHTTP(ctx, p, base+"/-/ready", 20*time.Second); err != nil {
+		return p, "", err
+	}
+	return p, base, nil
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,17 +132,8 @@ func runWebhook(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	addr, err := freeAddr()
+	p, base, err := startBridge(ctx, *lavender, dir, barkDir, *timeout)
 	if err != nil {
-		return err
-	}
-	p, err := start(dir, "bridge", nil, *lavender, "bridge", "--web.listen-address="+addr,
-		"--runlog.dir="+filepath.Join(dir, "logs"), "--bark.config-dir="+barkDir, "--bark.timeout="+timeout.String())
-	if err != nil {
-		return err
-	}
-	base := "http://" + addr
-	if err := waitHTTP(ctx, p, base+"/-/ready", 20*time.Second); err != nil {
 		return err
 	}
 	desc := fmt.Sprintf("%d answering target(s)", *targets)
