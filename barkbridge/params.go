@@ -70,11 +70,14 @@ func appendMissingParams(tmpl string, params ...queryParam) string {
 	if len(extra) == 0 {
 		return tmpl
 	}
+	// An "&" counts as a separator only inside a query: in "…/$0&" it is
+	// part of the path, and the parameters still need their "?".
 	sep := "?"
 	switch {
+	case !strings.Contains(tmpl, "?"):
 	case strings.HasSuffix(tmpl, "?") || strings.HasSuffix(tmpl, "&"):
 		sep = ""
-	case strings.Contains(tmpl, "?"):
+	default:
 		sep = "&"
 	}
 	return tmpl + sep + strings.Join(extra, "&")
