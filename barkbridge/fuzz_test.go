@@ -108,9 +108,14 @@ func FuzzBarkEnv(f *testing.F) {
 			if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 				t.Fatalf("target %s: scheme %q host %q", tg, u.Scheme, u.Host)
 			}
-			q := u.Query()
-			if !q.Has("level") || !q.Has("isArchive") {
-				t.Fatalf("target %s: query %q lacks level or isArchive", tg, u.RawQuery)
+			// Keys as bark-server reads them: lowercased, so a template's
+			// own "Level" is the level.
+			q := templateParams(raw)
+			if _, ok := q["level"]; !ok {
+				t.Fatalf("target %s: query %q lacks level", tg, u.RawQuery)
+			}
+			if _, ok := q["isarchive"]; !ok {
+				t.Fatalf("target %s: query %q lacks isArchive", tg, u.RawQuery)
 			}
 			if strings.ContainsAny(raw, " \n\r\t#") {
 				t.Fatalf("target %s: raw URL has whitespace or #", tg)

@@ -70,15 +70,14 @@ func appendMissingParams(tmpl string, params ...queryParam) string {
 	if len(extra) == 0 {
 		return tmpl
 	}
-	// An "&" counts as a separator only inside a query: in "…/$0&" it is
-	// part of the path, and the parameters still need their "?".
+	// Only the query decides the separator: an "&" in the path ("…/$0&")
+	// separates nothing, and in "…/$0??" the query is "?", a key of its own.
 	sep := "?"
-	switch {
-	case !strings.Contains(tmpl, "?"):
-	case strings.HasSuffix(tmpl, "?") || strings.HasSuffix(tmpl, "&"):
-		sep = ""
-	default:
+	if _, query, ok := strings.Cut(tmpl, "?"); ok {
 		sep = "&"
+		if query == "" || strings.HasSuffix(query, "&") {
+			sep = ""
+		}
 	}
 	return tmpl + sep + strings.Join(extra, "&")
 }

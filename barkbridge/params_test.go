@@ -46,6 +46,7 @@ func TestAppendMissingParams(t *testing.T) {
 		{"https://api.day.app/KEY/$0?sound=x&", "https://api.day.app/KEY/$0?sound=x&" + all},
 		// An "&" in the path is not a query separator (found by FuzzBarkEnv).
 		{"https://api.day.app/KEY/$0&", "https://api.day.app/KEY/$0&?" + all},
+		{"https://api.day.app/KEY/$0??", "https://api.day.app/KEY/$0??&" + all},
 		{"https://api.day.app/KEY/$0?Level=active",
 			"https://api.day.app/KEY/$0?Level=active&id=3f9a0c1d2e4b5a69&group=gpu-7%3A9100&url=https%3A%2F%2Flavender.example%2Fstatus%3Fhost%3Dgpu%207&isArchive=0"},
 		{"https://api.day.app/KEY/$0?GROUP=x&ISARCHIVE=1&Id=mine&URL=u",
