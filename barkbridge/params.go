@@ -55,7 +55,9 @@ func lenientUnescape(s string) string {
 // set (compared case-insensitively, as bark-server compares them), so a
 // template's own group, level, url, … is kept: bark-server takes the last
 // occurrence, so appending a key the template has would override it.
-// Values are escaped to RFC 3986's unreserved characters.
+// Keys and values are escaped as the message is (escapeMessage): only
+// RFC 3986's unreserved characters stay, so a space is %20 (not "+") and
+// nothing can end the value early.
 func appendMissingParams(tmpl string, params ...queryParam) string {
 	set := templateSets(tmpl)
 	var extra []string
@@ -65,7 +67,7 @@ func appendMissingParams(tmpl string, params ...queryParam) string {
 			continue
 		}
 		set[k] = true // a key given twice here is added once, the first value
-		extra = append(extra, strictQueryEscape(p.Key)+"="+strictQueryEscape(p.Value))
+		extra = append(extra, escapeMessage(p.Key)+"="+escapeMessage(p.Value))
 	}
 	if len(extra) == 0 {
 		return tmpl
@@ -80,10 +82,4 @@ func appendMissingParams(tmpl string, params ...queryParam) string {
 		}
 	}
 	return tmpl + sep + strings.Join(extra, "&")
-}
-
-// strictQueryEscape escapes everything but the unreserved characters, so
-// a space is %20 (not "+") and nothing can end the value early.
-func strictQueryEscape(s string) string {
-	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }
