@@ -164,7 +164,7 @@ func sanitizeMessage(s string) string {
 			return r
 		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
 			return ' '
-		case unicode.Is(unicode.Cf, r):
+		case isFormatChar(r):
 			return -1
 		}
 		return r
