@@ -140,9 +140,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.MaxPerMinute < 0 || c.MaxPerMinute > MaxMaxPerMinute {
-		return c, fmt.Errorf("barkbridge: max pushes per minute %d is not in [0, %d] (0 turns storm control off)", c.MaxPerMinute, MaxMaxPerMinute)
-	}
 	if c.ExternalURL != "" {
 		u, err := url.Parse(c.ExternalURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

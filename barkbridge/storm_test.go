@@ -345,6 +345,9 @@ func TestStormOffAndBadSettings(t *testing.T) {
 		if _, err := newStormLimiter(bad, "[x]"); err == nil || !strings.Contains(err.Error(), "max pushes per minute") {
 			t.Errorf("newStormLimiter(%d): %v", bad, err)
 		}
+		if _, err := New(Config{ConfigDir: t.TempDir(), MaxPerMinute: bad}, nil, nil); err == nil || !strings.Contains(err.Error(), "max pushes per minute") {
+			t.Errorf("New with MaxPerMinute %d: %v", bad, err)
+		}
 	}
 }
 
