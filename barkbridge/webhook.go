@@ -81,10 +81,7 @@ func (b *Bridge) plan(msg *WebhookMessage) []planned {
 // (or, with DeleteOnResolve, delete it), the group of the host it is
 // about, and the status page to open.
 func (b *Bridge) addIncident(d *delivery, id, group string, resolved bool) {
-	d.id, d.group = id, group
-	if b.cfg.ExternalURL != "" {
-		d.openURL = b.cfg.ExternalURL
-	}
+	d.id, d.group, d.openURL = id, group, b.cfg.ExternalURL // "": no url
 	d.delete = resolved && b.cfg.DeleteOnResolve
 }
 
