@@ -523,23 +523,10 @@ func TestReloadOvertaken(t *testing.T) {
 	}
 }
 
+// hasSeries says whether the bridge exports target's series of metric,
+// which has a target and a result label (both results exist from the load).
 func hasSeries(t *testing.T, f *fixture, metric, target string) bool {
 	t.Helper()
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != metric {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "target" && l.GetValue() == target {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	_, err := f.metrics().Value(metric, testkit.Labels{"target": target, "result": "ok"})
+	return err == nil
 }
