@@ -18,30 +18,12 @@ import (
 	"lavender/phaseapi"
 )
 
-// The wire format lives in package phaseapi, shared with the client
-// (package heartbeat) so that neither imports the other; these names keep
-// the exporter's own code and its callers reading as before.
-const (
-	MaxRequestBytes = phaseapi.MaxRequestBytes
-	HeartbeatPath   = phaseapi.HeartbeatPath
-	RunsPath        = phaseapi.RunsPath
-	PhasesPath      = phaseapi.PhasesPath
-)
-
-type (
-	HeartbeatRequest = phaseapi.HeartbeatRequest
-	RunRequest       = phaseapi.RunRequest
-	RunResponse      = phaseapi.RunResponse
-	PhasesResponse   = phaseapi.PhasesResponse
-	errorResponse    = phaseapi.ErrorResponse
-)
-
 // Register adds the heartbeat API to mux. Methods are checked by hand
 // rather than with method patterns so that a 405 also gets a JSON body.
 func (e *Exporter) Register(mux *http.ServeMux) {
-	mux.Handle(HeartbeatPath, allow(http.HandlerFunc(e.handleHeartbeat), http.MethodPost))
-	mux.Handle(RunsPath, allow(http.HandlerFunc(e.handleRuns), http.MethodPost))
-	mux.Handle(PhasesPath, allow(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
+	mux.Handle(phaseapi.HeartbeatPath, allow(http.HandlerFunc(e.handleHeartbeat), http.MethodPost))
+	mux.Handle(phaseapi.RunsPath, allow(http.HandlerFunc(e.handleRuns), http.MethodPost))
+	mux.Handle(phaseapi.PhasesPath, allow(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
 }
 
 func allow(h http.Handler, methods ...string) http.Handler {
@@ -59,7 +41,7 @@ func allow(h http.Handler, methods ...string) http.Handler {
 }
 
 func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
-	var req HeartbeatRequest
+	var req phaseapi.HeartbeatRequest
 	if status, err := decodeBody(w, r, &req, false); err != nil {
 		writeError(w, status, err.Error())
 		return
@@ -90,7 +72,7 @@ func heartbeatStatus(err error) int {
 }
 
 func (e *Exporter) handleRuns(w http.ResponseWriter, r *http.Request) {
-	var req RunRequest
+	var req phaseapi.RunRequest
 	if status, err := decodeBody(w, r, &req, true); err != nil {
 		writeError(w, status, err.Error())
 		return
@@ -102,7 +84,7 @@ func (e *Exporter) handleRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, _ := e.Snapshot()
-	resp := RunResponse{Run: Run{File: filepath.Base(path)}}
+	resp := phaseapi.RunResponse{Run: Run{File: filepath.Base(path)}}
 	if run != nil && run.File == resp.Run.File {
 		resp.Run = *run
 	}
@@ -111,13 +93,13 @@ func (e *Exporter) handleRuns(w http.ResponseWriter, r *http.Request) {
 
 func (e *Exporter) handlePhases(w http.ResponseWriter, r *http.Request) {
 	run, phases := e.Snapshot()
-	writeJSON(w, http.StatusOK, PhasesResponse{Run: run, Phases: phases})
+	writeJSON(w, http.StatusOK, phaseapi.PhasesResponse{Run: run, Phases: phases})
 }
 
-// decodeBody reads one JSON object of at most MaxRequestBytes into v with
-// DecodeStrict. It returns the status code to answer with on failure.
+// decodeBody reads one JSON object of at most phaseapi.MaxRequestBytes
+// into v with DecodeStrict. It returns the status code to answer with on failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (int, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	body := http.MaxBytesReader(w, r.Body, phaseapi.MaxRequestBytes)
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -229,5 +211,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorResponse{Error: msg})
+	writeJSON(w, status, phaseapi.ErrorResponse{Error: msg})
 }

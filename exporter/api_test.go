@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lavender/phaseapi"
 )
 
 func (env *testEnv) server() *httptest.Server {
@@ -50,16 +52,16 @@ func TestAPI(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
 
-	code, _, body := request(t, http.MethodGet, srv.URL+PhasesPath, "")
+	code, _, body := request(t, http.MethodGet, srv.URL+phaseapi.PhasesPath, "")
 	if code != http.StatusOK || string(body) != `{"run":null,"phases":[]}`+"\n" {
 		t.Fatalf("phases before any run: %d %s", code, body)
 	}
 
-	code, hdr, body := request(t, http.MethodPost, srv.URL+RunsPath, `{"header":"device=cuda lavender_2=v0.2.3"}`)
+	code, hdr, body := request(t, http.MethodPost, srv.URL+phaseapi.RunsPath, `{"header":"device=cuda lavender_2=v0.2.3"}`)
 	if code != http.StatusCreated || hdr.Get("Content-Type") != "application/json" {
 		t.Fatalf("POST runs: %d %s", code, body)
 	}
-	var run RunResponse
+	var run phaseapi.RunResponse
 	if err := json.Unmarshal(body, &run); err != nil || run.Run.File != "run-20261129-120000.log" || !run.Run.Started.Equal(t0) {
 		t.Fatalf("POST runs answered %s (%v)", body, err)
 	}
@@ -67,18 +69,18 @@ func TestAPI(t *testing.T) {
 		t.Errorf("answer leaks the server's path: %s", body)
 	}
 
-	code, _, body = request(t, http.MethodPost, srv.URL+HeartbeatPath, `{"phase":"Pretrain 1/3","event":"start"}`)
+	code, _, body = request(t, http.MethodPost, srv.URL+phaseapi.HeartbeatPath, `{"phase":"Pretrain 1/3","event":"start"}`)
 	if code != http.StatusOK {
 		t.Fatalf("start: %d %s", code, body)
 	}
 	env.clock.Advance(90 * time.Second)
-	code, _, body = request(t, http.MethodPost, srv.URL+HeartbeatPath, `{"phase":"Pretrain 1/3","event":"end","status":"failed"}`)
+	code, _, body = request(t, http.MethodPost, srv.URL+phaseapi.HeartbeatPath, `{"phase":"Pretrain 1/3","event":"end","status":"failed"}`)
 	want := `{"name":"Pretrain 1/3","status":"failed","started":"2026-11-29T12:00:00Z","last_heartbeat":"2026-11-29T12:01:30Z","ended":"2026-11-29T12:01:30Z","heartbeats":2,"duration_seconds":90}` + "\n"
 	if code != http.StatusOK || string(body) != want {
 		t.Fatalf("end: %d %s\nwant %s", code, body, want)
 	}
-	code, _, body = request(t, http.MethodGet, srv.URL+PhasesPath, "")
-	var phases PhasesResponse
+	code, _, body = request(t, http.MethodGet, srv.URL+phaseapi.PhasesPath, "")
+	var phases phaseapi.PhasesResponse
 	if err := json.Unmarshal(body, &phases); err != nil || code != 200 || phases.Run == nil || len(phases.Phases) != 1 || phases.Phases[0].Status != StatusFailed {
 		t.Fatalf("phases: %d %s", code, body)
 	}
@@ -89,7 +91,7 @@ func TestAPI(t *testing.T) {
 
 	// An empty body starts a run without a header.
 	env.clock.Advance(time.Second)
-	if code, _, body := request(t, http.MethodPost, srv.URL+RunsPath, ""); code != http.StatusCreated {
+	if code, _, body := request(t, http.MethodPost, srv.URL+phaseapi.RunsPath, ""); code != http.StatusCreated {
 		t.Errorf("POST runs without a body: %d %s", code, body)
 	}
 }
@@ -100,34 +102,34 @@ func TestAPIBadRequests(t *testing.T) {
 	env.beat("Pretrain", EventStart, "")
 	env.beat("Done", EventStart, "")
 	env.beat("Done", EventEnd, "")
-	huge := `{"phase":"Pretrain","event":"ping","pad":"` + strings.Repeat("x", MaxRequestBytes) + `"}`
+	huge := `{"phase":"Pretrain","event":"ping","pad":"` + strings.Repeat("x", phaseapi.MaxRequestBytes) + `"}`
 
 	for _, tc := range []struct {
 		name, method, path, body string
 		code                     int
 		allow                    string
 	}{
-		{"malformed JSON", "POST", HeartbeatPath, `{"phase":"Pretrain",`, 400, ""},
-		{"not an object", "POST", HeartbeatPath, `["Pretrain","ping"]`, 400, ""},
-		{"wrong type", "POST", HeartbeatPath, `{"phase":7,"event":"ping"}`, 400, ""},
-		{"trailing data", "POST", HeartbeatPath, `{"phase":"Pretrain","event":"ping"} {"phase":"x","event":"start"}`, 400, ""},
-		{"empty body", "POST", HeartbeatPath, ``, 400, ""},
-		{"invalid UTF-8", "POST", HeartbeatPath, "{\"phase\":\"Pre\xfftrain\",\"event\":\"start\"}", 400, ""},
-		{"unknown event", "POST", HeartbeatPath, `{"phase":"Pretrain","event":"finish"}`, 400, ""},
-		{"empty name", "POST", HeartbeatPath, `{"phase":"  ","event":"start"}`, 400, ""},
-		{"long name", "POST", HeartbeatPath, `{"phase":"` + strings.Repeat("p", 65) + `","event":"start"}`, 400, ""},
-		{"control character", "POST", HeartbeatPath, `{"phase":"Pre\u0000train","event":"start"}`, 400, ""},
-		{"bad status", "POST", HeartbeatPath, `{"phase":"Pretrain","event":"end","status":"oom"}`, 400, ""},
-		{"status without end", "POST", HeartbeatPath, `{"phase":"Pretrain","event":"ping","status":"ok"}`, 400, ""},
-		{"end never started", "POST", HeartbeatPath, `{"phase":"Eval","event":"end"}`, 404, ""},
-		{"end twice", "POST", HeartbeatPath, `{"phase":"Done","event":"end"}`, 409, ""},
-		{"body over 64 KiB", "POST", HeartbeatPath, huge, 413, ""},
-		{"runs body over 64 KiB", "POST", RunsPath, huge, 413, ""},
-		{"runs malformed", "POST", RunsPath, `{"header":`, 400, ""},
-		{"GET heartbeat", "GET", HeartbeatPath, "", 405, "POST"},
-		{"PUT runs", "PUT", RunsPath, `{}`, 405, "POST"},
-		{"POST phases", "POST", PhasesPath, `{}`, 405, "GET, HEAD"},
-		{"DELETE phases", "DELETE", PhasesPath, "", 405, "GET, HEAD"},
+		{"malformed JSON", "POST", phaseapi.HeartbeatPath, `{"phase":"Pretrain",`, 400, ""},
+		{"not an object", "POST", phaseapi.HeartbeatPath, `["Pretrain","ping"]`, 400, ""},
+		{"wrong type", "POST", phaseapi.HeartbeatPath, `{"phase":7,"event":"ping"}`, 400, ""},
+		{"trailing data", "POST", phaseapi.HeartbeatPath, `{"phase":"Pretrain","event":"ping"} {"phase":"x","event":"start"}`, 400, ""},
+		{"empty body", "POST", phaseapi.HeartbeatPath, ``, 400, ""},
+		{"invalid UTF-8", "POST", phaseapi.HeartbeatPath, "{\"phase\":\"Pre\xfftrain\",\"event\":\"start\"}", 400, ""},
+		{"unknown event", "POST", phaseapi.HeartbeatPath, `{"phase":"Pretrain","event":"finish"}`, 400, ""},
+		{"empty name", "POST", phaseapi.HeartbeatPath, `{"phase":"  ","event":"start"}`, 400, ""},
+		{"long name", "POST", phaseapi.HeartbeatPath, `{"phase":"` + strings.Repeat("p", 65) + `","event":"start"}`, 400, ""},
+		{"control character", "POST", phaseapi.HeartbeatPath, `{"phase":"Pre\u0000train","event":"start"}`, 400, ""},
+		{"bad status", "POST", phaseapi.HeartbeatPath, `{"phase":"Pretrain","event":"end","status":"oom"}`, 400, ""},
+		{"status without end", "POST", phaseapi.HeartbeatPath, `{"phase":"Pretrain","event":"ping","status":"ok"}`, 400, ""},
+		{"end never started", "POST", phaseapi.HeartbeatPath, `{"phase":"Eval","event":"end"}`, 404, ""},
+		{"end twice", "POST", phaseapi.HeartbeatPath, `{"phase":"Done","event":"end"}`, 409, ""},
+		{"body over 64 KiB", "POST", phaseapi.HeartbeatPath, huge, 413, ""},
+		{"runs body over 64 KiB", "POST", phaseapi.RunsPath, huge, 413, ""},
+		{"runs malformed", "POST", phaseapi.RunsPath, `{"header":`, 400, ""},
+		{"GET heartbeat", "GET", phaseapi.HeartbeatPath, "", 405, "POST"},
+		{"PUT runs", "PUT", phaseapi.RunsPath, `{}`, 405, "POST"},
+		{"POST phases", "POST", phaseapi.PhasesPath, `{}`, 405, "GET, HEAD"},
+		{"DELETE phases", "DELETE", phaseapi.PhasesPath, "", 405, "GET, HEAD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshotState(t, env)
@@ -164,19 +166,19 @@ func TestAPIStrictJSON(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, body, want string
 	}{
-		{"misspelt status", HeartbeatPath, `{"phase":"Pretrain","event":"end","staus":"failed"}`, `unknown field "staus"`},
-		{"misspelt header", RunsPath, `{"headr":"x"}`, `unknown field "headr"`},
-		{"case variant after the key", HeartbeatPath, `{"phase":"Pretrain","event":"ping","Event":"bogus"}`, `unknown field "Event"`},
-		{"case variant alone", HeartbeatPath, `{"Phase":"Pretrain","event":"ping"}`, `unknown field "Phase"`},
-		{"duplicate key", HeartbeatPath, `{"phase":"Pretrain","event":"ping","event":"end"}`, `duplicate field "event"`},
-		{"duplicate header", RunsPath, `{"header":"a","header":"b"}`, `duplicate field "header"`},
-		{"lone surrogate", HeartbeatPath, `{"phase":"Pre\ud800train","event":"start"}`, `surrogate`},
-		{"nested unknown", HeartbeatPath, `{"phase":"Pretrain","event":"ping","x":{"y":1}}`, `unknown field "x"`},
+		{"misspelt status", phaseapi.HeartbeatPath, `{"phase":"Pretrain","event":"end","staus":"failed"}`, `unknown field "staus"`},
+		{"misspelt header", phaseapi.RunsPath, `{"headr":"x"}`, `unknown field "headr"`},
+		{"case variant after the key", phaseapi.HeartbeatPath, `{"phase":"Pretrain","event":"ping","Event":"bogus"}`, `unknown field "Event"`},
+		{"case variant alone", phaseapi.HeartbeatPath, `{"Phase":"Pretrain","event":"ping"}`, `unknown field "Phase"`},
+		{"duplicate key", phaseapi.HeartbeatPath, `{"phase":"Pretrain","event":"ping","event":"end"}`, `duplicate field "event"`},
+		{"duplicate header", phaseapi.RunsPath, `{"header":"a","header":"b"}`, `duplicate field "header"`},
+		{"lone surrogate", phaseapi.HeartbeatPath, `{"phase":"Pre\ud800train","event":"start"}`, `surrogate`},
+		{"nested unknown", phaseapi.HeartbeatPath, `{"phase":"Pretrain","event":"ping","x":{"y":1}}`, `unknown field "x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshotState(t, env)
 			code, _, body := request(t, http.MethodPost, srv.URL+tc.path, tc.body)
-			var e errorResponse
+			var e phaseapi.ErrorResponse
 			if err := json.Unmarshal(body, &e); err != nil || code != http.StatusBadRequest || !strings.Contains(e.Error, tc.want) {
 				t.Errorf("%s: %d %s, want 400 naming %s", tc.body, code, body, tc.want)
 			}
@@ -194,7 +196,7 @@ func TestAPIPhaseCap(t *testing.T) {
 	for i := range MaxPhases {
 		env.beat(strings.Repeat("a", i+1), EventStart, "")
 	}
-	code, _, body := request(t, http.MethodPost, srv.URL+HeartbeatPath, `{"phase":"one more","event":"start"}`)
+	code, _, body := request(t, http.MethodPost, srv.URL+phaseapi.HeartbeatPath, `{"phase":"one more","event":"start"}`)
 	if code != http.StatusConflict || !strings.Contains(string(body), "all 64 phases") {
 		t.Errorf("65th phase: %d %s", code, body)
 	}

@@ -255,13 +255,13 @@ func lastMessage(l *runlog.Log) string {
 // phase as it now stands. status goes only with EventEnd ("" means ok).
 // On any error nothing changes.
 func (e *Exporter) Heartbeat(name, event, status string) (Phase, error) {
-	return e.Apply(HeartbeatRequest{Phase: name, Event: event, Status: status})
+	return e.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status})
 }
 
 // Apply applies one heartbeat, with the progress it may carry, and returns
 // the phase as it now stands. On any error nothing changes: the request is
 // checked, then checked against the table, and only then applied.
-func (e *Exporter) Apply(req HeartbeatRequest) (Phase, error) {
+func (e *Exporter) Apply(req phaseapi.HeartbeatRequest) (Phase, error) {
 	name, status, err := checkHeartbeat(req)
 	if err != nil {
 		return Phase{}, err
@@ -306,7 +306,7 @@ func (e *Exporter) Apply(req HeartbeatRequest) (Phase, error) {
 // checkHeartbeat checks a heartbeat on its own: the phase name, the event,
 // and a status only with end (ok when left out). It returns the normalised
 // name and the status.
-func checkHeartbeat(req HeartbeatRequest) (name, status string, err error) {
+func checkHeartbeat(req phaseapi.HeartbeatRequest) (name, status string, err error) {
 	name, err = NormalizePhaseName(req.Phase)
 	if err != nil {
 		return "", "", err
@@ -335,7 +335,7 @@ func checkHeartbeat(req HeartbeatRequest) (name, status string, err error) {
 // new phase needs room (evict is the phase it replaces, or -1), and the
 // progress must follow what the phase reported. i is the phase's index, or
 // -1 for a phase the table does not hold.
-func (e *Exporter) admitLocked(name string, req HeartbeatRequest) (i, evict int, err error) {
+func (e *Exporter) admitLocked(name string, req phaseapi.HeartbeatRequest) (i, evict int, err error) {
 	i, evict = e.table.find(name), -1
 	switch {
 	case req.Event == EventEnd && i < 0:

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lavender/phaseapi"
 )
 
 func u64(v uint64) *uint64 { return &v }
@@ -18,7 +20,7 @@ func u64(v uint64) *uint64 { return &v }
 // step sends one heartbeat carrying step (and total, if non-zero).
 func (env *testEnv) step(name, event string, step, total uint64) Phase {
 	env.t.Helper()
-	req := HeartbeatRequest{Phase: name, Event: event, Step: u64(step)}
+	req := phaseapi.HeartbeatRequest{Phase: name, Event: event, Step: u64(step)}
 	if total > 0 {
 		req.Total = u64(total)
 	}
@@ -175,7 +177,7 @@ func TestAPIProgress(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
 	post := func(body string) (int, string) {
-		code, _, data := request(t, http.MethodPost, srv.URL+HeartbeatPath, body)
+		code, _, data := request(t, http.MethodPost, srv.URL+phaseapi.HeartbeatPath, body)
 		return code, string(data)
 	}
 	if code, body := post(`{"phase":"Train","event":"start","step":0,"total":300}`); code != 200 {
@@ -202,7 +204,7 @@ func TestAPIProgress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshotState(t, env)
 			code, body := post(tc.body)
-			var e errorResponse
+			var e phaseapi.ErrorResponse
 			_ = json.Unmarshal([]byte(body), &e)
 			if code != http.StatusBadRequest || !strings.Contains(e.Error, tc.want) {
 				t.Errorf("%s: %d %s, want 400 saying %s", tc.body, code, body, tc.want)
@@ -212,7 +214,7 @@ func TestAPIProgress(t *testing.T) {
 			}
 		})
 	}
-	_, _, data := request(t, http.MethodGet, srv.URL+PhasesPath, "")
+	_, _, data := request(t, http.MethodGet, srv.URL+phaseapi.PhasesPath, "")
 	var raw struct{ Phases []map[string]any }
 	if err := json.Unmarshal(data, &raw); err != nil || len(raw.Phases) != 1 {
 		t.Fatalf("phases: %s (%v)", data, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -225,21 +226,15 @@ func TestNewRunClosesTheOldOne(t *testing.T) {
 	}
 }
 
+// entriesOf returns the entries of the run log at path, which need not be
+// the current run, without their times.
 func entriesOf(t *testing.T, path string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := runlog.Parse(data)
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", path, err, data)
-	}
-	var out []string
-	for _, e := range f.AllEntries() {
-		out = append(out, e[len("15:04:05 "):])
-	}
-	return out
+	return runlogtest.EntriesOf(t, string(data))
 }
 
 // TestLogsDirNotADirAtStart: an exporter whose logs dir cannot be listed

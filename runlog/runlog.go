@@ -367,27 +367,31 @@ func (l *Log) Append(msg string) error {
 	fh, st, err := openRegular(l.path, os.O_RDWR|os.O_APPEND)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return l.rewrite(nil, msg, now, time.Time{})
+		return l.rewrite(nil, nil, msg, now, time.Time{})
 	case errors.Is(err, ErrNotRegular):
 		aside, merr := MoveAside(l.path)
 		if merr != nil {
 			return fmt.Errorf("runlog: append %s: %w (and %v)", l.path, err, merr)
 		}
 		l.logger.Error("run log was not a regular file; moved aside, the run goes on in a new file", "path", l.path, "moved_to", aside, "err", err)
-		return l.rewrite(nil, msg, now, time.Time{})
+		return l.rewrite(nil, nil, msg, now, time.Time{})
 	case err != nil:
 		return fmt.Errorf("runlog: append %s: %w", l.path, err)
 	}
 	defer fh.Close()
+	var whole []byte // the whole file when it was read here, so rewrite need not read it again
 	if st.Size() <= int64(l.maxBytes) {
 		data := make([]byte, st.Size())
 		n, err := fh.ReadAt(data, 0)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("runlog: append %s: %w", l.path, err)
 		}
+		if int64(n) == st.Size() {
+			whole = data
+		}
 		// Only a file that parses is appended to, so any damage is
 		// repaired by the first append after it.
-		if f, perr := Parse(data[:n]); perr == nil && int64(n) == st.Size() {
+		if f, perr := Parse(data[:n]); perr == nil && whole != nil {
 			line := entryLine(now.In(zoneOf(f.Header[0], now)), msg) + "\n"
 			if n+len(line) <= l.maxBytes {
 				if _, err := fh.Write([]byte(line)); err != nil {
@@ -397,7 +401,7 @@ func (l *Log) Append(msg string) error {
 			}
 		}
 	}
-	return l.rewrite(fh, msg, now, st.ModTime())
+	return l.rewrite(fh, whole, msg, now, st.ModTime())
 }
 
 // readForRepair reads what a repair needs from fh, bounded whatever its
@@ -448,12 +452,13 @@ func readForRepair(fh *os.File, limit int64) (data []byte, middle uint64, err er
 }
 
 // rewrite repairs and compacts the file with msg appended and atomically
-// replaces it. fh is the open file, nil if there is none to keep. The
+// replaces it. fh is the open file, nil if there is none to keep; whole is
+// its content if the caller has already read all of it, else nil. The
 // caller holds the locks.
-func (l *Log) rewrite(fh *os.File, msg string, now, modTime time.Time) error {
-	var data []byte
+func (l *Log) rewrite(fh *os.File, whole []byte, msg string, now, modTime time.Time) error {
+	data := whole
 	var middle uint64
-	if fh != nil {
+	if fh != nil && whole == nil {
 		var err error
 		// The cap plus a margin of one cap: enough for any file lavender
 		// wrote under a cap up to twice this one.

@@ -51,21 +51,10 @@ func (r *PressureRule) Name() string { return "pressure" }
 // Observe pushes when "some avg10" reaches the threshold, reminds while it
 // stays there, and resolves once it is clearly below.
 func (r *PressureRule) Observe(s Sample, now time.Time) []Alert {
-	p := s.Pressure
-	switch {
-	case r.cfg.Threshold == 0 || !p.Available:
-		// Off, or a kernel without PSI: nothing to say either way.
-	case p.Some >= r.cfg.Threshold:
-		if r.ep.due(now) {
-			status := r.ep.fire(now)
-			return []Alert{{Rule: r.Name(), Status: status, Began: r.ep.began, At: now, Sample: s}}
-		}
-	case p.Some < r.cfg.Threshold-r.cfg.Hysteresis:
-		if began, notify := r.ep.rearm(); notify {
-			return []Alert{{Rule: r.Name(), Status: Resolved, Began: began, At: now, Sample: s}}
-		}
+	if r.cfg.Threshold == 0 || !s.Pressure.Available {
+		return nil // off, or a kernel without PSI: nothing to say either way
 	}
-	return nil
+	return r.ep.level(r.Name(), s.Pressure.Some, r.cfg.Threshold, r.cfg.Hysteresis, s, now)
 }
 
 // Pushed learns the outcome of a firing or reminder push; a resolution is

@@ -130,6 +130,24 @@ func (e *episode) rearm() (began time.Time, notify bool) {
 	return began, notify
 }
 
+// level runs the episode of a rule on a level with hysteresis (the swap
+// ratio, memory pressure): it fires while value is at or above threshold
+// and a push is due, and resolves once value is hysteresis below it.
+func (e *episode) level(rule string, value, threshold, hysteresis float64, s Sample, now time.Time) []Alert {
+	switch {
+	case value >= threshold:
+		if e.due(now) {
+			status := e.fire(now)
+			return []Alert{{Rule: rule, Status: status, Began: e.began, At: now, Sample: s}}
+		}
+	case value < threshold-hysteresis:
+		if began, notify := e.rearm(); notify {
+			return []Alert{{Rule: rule, Status: Resolved, Began: began, At: now, Sample: s}}
+		}
+	}
+	return nil
+}
+
 func (e *episode) state(name string) RuleState {
 	return RuleState{Name: name, Armed: !e.disarmed, Since: e.began}
 }

@@ -55,20 +55,10 @@ func (r *SwapRule) Name() string { return "swap" }
 // Observe pushes on a crossing, reminds while swap stays high, and
 // resolves once swap is clearly below the threshold again.
 func (r *SwapRule) Observe(s Sample, now time.Time) []Alert {
-	switch {
-	case s.Swap.TotalBytes == 0:
-		// No swap: nothing can page, and the ratio is 0 by definition.
-	case s.Swap.Ratio >= r.cfg.Threshold:
-		if r.ep.due(now) {
-			status := r.ep.fire(now)
-			return []Alert{{Rule: r.Name(), Status: status, Began: r.ep.began, At: now, Sample: s}}
-		}
-	case s.Swap.Ratio < r.cfg.Threshold-r.cfg.Hysteresis:
-		if began, notify := r.ep.rearm(); notify {
-			return []Alert{{Rule: r.Name(), Status: Resolved, Began: began, At: now, Sample: s}}
-		}
+	if s.Swap.TotalBytes == 0 {
+		return nil // no swap: nothing can page, and the ratio is 0 by definition
 	}
-	return nil
+	return r.ep.level(r.Name(), s.Swap.Ratio, r.cfg.Threshold, r.cfg.Hysteresis, s, now)
 }
 
 // Pushed learns the outcome of a firing or reminder push; a resolution is

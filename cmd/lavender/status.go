@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"lavender/exporter"
+	"lavender/phaseapi"
 	"lavender/statuspage"
 )
 
@@ -13,7 +14,7 @@ import (
 // run log come from exp.
 func registerStatusPage(mux *http.ServeMux, exp *exporter.Exporter, cfg statuspage.Config) error {
 	cfg.Phases, cfg.RunLog = exp.Snapshot, exp.RunLog
-	cfg.Links = []string{"/metrics", exporter.PhasesPath}
+	cfg.Links = []string{"/metrics", phaseapi.PhasesPath}
 	page, err := statuspage.New(cfg)
 	if err != nil {
 		return err
