@@ -203,3 +203,20 @@ func TestActivePhase(t *testing.T) {
 		}
 	}
 }
+
+// TestSwapRuleRearmsStrictlyBelowTheBand: a ratio exactly threshold minus
+// hysteresis is still inside the band, so the rule stays disarmed there and
+// re-arms only below it. 0.5 - 0.25 is exact in binary, so the edge is sharp.
+func TestSwapRuleRearmsStrictlyBelowTheBand(t *testing.T) {
+	rule, err := NewSwapRule(SwapConfig{Threshold: 0.5, Hysteresis: 0.25, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runScript(t, rule, []step{
+		{s: swapAt(0.5), want: "swap firing began+0s", why: "at the threshold"},
+		{after: time.Minute, s: swapAt(0.25), why: "exactly at the band's lower edge: still disarmed"},
+		{after: time.Minute, s: swapAt(0.5), why: "back at the threshold without having re-armed: no push"},
+		{after: time.Minute, s: swapAt(0.24), want: "swap resolved began+0s", why: "below the band: re-armed"},
+		{after: time.Minute, s: swapAt(0.5), want: "swap firing began+4m0s", why: "a new incident"},
+	})
+}
