@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/webguard"
 )
@@ -35,7 +36,7 @@ type webFlags struct {
 
 // jsonWritePaths are the endpoints whose bodies must be application/json:
 // the bridge's webhook and the exporter's API.
-var jsonWritePaths = []string{"/webhook", exporter.HeartbeatPath, exporter.RunsPath}
+var jsonWritePaths = []string{barkbridge.WebhookPath, exporter.HeartbeatPath, exporter.RunsPath}
 
 // guard wraps h with the write checks of package webguard.
 func (f *webFlags) guard(h http.Handler, logger *slog.Logger) (http.Handler, error) {
