@@ -181,9 +181,12 @@ func fingerprint(a template.Alert) string {
 	return ls.Fingerprint().String()
 }
 
-// Register adds POST /webhook and POST /-/reload to mux.
+// WebhookPath is where Alertmanager posts its notifications.
+const WebhookPath = "/webhook"
+
+// Register adds POST WebhookPath and POST /-/reload to mux.
 func (b *Bridge) Register(mux *http.ServeMux) {
-	mux.HandleFunc("/webhook", b.serveWebhook)
+	mux.HandleFunc(WebhookPath, b.serveWebhook)
 	mux.HandleFunc("/-/reload", b.serveReload)
 }
 

@@ -21,12 +21,15 @@ import (
 // Register adds the heartbeat API to mux. Methods are checked by hand
 // rather than with method patterns so that a 405 also gets a JSON body.
 func (e *Exporter) Register(mux *http.ServeMux) {
-	mux.Handle(phaseapi.HeartbeatPath, allow(http.HandlerFunc(e.handleHeartbeat), http.MethodPost))
-	mux.Handle(phaseapi.RunsPath, allow(http.HandlerFunc(e.handleRuns), http.MethodPost))
-	mux.Handle(phaseapi.PhasesPath, allow(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
+	mux.Handle(phaseapi.HeartbeatPath, AllowMethods(http.HandlerFunc(e.handleHeartbeat), http.MethodPost))
+	mux.Handle(phaseapi.RunsPath, AllowMethods(http.HandlerFunc(e.handleRuns), http.MethodPost))
+	mux.Handle(phaseapi.PhasesPath, AllowMethods(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
 }
 
-func allow(h http.Handler, methods ...string) http.Handler {
+// AllowMethods passes a request in one of methods to h and answers any
+// other with 405, an Allow header and the API's JSON error body. The
+// status page uses it too, so lavender's 405s read the same everywhere.
+func AllowMethods(h http.Handler, methods ...string) http.Handler {
 	allowed := strings.Join(methods, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, m := range methods {

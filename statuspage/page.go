@@ -13,10 +13,10 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"strings"
 	"time"
 
 	"lavender/barkbridge"
+	"lavender/exporter"
 	"lavender/phaseapi"
 	"lavender/runlog"
 	"lavender/watchdog"
@@ -100,8 +100,8 @@ func New(cfg Config) (*Page, error) {
 
 // Register adds "/" and StatusPath to mux; other unknown paths get 404.
 func (p *Page) Register(mux *http.ServeMux) {
-	mux.Handle("/", onlyPath("/", allow(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead)))
-	mux.Handle(StatusPath, allow(http.HandlerFunc(p.handleJSON), http.MethodGet, http.MethodHead))
+	mux.Handle("/", onlyPath("/", exporter.AllowMethods(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead)))
+	mux.Handle(StatusPath, exporter.AllowMethods(http.HandlerFunc(p.handleJSON), http.MethodGet, http.MethodHead))
 }
 
 // Status is the page's data; GET StatusPath returns it as JSON.
@@ -265,20 +265,6 @@ func onlyPath(path string, h http.Handler) http.Handler {
 			return
 		}
 		h.ServeHTTP(w, r)
-	})
-}
-
-func allow(h http.Handler, methods ...string) http.Handler {
-	allowed := strings.Join(methods, ", ")
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, m := range methods {
-			if r.Method == m {
-				h.ServeHTTP(w, r)
-				return
-			}
-		}
-		w.Header().Set("Allow", allowed)
-		writeJSON(w, http.StatusMethodNotAllowed, errorResponse{Error: fmt.Sprintf("method %s not allowed; use %s", r.Method, allowed)})
 	})
 }
 

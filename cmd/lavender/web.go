@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/phaseapi"
 	"lavender/webguard"
@@ -36,7 +37,7 @@ type webFlags struct {
 
 // jsonWritePaths are the endpoints whose bodies must be application/json:
 // the bridge's webhook and the exporter's API.
-var jsonWritePaths = []string{"/webhook", phaseapi.HeartbeatPath, phaseapi.RunsPath}
+var jsonWritePaths = []string{barkbridge.WebhookPath, phaseapi.HeartbeatPath, phaseapi.RunsPath}
 
 // guard wraps h with the write checks of package webguard.
 func (f *webFlags) guard(h http.Handler, logger *slog.Logger) (http.Handler, error) {
