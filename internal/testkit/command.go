@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -304,9 +305,9 @@ func (c *Command) URL(t testing.TB) string {
 	c.waitLog(t, "the \"TLS is enabled.\" or \"TLS is disabled.\" line of "+addr, func() bool {
 		log := c.Stderr.String()
 		switch {
-		case contains(logAddresses(log, "TLS is enabled."), addr):
+		case slices.Contains(logAddresses(log, "TLS is enabled."), addr):
 			scheme = "https"
-		case contains(logAddresses(log, "TLS is disabled."), addr):
+		case slices.Contains(logAddresses(log, "TLS is disabled."), addr):
 			scheme = "http"
 		}
 		return scheme != ""
@@ -326,15 +327,6 @@ func (c *Command) waitLog(t testing.TB, what string, cond func() bool) {
 	case !ok:
 		t.Fatalf("gave up after %v waiting for %s to log %s:\n%s", waitLimit, c, what, tail(c.Stderr.String(), 16<<10))
 	}
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 var logfmtAddress = regexp.MustCompile(`(?:^|\s)address=("(?:[^"\\]|\\.)*"|\S+)`)
