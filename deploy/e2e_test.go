@@ -472,7 +472,7 @@ func (c *e2eChain) diagnose() string {
 		c.am + "/api/v2/alerts",
 	} {
 		_, body, err := testkit.Do(c.client, "GET", u, nil, "", "")
-		fmt.Fprintf(&b, "%s: %s %v\n", u, tail(body, 2000), err)
+		fmt.Fprintf(&b, "%s: %s %v\n", u, testkit.Tail(body, 2000), err)
 	}
 	_, body, err := testkit.Do(c.client, "GET", c.lavender+"/metrics", nil, c.creds.user, c.creds.password)
 	for _, line := range strings.Split(body, "\n") {
@@ -535,7 +535,7 @@ func (c *e2eChain) promAPI(path string, data any) error {
 		Data      json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal([]byte(body), &resp); err != nil {
-		return fmt.Errorf("HTTP %d, not JSON: %s", code, tail(body, 500))
+		return fmt.Errorf("HTTP %d, not JSON: %s", code, testkit.Tail(body, 500))
 	}
 	if resp.Status != "success" || code != 200 {
 		return fmt.Errorf("HTTP %d %s: %s: %s", code, resp.Status, resp.ErrorType, resp.Error)
@@ -634,13 +634,6 @@ func randomPassword(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
 }
 
 // TestMain removes the lavender binary testkit.Binary built.

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -231,13 +230,7 @@ func (s *Server) IdleTalks() int {
 // is down" fault (connection refused).
 func DownURL(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("barktest: %v", err)
-	}
-	url := "http://" + l.Addr().String()
-	l.Close()
-	return url
+	return "http://" + testkit.FreeAddrs(t, 1)[0]
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {

@@ -21,13 +21,7 @@ import (
 
 // get is a GET that returns the error instead of failing.
 func get(client *http.Client, url string) (int, string, error) {
-	resp, err := client.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	return testkit.Do(client, http.MethodGet, url, nil, "", "")
 }
 
 // TestFaultAnswers: each fault that answers gives the status and body it

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -136,9 +137,9 @@ func parseRequest(r *http.Request, rt route, body []byte) (*parsed, error) {
 		case "multipart/form-data":
 			// A form that does not parse is ignored, as bark-server ignores
 			// MultipartForm's error.
-			r.Body = readCloser{bytes.NewReader(body)}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			if err := r.ParseMultipartForm(1 << 20); err == nil {
-				for _, k := range sortedKeys(r.MultipartForm.Value) {
+				for _, k := range slices.Sorted(maps.Keys(r.MultipartForm.Value)) {
 					if v := r.MultipartForm.Value[k]; len(v) > 0 {
 						out.params.set(k, v[0])
 					}
@@ -271,7 +272,7 @@ func readJSONParams(body []byte, p *params) error {
 			continue
 		}
 		if obj, ok := v.(map[string]any); ok {
-			for _, k := range sortedKeys(obj) {
+			for _, k := range slices.Sorted(maps.Keys(obj)) {
 				p.set(k, fmt.Sprintf("%v", obj[k]))
 			}
 			continue
@@ -313,16 +314,3 @@ func (pr *parsed) push(deviceKey string) Push {
 	}
 	return p
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-type readCloser struct{ *bytes.Reader }
-
-func (readCloser) Close() error { return nil }

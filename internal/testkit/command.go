@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -191,13 +192,15 @@ func (c *Command) cleanup() {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	out := c.Stderr.String()
 	if strings.Contains(out, "WARNING: DATA RACE") {
-		c.t.Errorf("%s reported a data race:\n%s", c, tail(out, 64<<10))
+		c.t.Errorf("%s reported a data race:\n%s", c, Tail(out, 64<<10))
 	} else if c.t.Failed() {
-		c.t.Logf("----- %s -----\nstdout:\n%s\nstderr:\n%s", c, tail(c.Stdout.String(), 16<<10), tail(out, 64<<10))
+		c.t.Logf("----- %s -----\nstdout:\n%s\nstderr:\n%s", c, Tail(c.Stdout.String(), 16<<10), Tail(out, 64<<10))
 	}
 }
 
-func tail(s string, n int) string {
+// Tail is the last n bytes of s, marked with "…" when cut, for failure
+// messages that quote a long output.
+func Tail(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -304,9 +307,9 @@ func (c *Command) URL(t testing.TB) string {
 	c.waitLog(t, "the \"TLS is enabled.\" or \"TLS is disabled.\" line of "+addr, func() bool {
 		log := c.Stderr.String()
 		switch {
-		case contains(logAddresses(log, "TLS is enabled."), addr):
+		case slices.Contains(logAddresses(log, "TLS is enabled."), addr):
 			scheme = "https"
-		case contains(logAddresses(log, "TLS is disabled."), addr):
+		case slices.Contains(logAddresses(log, "TLS is disabled."), addr):
 			scheme = "http"
 		}
 		return scheme != ""
@@ -322,19 +325,10 @@ func (c *Command) waitLog(t testing.TB, what string, cond func() bool) {
 	switch {
 	case cond():
 	case c.Exited():
-		t.Fatalf("%s exited (%v) before logging %s:\n%s", c, c.err, what, tail(c.Stderr.String(), 16<<10))
+		t.Fatalf("%s exited (%v) before logging %s:\n%s", c, c.err, what, Tail(c.Stderr.String(), 16<<10))
 	case !ok:
-		t.Fatalf("gave up after %v waiting for %s to log %s:\n%s", waitLimit, c, what, tail(c.Stderr.String(), 16<<10))
+		t.Fatalf("gave up after %v waiting for %s to log %s:\n%s", waitLimit, c, what, Tail(c.Stderr.String(), 16<<10))
 	}
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 var logfmtAddress = regexp.MustCompile(`(?:^|\s)address=("(?:[^"\\]|\\.)*"|\S+)`)

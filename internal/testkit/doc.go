@@ -4,7 +4,7 @@
 // lavender binary. The Bark stand-in is its sibling, internal/barktest.
 //
 // It imports nothing of lavender's, so every package's tests may use it
-// without a cycle (TestImportsNothingOfLavender keeps it so). Nothing in it
+// without a cycle (internal/layout's TestPackagesKeepTheirLayer keeps it so). Nothing in it
 // asserts on timing: every wait has a generous deadline that only ends a
 // test that would otherwise hang.
 package testkit

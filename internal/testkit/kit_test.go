@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -315,19 +314,5 @@ time=2026-11-30T13:29:06.203Z level=INFO source=tls_config.go:398 msg="TLS is di
 	}
 	if got := logAddresses(log, "TLS is enabled."); strings.Join(got, " ") != "[::1]:43871" {
 		t.Errorf("TLS is enabled.: %q", got)
-	}
-}
-
-// TestImportsNothingOfLavender: the kit stays usable from every package's
-// tests only while it imports none of them.
-func TestImportsNothingOfLavender(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "lavender/internal/testkit", "lavender/internal/barktest").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, pkg := range strings.Fields(string(out)) {
-		if (pkg == "lavender" || strings.HasPrefix(pkg, "lavender/")) && pkg != "lavender/internal/testkit" && pkg != "lavender/internal/barktest" {
-			t.Errorf("the test kit imports %s", pkg)
-		}
 	}
 }

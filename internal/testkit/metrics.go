@@ -3,9 +3,10 @@ package testkit
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,10 +132,7 @@ func (m Metrics) Series(name string) []string {
 	}
 	var out []string
 	for _, metric := range mf.GetMetric() {
-		ls := Labels{}
-		for _, lp := range metric.GetLabel() {
-			ls[lp.GetName()] = lp.GetValue()
-		}
+		ls := labelsOf(metric)
 		if sample == "_bucket" {
 			for _, b := range metric.GetHistogram().GetBucket() {
 				ls["le"] = fmt.Sprint(b.GetUpperBound())
@@ -144,7 +142,7 @@ func (m Metrics) Series(name string) []string {
 		}
 		out = append(out, seriesName(name, ls))
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -223,11 +221,16 @@ func (m Metrics) values(name string, labels Labels) ([]float64, error) {
 	return vals, nil
 }
 
-func matches(metric *dto.Metric, want Labels, skipLE bool) bool {
-	have := map[string]string{}
+func labelsOf(metric *dto.Metric) Labels {
+	ls := Labels{}
 	for _, lp := range metric.GetLabel() {
-		have[lp.GetName()] = lp.GetValue()
+		ls[lp.GetName()] = lp.GetValue()
 	}
+	return ls
+}
+
+func matches(metric *dto.Metric, want Labels, skipLE bool) bool {
+	have := labelsOf(metric)
 	for k, v := range want {
 		if k == "le" && skipLE {
 			continue
@@ -254,11 +257,7 @@ func seriesName(name string, labels Labels) string {
 	if len(labels) == 0 {
 		return name
 	}
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(labels))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s=%q", k, labels[k])

@@ -87,24 +87,17 @@ func (p *Procfs) Host() Host {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.host
-	if h.PSI != nil {
-		psi := *h.PSI
-		h.PSI = &psi
-	}
+	h.PSI = clonePSI(h.PSI)
 	return h
 }
 
 // Set rewrites every file to describe h.
 func (p *Procfs) Set(h Host) {
 	p.t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if h.PSI != nil {
-		psi := *h.PSI
-		h.PSI = &psi
-	}
-	p.host = h
-	p.writeLocked()
+	p.update(func(cur *Host) {
+		*cur = h
+		cur.PSI = clonePSI(h.PSI)
+	})
 }
 
 // SetSwap changes the swap figures and returns them.
@@ -123,13 +116,17 @@ func (p *Procfs) SetOOMKills(n uint64) {
 // SetPSI changes pressure/memory; nil removes it (a kernel without PSI).
 func (p *Procfs) SetPSI(psi *PSI) {
 	p.t.Helper()
-	p.update(func(h *Host) {
-		h.PSI = nil
-		if psi != nil {
-			c := *psi
-			h.PSI = &c
-		}
-	})
+	p.update(func(h *Host) { h.PSI = clonePSI(psi) })
+}
+
+// clonePSI copies psi, so the caller's later changes to it (or to what Host
+// returned) do not reach the files' state behind the lock.
+func clonePSI(psi *PSI) *PSI {
+	if psi == nil {
+		return nil
+	}
+	c := *psi
+	return &c
 }
 
 func (p *Procfs) update(change func(*Host)) {

@@ -8,12 +8,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"testing"
 	"time"
 
@@ -140,12 +141,7 @@ func WriteWebConfig(t testing.TB, c WebConfig) string {
 	if c.TLS != nil {
 		doc.TLS = &tlsServerConfig{CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile}
 	}
-	users := make([]string, 0, len(c.Users))
-	for u := range c.Users {
-		users = append(users, u)
-	}
-	sort.Strings(users)
-	for _, u := range users {
+	for _, u := range slices.Sorted(maps.Keys(c.Users)) {
 		hash, err := bcrypt.GenerateFromPassword([]byte(c.Users[u]), bcrypt.MinCost)
 		if err != nil {
 			t.Fatalf("testkit: web config: %v", err)
