@@ -98,7 +98,7 @@ func TestSIGHUPDuringStart(t *testing.T) {
 					continue
 				}
 			}
-			t.Fatalf("try %d: serve exited during start after %d SIGHUPs: %v\n%s", try, sent, waitErr, tail(stderr.String(), 20))
+			t.Fatalf("try %d: serve exited during start after %d SIGHUPs: %v\n%s", try, sent, waitErr, lastLines(stderr.String(), 20))
 		}
 		// Ready: one more SIGHUP is a reload, then SIGTERM ends it with 0.
 		_ = serve.Signal(syscall.SIGHUP)
@@ -106,14 +106,14 @@ func TestSIGHUPDuringStart(t *testing.T) {
 			t.Errorf("try %d: not ready after a SIGHUP", try)
 		}
 		if err := serve.Stop(); err != nil {
-			t.Fatalf("try %d: exit after SIGTERM: %v\n%s", try, err, tail(stderr.String(), 20))
+			t.Fatalf("try %d: exit after SIGTERM: %v\n%s", try, err, lastLines(stderr.String(), 20))
 		}
 		conclusive++
 		t.Logf("try %d: %d SIGHUPs during start, serve ready and stopped cleanly", try, sent)
 	}
 }
 
-func tail(s string, n int) string {
+func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
