@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"lavender/exporter"
+	"lavender/statuspage"
 	"lavender/watchdog"
 )
 
@@ -151,15 +151,7 @@ func hostReader(procfs string, victims *exporter.OOMVictimReader, exp *exporter.
 		}
 		_, phases := exp.Snapshot()
 		for _, p := range phases {
-			ps := watchdog.PhaseState{
-				Name: p.Name, Status: watchdog.PhaseStatus(p.Status),
-				Started: p.Started, Ended: p.Ended, LastHeartbeat: p.LastHeartbeat,
-				Total: int64(min(p.Total, math.MaxInt64)), ProgressAt: p.ProgressAt,
-			}
-			if p.Step != nil {
-				ps.HasStep, ps.Step = true, int64(min(*p.Step, math.MaxInt64))
-			}
-			s.Phases = append(s.Phases, ps)
+			s.Phases = append(s.Phases, statuspage.PhaseState(p))
 		}
 		return s, nil
 	}
