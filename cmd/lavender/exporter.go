@@ -67,7 +67,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	// The status page's history, sampled as serve's watchdog does when
 	// it is off: no rules, no watchdog metrics.
 	history := watchdog.NewHistory(c.HistoryStep)
-	sampler, err := watchdog.New(watchdog.Config{Interval: history.Step(), Read: hostReader(c.ProcFS, nil, exp, g.Logger), History: history})
+	sampler, err := watchdog.New(watchdog.Config{Interval: history.Step(), Read: hostReader(c.ProcFS, nil, exp), History: history})
 	if err != nil {
 		return err
 	}
