@@ -17,7 +17,7 @@ const module = "lavender"
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
 	"runlog":   {},
-	"watchdog": {},
+	"watchdog": {"internal/ring"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
@@ -27,10 +27,10 @@ var mayUse = map[string][]string{
 	"phaseapi":   {},
 	"heartbeat":  {"phaseapi"},
 	"exporter":   {"runlog", "phaseapi", "internal/throttle"},
-	"barkbridge": {"runlog", "watchdog", "internal/throttle"},
+	"barkbridge": {"runlog", "watchdog", "internal/throttle", "internal/ring"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle"},
+	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle", "internal/ring"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -52,6 +52,9 @@ var mayUse = map[string][]string{
 	// Keeps a repeating failure's log lines to one per interval; the
 	// exporter and the bridge use it for failed writes to the logs dir.
 	"internal/throttle": {},
+	// A fixed-size buffer of the newest values: the watchdog's samples
+	// and the bridge's recent pushes.
+	"internal/ring": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever
