@@ -75,7 +75,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	defer stopReload()
 	stopStorm := runBridge(ctx, bridge)
 	defer stopStorm()
-	klog := c.openKernelLog(g.Logger)
+	klog := c.openKernelLog(g.Logger, srv.reg)
 	defer klog.close()
 	wd, history, err := c.openWatchdog(exp, bridge, klog, g, srv)
 	if err != nil {
