@@ -17,7 +17,10 @@ const module = "lavender"
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
 	"runlog":   {},
-	"watchdog": {},
+	"watchdog": {"internal/ring"},
+	// The kernel log reader and its parsers (OOM kills, Xids, storage
+	// faults): a leaf that the exporter, the watchdog and cmd read.
+	"kmsg": {},
 	// The heartbeat API's wire format, shared by the exporter (server) and
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
@@ -27,10 +30,10 @@ var mayUse = map[string][]string{
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
 	"proctree":   {},
-	"barkbridge": {"runlog", "watchdog", "internal/throttle"},
+	"barkbridge": {"runlog", "watchdog", "internal/throttle", "internal/ring"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "proctree", "internal/throttle"},
+	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "proctree", "internal/throttle", "internal/ring"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -52,6 +55,9 @@ var mayUse = map[string][]string{
 	// Keeps a repeating failure's log lines to one per interval; the
 	// exporter and the bridge use it for failed writes to the logs dir.
 	"internal/throttle": {},
+	// A fixed-size buffer of the newest values: the watchdog's samples
+	// and the bridge's recent pushes.
+	"internal/ring": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever
