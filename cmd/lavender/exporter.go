@@ -80,7 +80,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	if err := registerStatusPage(srv.mux, exp, statuspage.Config{
 		// exporter pushes nothing; its page marks stalls as serve's
 		// stalled rule would at its default.
-		History: history, StallAfter: watchdog.DefaultStallAfter,
+		History: history, StallAfter: watchdog.DefaultStallAfter, KernelLog: klog.status,
 	}); err != nil {
 		return err
 	}

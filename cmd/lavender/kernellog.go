@@ -9,6 +9,7 @@ import (
 
 	"lavender/exporter"
 	"lavender/kmsg"
+	"lavender/statuspage"
 )
 
 // kernelLogFlags point the kernel log reader at /dev/kmsg, or for tests at
@@ -26,18 +27,18 @@ type kernelLog struct {
 	err error // why not readable (or no longer); nil when asked for none
 }
 
-// status says whether the log is read, and if not, why ("" when no log
-// was asked for).
-func (k *kernelLog) status() (readable bool, why string) {
+// status says whether the log is read, and if not, why, for the status
+// page.
+func (k *kernelLog) status() statuspage.KernelLogStatus {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	switch {
 	case k.err != nil:
-		return false, k.err.Error()
+		return statuspage.KernelLogStatus{Why: k.err.Error()}
 	case k.r == nil:
-		return false, "--path.kmsg is empty"
+		return statuspage.KernelLogStatus{Why: "--path.kmsg is empty"}
 	}
-	return true, ""
+	return statuspage.KernelLogStatus{Readable: true}
 }
 
 // openKernelLog opens the kernel log. Not readable (no root, no

@@ -84,3 +84,23 @@ func TestExporterKernelLogUnreadable(t *testing.T) {
 		t.Errorf("counts of a log never read:\n%s", grepLines(page, "kernel_log"))
 	}
 }
+
+// TestStatusPageSaysTheKernelLogIsUnread: the page and its JSON say the
+// kernel log is not read, and why.
+func TestStatusPageSaysTheKernelLogIsUnread(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	base, _ := startExporter(t, "--path.kmsg="+missing)
+	_, page := testkit.MustDo(t, nil, "GET", base+"/", nil, "", "")
+	if !strings.Contains(page, `id="kernel-log"`) || !strings.Contains(page, "kernel log not read: ") || !strings.Contains(page, "no such file") {
+		t.Errorf("the page does not say the kernel log is unread:\n%s", grepLines(page, "kernel"))
+	}
+	_, js := testkit.MustDo(t, nil, "GET", base+"/api/v1/status", nil, "", "")
+	if !strings.Contains(js, `"kernel_log":{"readable":false,"why":"kernel log: stat `) {
+		t.Errorf("status JSON: %s", grepLines(js, "kernel"))
+	}
+	path, _ := kmsgFIFO(t)
+	base, _ = startExporter(t, "--path.kmsg="+path)
+	if _, page := testkit.MustDo(t, nil, "GET", base+"/", nil, "", ""); strings.Contains(page, `id="kernel-log"`) {
+		t.Errorf("a readable log is reported unread:\n%s", grepLines(page, "kernel"))
+	}
+}

@@ -85,7 +85,9 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	c.openRun(exp, g)
 	exp.Register(srv.mux)
 	bridge.Register(srv.mux)
-	if err := registerStatusPage(srv.mux, exp, c.statusPage(wd, bridge, history)); err != nil {
+	page := c.statusPage(wd, bridge, history)
+	page.KernelLog = klog.status
+	if err := registerStatusPage(srv.mux, exp, page); err != nil {
 		return err
 	}
 
