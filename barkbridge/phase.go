@@ -42,6 +42,15 @@ type PhaseFigures struct {
 	// (0: unknown). Without OnStep a stall is a silence.
 	OnStep      bool
 	Step, Total int64
+
+	// Reason is why a failed phase ended, "" if unknown. Died marks a
+	// phase whose process (PID) was gone without an end. Count > 1 is a
+	// push that counts several failures within Window.
+	Reason string
+	Died   bool
+	PID    int64
+	Count  int
+	Window time.Duration
 }
 
 // phaseText is `phase "Pretrain 1/3" failed after 4h12m`, `… stalled: no
@@ -52,11 +61,31 @@ func phaseText(p PhaseFigures) string {
 	d := watchdog.HumanDuration(p.Duration)
 	switch p.Event {
 	case watchdog.PhaseRuleFailed:
-		return text + "failed after " + d
+		return text + failedText(p, d)
 	case watchdog.PhaseRuleDone:
 		return text + "done in " + d
 	}
 	return text + "stalled: " + stallKind(p.OnStep, p.Step, p.Total, d)
+}
+
+// failedText is what follows the name of a failed phase: "failed after
+// 2h13m: RuntimeError: …", "died without ending after 12m (pid 4242
+// gone)", or "failed 3 times in 10m: …" with the latest reason.
+func failedText(p PhaseFigures, d string) string {
+	reason := strings.Join(strings.Fields(sanitizeMessage(p.Reason)), " ")
+	var text string
+	switch {
+	case p.Count > 1:
+		text = "failed " + strconv.Itoa(p.Count) + " times in " + watchdog.HumanDuration(p.Window)
+	case p.Died:
+		return "died without ending after " + d + " (pid " + strconv.FormatInt(p.PID, 10) + " gone)"
+	default:
+		text = "failed after " + d
+	}
+	if reason != "" {
+		text += ": " + reason
+	}
+	return text
 }
 
 // stallKind is what follows "stalled: ", worded as watchdog.Alert.StallKind.
@@ -91,6 +120,10 @@ func watchdogPhaseText(a watchdog.Alert) (text, subj string) {
 	switch a.Rule {
 	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleDone:
 		p.Duration = a.PhaseDuration()
+		p.Reason, p.Died, p.PID = a.End.Reason, a.End.Died, a.End.PID
+		if a.Ends > 1 {
+			p.Count, p.Window = a.Ends, a.Lasted()
+		}
 		return phaseText(p), phaseSubject(p)
 	}
 	// The watchdog words the stall itself, from the sample that raised it.

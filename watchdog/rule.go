@@ -60,6 +60,12 @@ type Alert struct {
 	Kills  uint64 // oom: kills the push reports (since the last delivered oom push)
 	Victim Victim // oom: the victim the kernel log named, if any
 	Phase  string // oom: the active phase, "" if none; phase rules: the phase
+
+	// End is, for failed and done, the end the push reports (the latest
+	// of them when it counts several); Ends is how many it counts: more
+	// than 1 for "failed 3 times in 10m", which spans Began to At.
+	End  PhaseEnd
+	Ends int
 }
 
 // Lasted is how long the incident had lasted when the alert was raised.
