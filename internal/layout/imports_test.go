@@ -28,6 +28,9 @@ var mayUse = map[string][]string{
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
 	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle"},
+	// The disk guard reads statfs and learns from the numbers; what to
+	// push about them is the watchdog's, so it imports nothing of ours.
+	"diskguard": {},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
