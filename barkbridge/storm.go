@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/bark"
 	"lavender/runlog"
 )
 
@@ -292,7 +293,7 @@ func (st *stormState) summary(target, prefix string) stormSummary {
 	for i, c := range s.Counts {
 		item := c.Name + " ×" + strconv.Itoa(c.Count)
 		// Leave room for ", others ×<up to 10 digits>" after this item.
-		if b.Len()+len(", ")+len(item)+len(", others ×")+10 > MaxMessageBytes {
+		if b.Len()+len(", ")+len(item)+len(", others ×")+10 > bark.MaxMessageBytes {
 			for _, rest := range s.Counts[i:] {
 				folded += rest.Count
 			}
@@ -309,7 +310,7 @@ func (st *stormState) summary(target, prefix string) stormSummary {
 		}
 		b.WriteString("others ×" + strconv.Itoa(folded))
 	}
-	s.Text = runlog.Truncate(b.String(), MaxMessageBytes) // only a huge prefix needs it
+	s.Text = runlog.Truncate(b.String(), bark.MaxMessageBytes) // only a huge prefix needs it
 	return s
 }
 

@@ -21,13 +21,21 @@ var mayUse = map[string][]string{
 	// The heartbeat API's wire format, shared by the exporter (server) and
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
-	"phaseapi":   {},
-	"heartbeat":  {"phaseapi"},
-	"exporter":   {"runlog", "phaseapi", "internal/throttle"},
-	"barkbridge": {"runlog", "watchdog", "internal/throttle"},
+	"phaseapi":  {},
+	"heartbeat": {"phaseapi"},
+	"exporter":  {"runlog", "phaseapi", "internal/throttle"},
+	// The Bark client alone: targets, templates, encryption, sending,
+	// redaction. It knows nothing of Alertmanager, the watchdog, phases
+	// or the run log.
+	"bark": {"internal/textsafe"},
+	// Every push text, worded from the watchdog's facts; the arrows point
+	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
+	// text and no Bark, and the texts know no delivery.
+	"pushtext":   {"watchdog", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "internal/throttle", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "internal/throttle", "internal/textsafe"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -49,6 +57,10 @@ var mayUse = map[string][]string{
 	// Keeps a repeating failure's log lines to one per interval; the
 	// exporter and the bridge use it for failed writes to the logs dir.
 	"internal/throttle": {},
+	// Makes any text safe to show (valid UTF-8, no controls, no spoofing
+	// characters) and cuts it with "…"; the texts, the client and the
+	// bridge share it.
+	"internal/textsafe": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever
