@@ -278,8 +278,8 @@ type delivery struct {
 	bark.Push        // the text and the parameters, the same for every target
 	subject   string // names the push in the run log, e.g. "swap 54%"
 	key       *alertKey
-	stormName string // the name storm control counts it by; "": not limited
-	only      string // push to this target (file:line) only; "": to all
+	storm     []stormEvent // what storm control counts it as; nil: not limited
+	only      string       // push to this target (file:line) only; "": to all
 
 	results   []bark.Result // the targets pushed to, or that failed, in target order
 	ok        int           // pushes made by this call that Bark accepted
@@ -410,7 +410,7 @@ func (r *deliveryRun) start(i, j int, d *delivery) {
 	if !claimed {
 		return
 	}
-	if d.stormName != "" && !r.b.storm.Allow(t.Name(), d.stormName, r.b.cfg.Now()) {
+	if d.storm != nil && !r.b.storm.Allow(t.Name(), d.storm, r.b.cfg.Now()) {
 		// Held for the summary: remembered as sent, so Alertmanager's
 		// retries and an HA copy are duplicates rather than more held alerts.
 		s.outcome = outcomeHeld

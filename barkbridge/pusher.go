@@ -2,7 +2,6 @@ package barkbridge
 
 import (
 	"context"
-	"strings"
 
 	"lavender/pushtext"
 	"lavender/watchdog"
@@ -24,7 +23,8 @@ var _ watchdog.Pusher = (*Bridge)(nil)
 // resolutions only deletes the notification instead.
 func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed int) {
 	var texts []pushtext.Text
-	var ids, rules []string
+	var ids []string
+	var events []stormEvent
 	resolvedOnly := true
 	for _, a := range alerts {
 		texts = append(texts, pushtext.Alert(a))
@@ -32,7 +32,7 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 			resolvedOnly = false
 		}
 		ids = append(ids, watchdogIncidentID(incidentRule(a), a.Began, b.cfg.Hostname))
-		rules = append(rules, a.Rule)
+		events = append(events, stormEvent{Watchdog: a.Rule, Resolved: a.Status == watchdog.Resolved})
 	}
 	if len(texts) == 0 {
 		return 0, 0
@@ -42,7 +42,7 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 		id = hashID(append([]string{"watchdog-poll"}, ids...)...)
 	}
 	d := b.textDelivery(pushtext.Join(texts))
-	d.stormName = strings.Join(rules, "+")
+	d.storm = events
 	b.addIncident(d, id, b.cfg.Hostname, resolvedOnly)
 	b.deliver(ctx, []*delivery{d})
 	b.record(d)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"lavender/bark"
+	"lavender/internal/ring"
 )
 
 // maxEvents is how many pushes and skipped alerts the status page lists.
@@ -40,12 +41,11 @@ type BarkStatus struct {
 type pushHistory struct {
 	mu      sync.Mutex
 	results map[string]TargetStatus // by target name; pruned to the loaded targets on reload
-	events  []Event                 // ring of maxEvents, oldest at head once full
-	head    int
+	events  *ring.Ring[Event]
 }
 
 func newPushHistory() *pushHistory {
-	return &pushHistory{results: map[string]TargetStatus{}, events: make([]Event, 0, maxEvents)}
+	return &pushHistory{results: map[string]TargetStatus{}, events: ring.New[Event](maxEvents)}
 }
 
 func (h *pushHistory) target(name, result string, at time.Time) {
@@ -57,12 +57,7 @@ func (h *pushHistory) target(name, result string, at time.Time) {
 func (h *pushHistory) event(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.events) < maxEvents {
-		h.events = append(h.events, e)
-		return
-	}
-	h.events[h.head] = e
-	h.head = (h.head + 1) % maxEvents
+	h.events.Push(e)
 }
 
 // keepOnly forgets the results of targets a reload removed, so the map
@@ -84,16 +79,13 @@ func (h *pushHistory) keepOnly(targets []bark.Target) {
 func (h *pushHistory) snapshot(targets []bark.Target) BarkStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := BarkStatus{Targets: make([]TargetStatus, 0, len(targets)), Events: make([]Event, 0, len(h.events))}
+	s := BarkStatus{Targets: make([]TargetStatus, 0, len(targets)), Events: h.events.NewestFirst()}
 	for _, t := range targets {
 		ts, ok := h.results[t.Name()]
 		if !ok {
 			ts = TargetStatus{Target: t.Name()}
 		}
 		s.Targets = append(s.Targets, ts)
-	}
-	for i := len(h.events) - 1; i >= 0; i-- {
-		s.Events = append(s.Events, h.events[(h.head+i)%len(h.events)])
 	}
 	return s
 }
