@@ -26,11 +26,11 @@ var mayUse = map[string][]string{
 	// other: a client does not pull in the collectors.
 	"phaseapi":   {},
 	"heartbeat":  {"phaseapi"},
-	"exporter":   {"runlog", "phaseapi", "internal/throttle"},
+	"exporter":   {"runlog", "phaseapi", "kmsg", "internal/throttle"},
 	"barkbridge": {"runlog", "watchdog", "internal/throttle", "internal/ring"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle", "internal/ring"},
+	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "kmsg", "internal/throttle", "internal/ring"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
