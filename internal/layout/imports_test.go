@@ -26,7 +26,10 @@ var mayUse = map[string][]string{
 	// other: a client does not pull in the collectors.
 	"phaseapi":  {},
 	"heartbeat": {"phaseapi"},
-	"exporter":  {"runlog", "phaseapi", "kmsg", "internal/throttle"},
+	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle"},
+	// Who a process is, from procfs: alive, its parents, its host. The
+	// exporter judges phase pids with it, the kernel-log readers victims.
+	"proctree": {},
 	// The Bark client alone: targets, templates, encryption, sending,
 	// redaction. It knows nothing of Alertmanager, the watchdog, phases
 	// or the run log.
@@ -38,7 +41,7 @@ var mayUse = map[string][]string{
 	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
