@@ -3,11 +3,13 @@
 // every other method is a write (a webhook, a heartbeat, a new run, a
 // reload) and must pass three checks, in this order:
 //
-//  1. It does not come from another web site: a request whose Origin is not
-//     the server's own, or whose Sec-Fetch-Site is cross-site, is refused
-//     (403). Browsers send these headers and a page cannot remove them;
-//     Alertmanager, curl, Python's urllib and `lavender phase` send
-//     neither, so they are not affected.
+//  1. It does not come from another web site: net/http's
+//     CrossOriginProtection refuses (403) a request whose Sec-Fetch-Site
+//     is anything but same-origin or none, or, from a browser too old to
+//     send that header, whose Origin is not the server's own (or
+//     --web.external-url's). Browsers send these headers and a page cannot
+//     remove them; Alertmanager, curl, Python's urllib and `lavender
+//     phase` send neither, so they are not affected.
 //  2. It comes from an allowed peer (--web.write-allow, loopback by
 //     default), or it passed the basic auth of --web.config.file, which
 //     lets it write from anywhere (403 otherwise, naming the flag).
@@ -51,6 +53,10 @@ type Config struct {
 	WebConfigFile string
 	// JSONPaths are the paths whose writes must be application/json.
 	JSONPaths []string
+	// ExternalURL is --web.external-url, or "": its origin is trusted as
+	// an Origin (a reverse proxy in front of lavender may rewrite the Host
+	// a browser sent).
+	ExternalURL string
 	// Logger gets one debug line per refused write.
 	Logger *slog.Logger
 }
@@ -75,16 +81,28 @@ func ParsePrefixes(values []string) ([]netip.Prefix, error) {
 }
 
 type guard struct {
-	next http.Handler
-	cfg  Config
+	next  http.Handler
+	cfg   Config
+	cross *http.CrossOriginProtection
 }
 
-// New wraps next with the write checks.
-func New(next http.Handler, cfg Config) http.Handler {
+// New wraps next with the write checks. It fails only on an ExternalURL
+// that is not an absolute http(s) URL.
+func New(next http.Handler, cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &guard{next: next, cfg: cfg}
+	g := &guard{next: next, cfg: cfg, cross: http.NewCrossOriginProtection()}
+	if cfg.ExternalURL != "" {
+		u, err := url.Parse(cfg.ExternalURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("webguard: external URL %q is not an absolute http(s) URL", cfg.ExternalURL)
+		}
+		if err := g.cross.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+			return nil, fmt.Errorf("webguard: external URL %q: %w", cfg.ExternalURL, err)
+		}
+	}
+	return g, nil
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -93,8 +111,8 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	if why := crossSite(r); why != "" {
-		g.refuse(w, r, http.StatusForbidden, "cross-site write refused: "+why)
+	if err := g.cross.Check(r); err != nil {
+		g.refuse(w, r, http.StatusForbidden, "cross-site write refused: "+crossSiteReason(r))
 		return
 	}
 	if !g.peerAllowed(r) && !g.authenticated(r) {
@@ -112,24 +130,13 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-// crossSite says why r comes from another site's page, or "".
-func crossSite(r *http.Request) string {
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return "Sec-Fetch-Site: cross-site"
+// crossSiteReason says, for a request CrossOriginProtection refused, which
+// header gave it away.
+func crossSiteReason(r *http.Request) string {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return "Sec-Fetch-Site: " + site
 	}
-	origins := r.Header.Values("Origin")
-	if len(origins) == 0 {
-		return ""
-	}
-	if len(origins) > 1 {
-		return "more than one Origin"
-	}
-	u, err := url.Parse(origins[0])
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.EqualFold(u.Host, r.Host) {
-		// "null" (a sandboxed page, a file:) is never the server's own.
-		return fmt.Sprintf("Origin %q is not this server (%s)", origins[0], r.Host)
-	}
-	return ""
+	return fmt.Sprintf("Origin %q is not this server (%s)", r.Header.Get("Origin"), r.Host)
 }
 
 func peerHost(r *http.Request) string {

@@ -39,8 +39,9 @@ type webFlags struct {
 // the bridge's webhook and the exporter's API.
 var jsonWritePaths = []string{barkbridge.WebhookPath, phaseapi.HeartbeatPath, phaseapi.RunsPath}
 
-// guard wraps h with the write checks of package webguard.
-func (f *webFlags) guard(h http.Handler, logger *slog.Logger) (http.Handler, error) {
+// guard wraps h with the write checks of package webguard; externalURL is
+// --web.external-url where the command has it.
+func (f *webFlags) guard(h http.Handler, externalURL string, logger *slog.Logger) (http.Handler, error) {
 	allow, err := webguard.ParsePrefixes(f.WriteAllow)
 	if err != nil {
 		return nil, err
@@ -49,8 +50,9 @@ func (f *webFlags) guard(h http.Handler, logger *slog.Logger) (http.Handler, err
 		WriteAllow:    allow,
 		WebConfigFile: f.ConfigFile,
 		JSONPaths:     jsonWritePaths,
+		ExternalURL:   externalURL,
 		Logger:        logger,
-	}), nil
+	})
 }
 
 func (f *webFlags) toolkit() *web.FlagConfig {
@@ -233,9 +235,9 @@ type commandServer struct {
 	ready       readiness
 }
 
-func newCommandServer(f *webFlags, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
+func newCommandServer(f *webFlags, externalURL string, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
 	mux := http.NewServeMux()
-	handler, err := f.guard(mux, logger)
+	handler, err := f.guard(mux, externalURL, logger)
 	if err != nil {
 		return nil, err
 	}
