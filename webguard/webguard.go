@@ -1,7 +1,7 @@
 // Package webguard decides who may write to lavender over HTTP. Reads
 // (GET, HEAD, OPTIONS) pass untouched, so Prometheus scrapes from anywhere;
 // every other method is a write (a webhook, a heartbeat, a new run, a
-// reload) and must pass three checks, in this order:
+// reload) and must pass these checks, in this order:
 //
 //  1. It does not come from another web site: net/http's
 //     CrossOriginProtection refuses (403) a request whose Sec-Fetch-Site
@@ -10,13 +10,20 @@
 //     --web.external-url's). Browsers send these headers and a page cannot
 //     remove them; Alertmanager, curl, Python's urllib and `lavender
 //     phase` send neither, so they are not affected.
-//  2. It comes from an allowed peer (--web.write-allow, loopback by
-//     default), or it passed the basic auth of --web.config.file, which
-//     lets it write from anywhere (403 otherwise, naming the flag).
-//  3. A JSON endpoint's body is declared as application/json (415
+//  2. It passed the basic auth of --web.config.file, which lets it write
+//     from any peer under any Host; or
+//  3. it comes from an allowed peer (--web.write-allow, loopback by
+//     default; 403 otherwise, naming the flag), and
+//  4. it names lavender by a Host a web page cannot take over: an IP
+//     literal, localhost, this host's name, --web.external-url's host or
+//     a --web.allowed-host (403 otherwise, naming the flag). A page from
+//     http://evil.example:9877 whose name its owner rebinds to 127.0.0.1
+//     is same-origin to the browser and connects from loopback, so only
+//     the Host it sends gives it away (DNS rebinding).
+//  5. A JSON endpoint's body is declared as application/json (415
 //     otherwise). An HTML form can only send text/plain, urlencoded or
 //     multipart bodies without a CORS preflight, so this shuts the last
-//     door a browser could use even if the other two were open.
+//     door a browser could use even if the others were open.
 package webguard
 
 import (
@@ -53,9 +60,15 @@ type Config struct {
 	WebConfigFile string
 	// JSONPaths are the paths whose writes must be application/json.
 	JSONPaths []string
-	// ExternalURL is --web.external-url, or "": its origin is trusted as
-	// an Origin (a reverse proxy in front of lavender may rewrite the Host
-	// a browser sent).
+	// HostName is this host's name, which a write without credentials may
+	// name in its Host header besides IP literals and localhost.
+	HostName string
+	// AllowedHosts are further names such a write may use
+	// (--web.allowed-host).
+	AllowedHosts []string
+	// ExternalURL is --web.external-url, or "": its host is allowed as
+	// a Host, and its origin as an Origin (a reverse proxy in front of
+	// lavender may rewrite the Host a browser sent).
 	ExternalURL string
 	// Logger gets one debug line per refused write.
 	Logger *slog.Logger
@@ -84,6 +97,7 @@ type guard struct {
 	next  http.Handler
 	cfg   Config
 	cross *http.CrossOriginProtection
+	hosts hostNames
 }
 
 // New wraps next with the write checks. It fails only on an ExternalURL
@@ -92,7 +106,7 @@ func New(next http.Handler, cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &guard{next: next, cfg: cfg, cross: http.NewCrossOriginProtection()}
+	g := &guard{next: next, cfg: cfg, cross: http.NewCrossOriginProtection(), hosts: newHostNames(cfg.HostName, cfg.AllowedHosts)}
 	if cfg.ExternalURL != "" {
 		u, err := url.Parse(cfg.ExternalURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -101,6 +115,7 @@ func New(next http.Handler, cfg Config) (http.Handler, error) {
 		if err := g.cross.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
 			return nil, fmt.Errorf("webguard: external URL %q: %w", cfg.ExternalURL, err)
 		}
+		g.hosts.add(u.Hostname())
 	}
 	return g, nil
 }
@@ -115,12 +130,18 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, http.StatusForbidden, "cross-site write refused: "+crossSiteReason(r))
 		return
 	}
-	if !g.peerAllowed(r) && !g.authenticated(r) {
-		g.refuse(w, r, http.StatusForbidden, fmt.Sprintf(
-			"writes from %s are refused: only peers in %s (default: this host) may write without credentials; "+
-				"allow the peer with %s=CIDR, or give lavender a --web.config.file with basic_auth_users",
-			peerHost(r), WriteAllowFlag, WriteAllowFlag))
-		return
+	if !g.authenticated(r) {
+		if !g.peerAllowed(r) {
+			g.refuse(w, r, http.StatusForbidden, fmt.Sprintf(
+				"writes from %s are refused: only peers in %s (default: this host) may write without credentials; "+
+					"allow the peer with %s=CIDR, or give lavender a --web.config.file with basic_auth_users",
+				peerHost(r), WriteAllowFlag, WriteAllowFlag))
+			return
+		}
+		if !g.hosts.allows(r.Host) {
+			g.refuse(w, r, http.StatusForbidden, g.hosts.refusal(r.Host))
+			return
+		}
 	}
 	if slices.Contains(g.cfg.JSONPaths, r.URL.Path) && !isJSON(r) {
 		g.refuse(w, r, http.StatusUnsupportedMediaType, fmt.Sprintf(

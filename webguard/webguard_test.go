@@ -185,7 +185,7 @@ func TestGuardPeerAddresses(t *testing.T) {
 		{"@", 200}, // a Unix socket
 		{"garbage:1", 403},
 	} {
-		req := httptest.NewRequest("POST", "/-/reload", nil)
+		req := httptest.NewRequest("POST", "http://localhost:9877/-/reload", nil)
 		req.RemoteAddr = tc.remote
 		rec := httptest.NewRecorder()
 		g.ServeHTTP(rec, req)
