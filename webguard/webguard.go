@@ -12,8 +12,9 @@
 //     phase` send neither, so they are not affected.
 //  2. It passed the basic auth of --web.config.file, which lets it write
 //     from any peer under any Host; or
-//  3. it comes from an allowed peer (--web.write-allow, loopback by
-//     default; 403 otherwise, naming the flag), and
+//  3. it comes from an allowed peer (--web.write-allow: by default
+//     loopback and this host's own addresses; 403 otherwise, naming the
+//     flag), and
 //  4. it names lavender by a Host a web page cannot take over: an IP
 //     literal, localhost, this host's name, --web.external-url's host or
 //     a --web.allowed-host (403 otherwise, naming the flag). A page from
@@ -45,8 +46,21 @@ import (
 // WriteAllowFlag is the flag that allows peers to write; refusals name it.
 const WriteAllowFlag = "--web.write-allow"
 
+// HostPeers is the --web.write-allow value that stands for this host:
+// loopback and the addresses of the host's own interfaces, read once at
+// start. A program on the box that connects to the host's own address
+// (Alertmanager posting to http://$(hostname):9877/webhook) arrives from
+// that address, not from loopback.
+const HostPeers = "host"
+
 // DefaultWriteAllow is who may write without credentials: this host only.
-var DefaultWriteAllow = []string{"127.0.0.0/8", "::1/128"}
+var DefaultWriteAllow = []string{HostPeers}
+
+// loopback is part of HostPeers whatever the interfaces say.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// interfaceAddrs lists the host's own addresses; tests replace it.
+var interfaceAddrs = net.InterfaceAddrs
 
 // Config says who may write and which paths take JSON.
 type Config struct {
@@ -74,12 +88,21 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// ParsePrefixes reads --web.write-allow values: CIDRs, or single addresses
-// (a /32 or /128).
+// ParsePrefixes reads --web.write-allow values: CIDRs, single addresses
+// (a /32 or /128), or HostPeers for loopback and this host's own
+// addresses.
 func ParsePrefixes(values []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, v := range values {
 		v = strings.TrimSpace(v)
+		if v == HostPeers {
+			own, err := hostPrefixes()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, own...)
+			continue
+		}
 		if p, err := netip.ParsePrefix(v); err == nil {
 			out = append(out, p.Masked())
 			continue
@@ -88,7 +111,31 @@ func ParsePrefixes(values []string) ([]netip.Prefix, error) {
 			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 			continue
 		}
-		return nil, fmt.Errorf("%s %q: not an address or CIDR (e.g. 10.0.0.0/8 or ::1)", WriteAllowFlag, v)
+		return nil, fmt.Errorf("%s %q: not an address, a CIDR or %q (e.g. 10.0.0.0/8 or ::1)", WriteAllowFlag, v, HostPeers)
+	}
+	return out, nil
+}
+
+// hostPrefixes are loopback and each of the host's interface addresses as
+// a single-address prefix.
+func hostPrefixes() ([]netip.Prefix, error) {
+	addrs, err := interfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: list this host's addresses: %w", WriteAllowFlag, HostPeers, err)
+	}
+	out := slices.Clone(loopback)
+	for _, a := range addrs {
+		var ip net.IP
+		switch a := a.(type) {
+		case *net.IPNet:
+			ip = a.IP
+		case *net.IPAddr:
+			ip = a.IP
+		}
+		if addr, ok := netip.AddrFromSlice(ip); ok {
+			addr = addr.Unmap()
+			out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+		}
 	}
 	return out, nil
 }
@@ -133,9 +180,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !g.authenticated(r) {
 		if !g.peerAllowed(r) {
 			g.refuse(w, r, http.StatusForbidden, fmt.Sprintf(
-				"writes from %s are refused: only peers in %s (default: this host) may write without credentials; "+
-					"allow the peer with %s=CIDR, or give lavender a --web.config.file with basic_auth_users",
-				peerHost(r), WriteAllowFlag, WriteAllowFlag))
+				"writes from %s are refused: only peers in %s (default: %s, meaning loopback and this host's own addresses) "+
+					"may write without credentials; allow the peer with %s=CIDR, or give lavender a --web.config.file with basic_auth_users",
+				peerHost(r), WriteAllowFlag, HostPeers, WriteAllowFlag))
 			return
 		}
 		if !g.hosts.allows(r.Host) {
