@@ -297,11 +297,11 @@ func (b *Bridge) SendTest(ctx context.Context) []Result {
 
 // delivery is one message to push to every target, and its outcome.
 type delivery struct {
-	push             // the text and the parameters, the same for every target
-	subject   string // names the push in the run log, e.g. "swap 54%"
-	key       *alertKey
-	stormName string // the name storm control counts it by; "": not limited
-	only      string // push to this target (file:line) only; "": to all
+	push           // the text and the parameters, the same for every target
+	subject string // names the push in the run log, e.g. "swap 54%"
+	key     *alertKey
+	storm   []stormEvent // what storm control counts it as; nil: not limited
+	only    string       // push to this target (file:line) only; "": to all
 
 	results   []Result // the targets pushed to, or that failed, in target order
 	ok        int      // pushes made by this call that Bark accepted
@@ -435,7 +435,7 @@ func (r *deliveryRun) start(i, j int, d *delivery) {
 	if !claimed {
 		return
 	}
-	if d.stormName != "" && !r.b.storm.Allow(t.Name(), d.stormName, r.b.cfg.Now()) {
+	if d.storm != nil && !r.b.storm.Allow(t.Name(), d.storm, r.b.cfg.Now()) {
 		// Held for the summary: remembered as sent, so Alertmanager's
 		// retries and an HA copy are duplicates rather than more held alerts.
 		s.outcome = outcomeHeld

@@ -26,7 +26,8 @@ var _ watchdog.Pusher = (*Bridge)(nil)
 // of theirs. Its group is the host's name. With DeleteOnResolve, a push of
 // resolutions only deletes the notification instead.
 func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed int) {
-	var texts, subjects, ids, rules []string
+	var texts, subjects, ids []string
+	var events []stormEvent
 	resolvedOnly := true
 	for _, a := range alerts {
 		text, subj := watchdogText(a)
@@ -39,7 +40,7 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 		texts = append(texts, text)
 		subjects = append(subjects, subj)
 		ids = append(ids, watchdogIncidentID(incidentRule(a), a.Began, b.cfg.Hostname))
-		rules = append(rules, a.Rule)
+		events = append(events, stormEvent{Watchdog: a.Rule, Resolved: a.Status == watchdog.Resolved})
 	}
 	if len(texts) == 0 {
 		return 0, 0
@@ -49,9 +50,9 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 		id = hashID(append([]string{"watchdog-poll"}, ids...)...)
 	}
 	d := &delivery{
-		subject:   strings.Join(subjects, " + "),
-		push:      push{message: clipMessage(withPrefix(b.cfg.Prefix, strings.Join(texts, "; ")))},
-		stormName: strings.Join(rules, "+"),
+		subject: strings.Join(subjects, " + "),
+		push:    push{message: clipMessage(withPrefix(b.cfg.Prefix, strings.Join(texts, "; ")))},
+		storm:   events,
 	}
 	b.addIncident(d, id, b.cfg.Hostname, resolvedOnly)
 	b.deliver(ctx, []*delivery{d})

@@ -69,7 +69,7 @@ func (b *Bridge) plan(msg *WebhookMessage) []planned {
 			fp := fingerprint(a)
 			d.key = &alertKey{fingerprint: fp, startsAt: a.StartsAt.UnixNano(), status: a.Status}
 			b.addIncident(d, incidentID(fp, a.StartsAt), hostOf(a.Labels["instance"]), a.Status == "resolved")
-			d.stormName = alertName(a)
+			d.storm = []stormEvent{alertEvent(a.Labels[model.AlertNameLabel], a.Status == "resolved")}
 		}
 		out = append(out, p)
 	}

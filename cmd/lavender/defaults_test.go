@@ -9,6 +9,7 @@ import (
 	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/heartbeat"
+	"lavender/kmsg"
 	"lavender/phaseapi"
 	"lavender/runlog"
 	"lavender/watchdog"
@@ -41,7 +42,7 @@ func TestFlagDefaultsAreThePackagesConstants(t *testing.T) {
 		{"--watchdog.pressure-threshold", serve.WatchdogPressureThreshold, watchdog.DefaultPressureThreshold},
 		{"--watchdog.repeat", serve.WatchdogRepeat, watchdog.DefaultRepeat},
 		{"--watchdog.hysteresis", serve.WatchdogHysteresis, watchdog.DefaultHysteresis},
-		{"--path.kmsg", serve.KmsgPath, exporter.DefaultKmsgPath},
+		{"--path.kmsg", serve.KmsgPath, kmsg.DefaultPath},
 		{"--web.listen-address", fmt.Sprint(serve.ListenAddresses), fmt.Sprint([]string{":" + phaseapi.DefaultPort})},
 		{"--url", run.URL, heartbeat.DefaultURL},
 		{"--timeout", run.Timeout, heartbeat.DefaultTimeout},

@@ -18,6 +18,9 @@ const module = "lavender"
 var mayUse = map[string][]string{
 	"runlog":   {},
 	"watchdog": {"internal/ring"},
+	// The kernel log reader and its parsers (OOM kills, Xids, storage
+	// faults): a leaf that the exporter, the watchdog and cmd read.
+	"kmsg": {},
 	// The heartbeat API's wire format, shared by the exporter (server) and
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
