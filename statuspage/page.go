@@ -253,8 +253,8 @@ type view struct {
 	HasBark      bool
 	// KernelLogBlind is set when the kernel log is not read.
 	KernelLogBlind *KernelLogStatus
-	Bark         barkbridge.BarkStatus
-	Rules        []RuleState
+	Bark           barkbridge.BarkStatus
+	Rules          []RuleState
 }
 
 var pageCSS = func() template.CSS {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"lavender/exporter"
 	"lavender/kmsg"
+	"lavender/statuspage"
 	"lavender/watchdog"
 )
 
@@ -132,15 +132,7 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 		s.OOM.Victim = watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}
 		_, phases := exp.Snapshot()
 		for _, p := range phases {
-			ps := watchdog.PhaseState{
-				Name: p.Name, Status: watchdog.PhaseStatus(p.Status),
-				Started: p.Started, Ended: p.Ended, LastHeartbeat: p.LastHeartbeat,
-				Total: int64(min(p.Total, math.MaxInt64)), ProgressAt: p.ProgressAt,
-			}
-			if p.Step != nil {
-				ps.HasStep, ps.Step = true, int64(min(*p.Step, math.MaxInt64))
-			}
-			s.Phases = append(s.Phases, ps)
+			s.Phases = append(s.Phases, statuspage.PhaseState(p))
 		}
 		return s, nil
 	}

@@ -24,13 +24,16 @@ var mayUse = map[string][]string{
 	// The heartbeat API's wire format, shared by the exporter (server) and
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
-	"phaseapi":   {},
-	"heartbeat":  {"phaseapi"},
-	"exporter":   {"runlog", "phaseapi", "internal/throttle"},
+	"phaseapi":  {},
+	"heartbeat": {"phaseapi"},
+	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle"},
+	// Who a process is, from procfs: alive, its parents, its host. The
+	// exporter judges phase pids with it, the kernel-log readers victims.
+	"proctree":   {},
 	"barkbridge": {"runlog", "watchdog", "internal/throttle", "internal/ring"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle", "internal/ring"},
+	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
