@@ -122,7 +122,7 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
-	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
+	srv, err := newCommandServer(&c.webFlags, c.WebExternalURL, g.Logger, onListen)
 	if err != nil {
 		return err
 	}
