@@ -49,6 +49,8 @@ var mayUse = map[string][]string{
 	// Keeps a repeating failure's log lines to one per interval; the
 	// exporter and the bridge use it for failed writes to the logs dir.
 	"internal/throttle": {},
+	// The Python client (python/); its Go tests only run the Python ones.
+	"python": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever
