@@ -73,6 +73,8 @@ var mayUse = map[string][]string{
 	// characters) and cuts it with "…"; the texts, the client and the
 	// bridge share it.
 	"internal/textsafe": {},
+	// The Python client (python/); its Go tests only run the Python ones.
+	"python": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever
