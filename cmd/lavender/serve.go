@@ -58,7 +58,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if err := c.validate(); err != nil {
 		return err
 	}
-	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
+	srv, err := newCommandServer(&c.webFlags, c.WebExternalURL, g.Logger, onListen)
 	if err != nil {
 		return err
 	}

@@ -29,11 +29,19 @@ var mayUse = map[string][]string{
 	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
-	"proctree":   {},
-	"barkbridge": {"runlog", "watchdog", "internal/throttle", "internal/ring"},
+	"proctree": {},
+	// The Bark client alone: targets, templates, encryption, sending,
+	// redaction. It knows nothing of Alertmanager, the watchdog, phases
+	// or the run log.
+	"bark": {"internal/textsafe"},
+	// Every push text, worded from the watchdog's facts; the arrows point
+	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
+	// text and no Bark, and the texts know no delivery.
+	"pushtext":   {"watchdog", "internal/ring", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -58,6 +66,10 @@ var mayUse = map[string][]string{
 	// A fixed-size buffer of the newest values: the watchdog's samples
 	// and the bridge's recent pushes.
 	"internal/ring": {},
+	// Makes any text safe to show (valid UTF-8, no controls, no spoofing
+	// characters) and cuts it with "…"; the texts, the client and the
+	// bridge share it.
+	"internal/textsafe": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever

@@ -1,4 +1,4 @@
-package barkbridge
+package bark
 
 import (
 	"bytes"
@@ -314,3 +314,7 @@ func secretParts(u *url.URL) []string {
 	}
 	return parts
 }
+
+// Identity is a hash of the target's template line: what the bridge's dedup
+// memory knows the target by, so a reload that renumbers lines keeps it.
+func (t Target) Identity() string { return t.id }

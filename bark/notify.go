@@ -1,4 +1,13 @@
-package barkbridge
+// Package bark is lavender's Bark client, on its own: the targets (URL
+// templates in *.bark.env files), Bark's parameters and escaping, end-to-end
+// encryption, sending, and the classes of failure, in the shape of
+// Alertmanager's notifiers (New, Notify (retry, err)). It knows nothing of
+// Alertmanager, the watchdog, phases or the run log.
+//
+// Device keys live in the templates. They are sent to Bark and nowhere
+// else: targets print as "file:line", failures as a short class ("timeout",
+// "HTTP 500"), and any library error is redacted before anyone logs it.
+package bark
 
 import (
 	"context"
@@ -13,10 +22,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
-	"lavender/runlog"
+	"github.com/prometheus/common/version"
+
+	"lavender/internal/textsafe"
 )
 
 // maxResponseBytes bounds how much of Bark's answer is read; its JSON is
@@ -56,32 +68,45 @@ func unreserved(c byte) bool {
 		c == '-' || c == '.' || c == '_' || c == '~'
 }
 
-// push is one push to a target: the message and the Bark parameters
+// MaxMessageBytes bounds a push's text, "…" included. Bark puts the
+// message in the request path; percent-encoding can triple it, and
+// bark-server (fasthttp) rejects a request line and headers over its 4 KiB
+// read buffer. 512 bytes encode to at most 1.5 KiB, which leaves room for
+// the template, and is still far more than a lock screen shows (Apple caps
+// the whole push payload at 4 KiB).
+const MaxMessageBytes = 512
+
+// Clip is the text a push carries for s: sanitized (textsafe.Sanitize) and
+// cut to MaxMessageBytes with "…". Notify clips every message; a caller
+// that records what it pushed clips it the same way first.
+func Clip(s string) string { return textsafe.Truncate(textsafe.Sanitize(s), MaxMessageBytes) }
+
+// Push is one push to a target: the message and the Bark parameters
 // lavender adds, each only where the template does not set it itself.
-type push struct {
-	message string
-	id      string // the incident's Bark id: a later push with it replaces this one
-	group   string // Notification Centre groups by it: the host the alert is about
-	openURL string // opened when the notification is tapped
-	delete  bool   // remove the notification with this id instead (delete=1)
+type Push struct {
+	Message string
+	ID      string // the incident's Bark id: a later push with it replaces this one
+	Group   string // Notification Centre groups by it: the host the alert is about
+	URL     string // opened when the notification is tapped
+	Delete  bool   // remove the notification with this id instead (delete=1)
 }
 
 // params are the Bark parameters p adds to a template, in the order they
 // are appended.
-func (p push) params() []queryParam {
+func (p Push) params() []queryParam {
 	var ps []queryParam
 	add := func(k, v string) {
 		if v != "" {
 			ps = append(ps, queryParam{k, v})
 		}
 	}
-	add("id", p.id)
-	if p.delete {
+	add("id", p.ID)
+	if p.Delete {
 		add("delete", "1")
 		return ps // a delete is a background push: nothing to show
 	}
-	add("group", p.group)
-	add("url", p.openURL)
+	add("group", p.Group)
+	add("url", p.URL)
 	return ps
 }
 
@@ -90,22 +115,22 @@ func (p push) params() []queryParam {
 // with the message in the template's $0; an encrypted push POSTs ciphertext
 // and iv in a form, and its URL holds nothing of the message; a delete
 // holds nothing of it either, in either mode.
-func (t Target) newRequest(ctx context.Context, p push) (*http.Request, *PushError) {
-	if p.delete {
+func (t Target) newRequest(ctx context.Context, p Push) (*http.Request, *PushError) {
+	if p.Delete {
 		return t.newGET(ctx, encryptedTemplate(appendMissingParams(t.tmpl, p.params()...)))
 	}
 	if t.enc == nil {
 		tmpl := appendMissingParams(t.tmpl, p.params()...)
-		return t.newGET(ctx, fillMessage(tmpl, p.message))
+		return t.newGET(ctx, fillMessage(tmpl, p.Message))
 	}
-	reqURL, form, err := t.enc.encryptedRequest(t.tmpl, pushParams{Body: p.message, Group: p.group, URL: p.openURL, ID: p.id})
+	reqURL, form, err := t.enc.encryptedRequest(t.tmpl, pushParams{Body: p.Message, Group: p.Group, URL: p.URL, ID: p.ID})
 	if err != nil {
 		// encrypt's errors name the random source or the JSON, never the key.
-		return nil, &PushError{Class: "encryption", detail: t.scrub(err.Error())}
+		return nil, &PushError{Class: "encryption", Detail: t.scrub(err.Error())}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, reqURL, strings.NewReader(form.Encode()))
 	if err != nil {
-		return nil, &PushError{Class: "invalid URL", detail: t.scrub(redact(err).Error())}
+		return nil, &PushError{Class: "invalid URL", Detail: t.scrub(redact(err).Error())}
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return req, nil
@@ -119,7 +144,7 @@ func fillMessage(tmpl, msg string) string {
 func (t Target) newGET(ctx context.Context, u string) (*http.Request, *PushError) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, &PushError{Class: "invalid URL", detail: t.scrub(redact(err).Error())}
+		return nil, &PushError{Class: "invalid URL", Detail: t.scrub(redact(err).Error())}
 	}
 	return req, nil
 }
@@ -132,19 +157,62 @@ type PushError struct {
 	// Saw says, scrubbed, what came back when it was not what Bark
 	// answers (a redirect, a page that is not Bark's JSON), for `bark send`.
 	Saw string
-	// detail is the redacted underlying error, for debug logs only.
-	detail string
-	// unreachable: the server was not reached at all (refused,
+	// Detail is the redacted underlying error, for debug logs only.
+	Detail string
+	// Unreachable: the server was not reached at all (refused,
 	// unreachable, unknown host, TLS), so the next push would fail alike.
-	unreachable bool
+	Unreachable bool
 }
 
 func (e *PushError) Error() string { return e.Class }
 
-// sendOne pushes p to t once. It returns nil when Bark accepted the push:
-// a 2xx whose body is Bark's JSON with code 200. A redirect is never
-// followed (the client refuses them): the URL holds the device key.
-func sendOne(ctx context.Context, client *http.Client, userAgent string, t Target, p push) *PushError {
+// Notifier pushes to one target, in the manner of Alertmanager's
+// notifiers: its template was checked once, when the target was loaded,
+// every message is clipped (Clip) and every failure is a short class with
+// the device key redacted.
+type Notifier struct {
+	target    Target
+	client    *http.Client
+	userAgent string
+}
+
+// New returns the notifier of t. client sends the pushes (nil: a shared
+// client that honours the proxy environment); a copy of it that refuses
+// redirects is used, since the URL holds the device key. Each push's
+// deadline comes from its context. userAgent "" is "lavender/<version>".
+func New(t Target, client *http.Client, userAgent string) *Notifier {
+	if userAgent == "" {
+		userAgent = "lavender/" + version.Version
+	}
+	if client == nil {
+		client = sharedClient()
+	} else {
+		hc := *client
+		hc.CheckRedirect = refuseRedirects
+		client = &hc
+	}
+	return &Notifier{target: t, client: client, userAgent: userAgent}
+}
+
+// Target is the notifier's target.
+func (n *Notifier) Target() Target { return n.target }
+
+// Notify pushes p once. err is nil when Bark accepted the push, else a
+// *PushError; retry says whether the failure may pass on a later try (a
+// 5xx, 408, 429, a timeout or a network error).
+func (n *Notifier) Notify(ctx context.Context, p Push) (retry bool, err error) {
+	if pe := n.send(ctx, p); pe != nil {
+		return pe.Retryable, pe
+	}
+	return false, nil
+}
+
+// send pushes p once. It returns nil when Bark accepted the push: a 2xx
+// whose body is Bark's JSON with code 200. A redirect is never followed
+// (the client refuses them): the URL holds the device key.
+func (n *Notifier) send(ctx context.Context, p Push) *PushError {
+	t, client, userAgent := n.target, n.client, n.userAgent
+	p.Message = Clip(p.Message)
 	req, perr := t.newRequest(ctx, p)
 	if perr != nil {
 		return perr
@@ -153,7 +221,7 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return classify(ctx, err, t)
+		return t.Classify(ctx, err)
 	}
 	defer resp.Body.Close()
 	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
@@ -166,7 +234,7 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 	detail := ""
 	if isJSON {
 		// Scrubbed before it is cut, so that no cut-off key escapes.
-		detail = runlog.Truncate(t.scrub(reply.Message), 200)
+		detail = textsafe.Truncate(t.scrub(reply.Message), 200)
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		// A configuration error, not a passing one: Bark itself never
@@ -181,13 +249,13 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 		return &PushError{
 			Class:     "HTTP " + strconv.Itoa(resp.StatusCode),
 			Retryable: retryableStatus(resp.StatusCode),
-			detail:    detail,
+			Detail:    detail,
 		}
 	}
 	if readErr != nil {
 		// A 2xx whose body broke off: Bark most likely queued the push, but
 		// saying so would not be honest.
-		pe := classify(ctx, readErr, t)
+		pe := t.Classify(ctx, readErr)
 		pe.Class = "reading answer: " + pe.Class
 		return pe
 	}
@@ -195,14 +263,14 @@ func sendOne(ctx context.Context, client *http.Client, userAgent string, t Targe
 		// bark-server answers its own JSON to every push; a plain "ok" is
 		// its GET / (the template lost the key's path), anything else is
 		// not Bark at all. Nothing was pushed, and a retry will not help.
-		saw := fmt.Sprintf("HTTP %d, %s, body %q", resp.StatusCode, contentType(resp), runlog.Truncate(sanitizeMessage(t.scrub(string(body))), 40))
-		return &PushError{Class: "not-bark", Saw: saw, detail: saw}
+		saw := fmt.Sprintf("HTTP %d, %s, body %q", resp.StatusCode, contentType(resp), textsafe.Truncate(textsafe.Sanitize(t.scrub(string(body))), 40))
+		return &PushError{Class: "not-bark", Saw: saw, Detail: saw}
 	}
 	if *reply.Code != http.StatusOK {
 		return &PushError{
 			Class:     "bark code " + strconv.Itoa(*reply.Code),
 			Retryable: retryableStatus(*reply.Code),
-			detail:    detail,
+			Detail:    detail,
 		}
 	}
 	return nil
@@ -213,7 +281,7 @@ func contentType(resp *http.Response) string {
 	if ct == "" {
 		return "no Content-Type"
 	}
-	return runlog.Truncate(sanitizeMessage(ct), 40)
+	return textsafe.Truncate(textsafe.Sanitize(ct), 40)
 }
 
 // retryableStatus follows Alertmanager's receivers: a 5xx may pass, and so
@@ -222,10 +290,12 @@ func retryableStatus(code int) bool {
 	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
 }
 
-// classify turns a transport error into a short class. The detail kept for
-// debug logs has its URL redacted, as Alertmanager's RedactURL does.
-func classify(ctx context.Context, err error, t Target) *PushError {
-	pe := &PushError{Retryable: true, detail: t.scrub(redact(err).Error())}
+// Classify turns a transport error of a push to t into a short class. The
+// detail kept for debug logs has its URL redacted, as Alertmanager's
+// RedactURL does. A caller that gives up on a push before sending it (its
+// context ended) classifies the context's error with it.
+func (t Target) Classify(ctx context.Context, err error) *PushError {
+	pe := &PushError{Retryable: true, Detail: t.scrub(redact(err).Error())}
 	var (
 		netErr  net.Error
 		dnsErr  *net.DNSError
@@ -242,22 +312,22 @@ func classify(ctx context.Context, err error, t Target) *PushError {
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		pe.Class = "canceled"
 	case errors.Is(err, syscall.ECONNREFUSED):
-		pe.Class, pe.unreachable = "connection refused", true
+		pe.Class, pe.Unreachable = "connection refused", true
 	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
 		pe.Class = "connection reset"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		pe.Class = "connection closed"
 	case errors.As(err, &dnsErr):
-		pe.Class, pe.unreachable = "dns", true
+		pe.Class, pe.Unreachable = "dns", true
 		if dnsErr.IsNotFound {
 			pe.Class = "unknown host"
 		}
 	case errors.As(err, &certErr) || errors.As(err, &recErr) || errors.As(err, &alert) ||
 		errors.As(err, &unknown) || errors.As(err, &hostErr) || errors.As(err, &invalid) ||
 		strings.Contains(err.Error(), "tls: "):
-		pe.Class, pe.unreachable = "tls", true
+		pe.Class, pe.Unreachable = "tls", true
 	case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
-		pe.Class, pe.unreachable = "unreachable", true
+		pe.Class, pe.Unreachable = "unreachable", true
 	default:
 		pe.Class = "network error"
 	}
@@ -291,16 +361,20 @@ func (t Target) scrub(s string) string {
 	return scrubAPNs(s)
 }
 
-// defaultClient honours the usual proxy variables; each push has its own
-// deadline from the context, so the client has none.
-func defaultClient() *http.Client {
+// NewClient honours the usual proxy variables and refuses redirects; each
+// push has its own deadline from the context, so the client has none.
+func NewClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSHandshakeTimeout = 10 * time.Second
 	tr.MaxIdleConnsPerHost = 4
 	return &http.Client{Transport: tr, CheckRedirect: refuseRedirects}
 }
 
-// refuseRedirects hands the 3xx back to sendOne instead of following it: a
+// sharedClient is the client of notifiers given none, made once so that
+// they share its connections.
+var sharedClient = sync.OnceValue(NewClient)
+
+// refuseRedirects hands the 3xx back to send instead of following it: a
 // followed redirect would send the device key, in the path and in the
 // Referer, to whatever host the Location names.
 func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

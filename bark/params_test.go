@@ -1,4 +1,4 @@
-package barkbridge
+package bark
 
 import (
 	"fmt"
@@ -89,5 +89,17 @@ func TestTemplateSets(t *testing.T) {
 	}
 	if set["id"] || set["url"] || set["delete"] || len(set) != 3 {
 		t.Errorf("templateSets = %v", set)
+	}
+}
+
+// TestSummaryParams: the URL of a clear summary holds no id.
+func TestSummaryParams(t *testing.T) {
+	p := Push{Message: "x"}
+	if got := p.params(); len(got) != 0 {
+		t.Errorf("params %v", got)
+	}
+	u, err := url.Parse(fillMessage(appendMissingParams("https://h/K/$0", Push{ID: "1", Group: "g", URL: "https://x/"}.params()...), "m"))
+	if err != nil || u.Query().Get("id") != "1" || u.Query().Get("group") != "g" || u.Query().Get("url") != "https://x/" {
+		t.Errorf("%v %v", u, err)
 	}
 }

@@ -1,4 +1,4 @@
-package barkbridge
+package bark
 
 import (
 	"cmp"
@@ -9,7 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode"
+
+	"lavender/internal/textsafe"
 )
 
 // redacted replaces a secret wherever one is found.
@@ -104,12 +105,12 @@ func scrubAPNs(s string) string {
 
 // cleanLogText is what a log line may show of a text: scrubbed, and without
 // the invisible format characters (bidi overrides and the like) that
-// sanitizeMessage also drops from pushes.
+// textsafe.Sanitize also drops from pushes.
 func cleanLogText(s string) string {
 	s = Scrub(s)
-	if strings.ContainsFunc(s, isFormatChar) {
+	if strings.ContainsFunc(s, textsafe.Hidden) {
 		s = strings.Map(func(r rune) rune {
-			if isFormatChar(r) {
+			if textsafe.Hidden(r) {
 				return -1
 			}
 			return r
@@ -117,8 +118,6 @@ func cleanLogText(s string) string {
 	}
 	return s
 }
-
-func isFormatChar(r rune) bool { return r >= 0x80 && unicode.Is(unicode.Cf, r) }
 
 // NewScrubHandler wraps h so that every message and attribute it logs is
 // cleaned: secrets of the loaded targets and APNs device tokens become

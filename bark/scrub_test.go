@@ -1,4 +1,4 @@
-package barkbridge
+package bark
 
 import (
 	"errors"
@@ -44,16 +44,17 @@ func TestScrubHandler(t *testing.T) {
 }
 
 // TestAPNsTokenNeverLogged: bark-server's 500 answer quotes the APNs device
-// token, and the bridge logs that answer at debug level.
+// token, and the failure's detail, which the bridge logs at debug level,
+// holds it redacted.
 func TestAPNsTokenNeverLogged(t *testing.T) {
 	srv := barktest.New(t, "KEY")
 	srv.SetFault(apnsRefused())
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
-	if res := f.bridge.Send(t.Context(), "hello"); len(res) != 1 || res[0].Err == nil || res[0].Err.Error() != "HTTP 500" {
+	res := sendAll(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, relaxedTimeout, nil, "hello")
+	if len(res) != 1 || res[0].Err == nil || res[0].Err.Error() != "HTTP 500" {
 		t.Fatalf("results = %v", res)
 	}
-	logs := f.logs.String()
-	if !strings.Contains(logs, `/3/device/<redacted>`) || strings.Contains(logs, apnsTestToken) {
-		t.Errorf("debug log:\n%s", logs)
+	var pe *PushError
+	if !errors.As(res[0].Err, &pe) || !strings.Contains(pe.Detail, `/3/device/<redacted>`) || strings.Contains(pe.Detail, apnsTestToken) {
+		t.Errorf("detail %#v", res[0].Err)
 	}
 }

@@ -1,4 +1,4 @@
-package barkbridge
+package bark
 
 import (
 	"io"
@@ -94,7 +94,7 @@ func TestEncryptedRequestOverHTTP(t *testing.T) {
 				if got.Params["ciphertext"] == "" || got.Params["iv"] == "" {
 					t.Fatalf("no ciphertext/iv: %v", got.Params)
 				}
-				plain := appDecrypt(t, alg.mode, alg.key, got.Params["iv"], got.Params["ciphertext"])
+				plain := barktest.AppDecrypt(t, alg.mode, alg.key, got.Params["iv"], got.Params["ciphertext"])
 				if len(plain) != len(tc.wantPlain) {
 					t.Errorf("app decrypted %v\nwant %v", plain, tc.wantPlain)
 				}

@@ -1,4 +1,4 @@
-package barkbridge
+package bark
 
 import (
 	"net/url"

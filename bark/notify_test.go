@@ -1,6 +1,7 @@
-package barkbridge
+package bark
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -8,7 +9,6 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
-	"lavender/internal/testkit"
 )
 
 func TestEscapeMessage(t *testing.T) {
@@ -74,9 +74,8 @@ func TestEncodingOnTheWire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, map[string]string{"phone.bark.env": tt.line}, nil)
 			before := len(srv.Pushes())
-			res := f.bridge.Send(t.Context(), tt.msg)
+			res := sendAll(t, map[string]string{"phone.bark.env": tt.line}, relaxedTimeout, nil, tt.msg)
 			if len(res) != 1 || res[0].Err != nil || res[0].Target != "phone.bark.env:1" {
 				t.Fatalf("Send = %+v", res)
 			}
@@ -133,12 +132,11 @@ func TestSendFailureClasses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv.SetFault(tt.fault)
-			f := newFixture(t, map[string]string{"phone.bark.env": tt.line}, func(c *Config) {
-				if tt.name == "hang" {
-					c.Timeout = hangTimeout
-				}
-			})
-			res := f.bridge.Send(t.Context(), "hello")
+			timeout := relaxedTimeout
+			if tt.name == "hang" {
+				timeout = hangTimeout
+			}
+			res := sendAll(t, map[string]string{"phone.bark.env": tt.line}, timeout, nil, "hello")
 			if len(res) != 1 {
 				t.Fatalf("results = %+v", res)
 			}
@@ -150,21 +148,12 @@ func TestSendFailureClasses(t *testing.T) {
 			if class != tt.class || r.Retryable != tt.retryable {
 				t.Errorf("got class %q retryable %v, want %q %v", class, r.Retryable, tt.class, tt.retryable)
 			}
-			result := "ok"
-			if tt.class != "" {
-				result = "failed"
-				if want := `msg="push failed" target=phone.bark.env:1 class=` + slogValue(tt.class); !strings.Contains(f.logs.String(), want) {
-					t.Errorf("log lacks %q:\n%s", want, f.logs)
-				}
-				if r.String() != "phone.bark.env:1 failed: "+tt.class {
-					t.Errorf("Result.String() = %q", r.String())
-				}
+			if tt.class != "" && r.String() != "phone.bark.env:1 failed: "+tt.class {
+				t.Errorf("Result.String() = %q", r.String())
 			}
-			if v := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": "phone.bark.env:1", "result": result}); v != 1 {
-				t.Errorf("pushes_total{result=%q} = %v", result, v)
-			}
-			if v := f.metrics().MustValue(t, "lavender_bark_push_duration_seconds_count", nil); v != 1 {
-				t.Errorf("push_duration_seconds count = %v", v)
+			var pe *PushError
+			if tt.class != "" && (!errors.As(r.Err, &pe) || strings.Contains(pe.Detail+pe.Saw, "/KEY/")) {
+				t.Errorf("failure %#v: not a PushError, or its detail holds the key", r.Err)
 			}
 		})
 	}
@@ -173,11 +162,10 @@ func TestSendFailureClasses(t *testing.T) {
 func TestSendConcurrentToAllTargets(t *testing.T) {
 	a, b := barktest.New(t, "KA"), barktest.New(t, "KB")
 	b.SetFault(barktest.Hang())
-	f := newFixture(t, map[string]string{
+	res := sendAll(t, map[string]string{
 		"a.bark.env": a.Template("KA"),
 		"b.bark.env": b.Template("KB") + "\n" + barktest.DownURL(t) + "/KC/$0",
-	}, func(c *Config) { c.Timeout = time.Second }) // a must answer within it: a 200ms bound could flake on a loaded machine
-	res := f.bridge.Send(t.Context(), "hi")
+	}, time.Second, nil, "hi") // a must answer within it: a 200ms bound could flake on a loaded machine
 	var got []string
 	for _, r := range res {
 		got = append(got, r.String())
@@ -203,8 +191,7 @@ func TestPushNeverFollowsRedirects(t *testing.T) {
 			redirector := barktest.New(t, "REDIRECTKEY1")
 			redirector.SetFault(barktest.Redirect(code, other.URL))
 			redirectors = append(redirectors, redirector)
-			f := newFixture(t, map[string]string{"phone.bark.env": redirector.Template("REDIRECTKEY1") + "\n" + srv.Template("REDIRECTKEY1")}, nil)
-			res := f.bridge.Send(t.Context(), "hello")
+			res := sendAll(t, map[string]string{"phone.bark.env": redirector.Template("REDIRECTKEY1") + "\n" + srv.Template("REDIRECTKEY1")}, relaxedTimeout, nil, "hello")
 			if len(res) != 2 || res[0].Err == nil || res[0].Err.Error() != "redirect" || res[0].Retryable {
 				t.Fatalf("results = %+v, want the first a non-retryable redirect failure", res)
 			}
@@ -214,8 +201,9 @@ func TestPushNeverFollowsRedirects(t *testing.T) {
 			if redirector.Count() != 1 {
 				t.Errorf("the redirector got %d pushes, want 1", redirector.Count())
 			}
-			if strings.Contains(f.logs.String(), "REDIRECTKEY1") || strings.Contains(f.logs.String(), other.URL) {
-				t.Errorf("log holds the key or the Location:\n%s", f.logs)
+			var pe *PushError
+			if !errors.As(res[0].Err, &pe) || strings.Contains(pe.Detail+pe.Saw+res[0].Explain(), "REDIRECTKEY1") {
+				t.Errorf("the failure holds the key: %#v", res[0].Err)
 			}
 		})
 	}
@@ -229,13 +217,4 @@ func TestPushNeverFollowsRedirects(t *testing.T) {
 			}
 		}
 	}
-}
-
-// slogValue is v as slog's text handler writes it: quoted when it has a
-// space or a quote.
-func slogValue(v string) string {
-	if strings.ContainsAny(v, " \"=") {
-		return strconv.Quote(v)
-	}
-	return v
 }
