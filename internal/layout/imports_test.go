@@ -42,6 +42,9 @@ var mayUse = map[string][]string{
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
 	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
+	// The disk guard reads statfs and learns from the numbers; what to
+	// push about them is the watchdog's, so it imports nothing of ours.
+	"diskguard": {},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -70,6 +73,8 @@ var mayUse = map[string][]string{
 	// characters) and cuts it with "…"; the texts, the client and the
 	// bridge share it.
 	"internal/textsafe": {},
+	// The Python client (python/); its Go tests only run the Python ones.
+	"python": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever
