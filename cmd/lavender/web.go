@@ -32,7 +32,7 @@ type webFlags struct {
 	ListenAddresses []string `name:"web.listen-address" default:"${listen_address}" sep:"none" help:"Address to listen on; repeat for several. Default port ${port}."`
 	SystemdSocket   bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of port listeners (Linux only)."`
 	ConfigFile      string   `name:"web.config.file" default:"" help:"Path to an exporter-toolkit web config file that enables TLS and basic auth."`
-	WriteAllow      []string `name:"web.write-allow" default:"${write_allow}" placeholder:"CIDR" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
+	WriteAllow      []string `name:"web.write-allow" default:"${write_allow}" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
 }
 
 // jsonWritePaths are the endpoints whose bodies must be application/json:
