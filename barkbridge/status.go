@@ -3,6 +3,9 @@ package barkbridge
 import (
 	"sync"
 	"time"
+
+	"lavender/bark"
+	"lavender/internal/ring"
 )
 
 // maxEvents is how many pushes and skipped alerts the status page lists.
@@ -38,12 +41,11 @@ type BarkStatus struct {
 type pushHistory struct {
 	mu      sync.Mutex
 	results map[string]TargetStatus // by target name; pruned to the loaded targets on reload
-	events  []Event                 // ring of maxEvents, oldest at head once full
-	head    int
+	events  *ring.Ring[Event]
 }
 
 func newPushHistory() *pushHistory {
-	return &pushHistory{results: map[string]TargetStatus{}, events: make([]Event, 0, maxEvents)}
+	return &pushHistory{results: map[string]TargetStatus{}, events: ring.New[Event](maxEvents)}
 }
 
 func (h *pushHistory) target(name, result string, at time.Time) {
@@ -55,17 +57,12 @@ func (h *pushHistory) target(name, result string, at time.Time) {
 func (h *pushHistory) event(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.events) < maxEvents {
-		h.events = append(h.events, e)
-		return
-	}
-	h.events[h.head] = e
-	h.head = (h.head + 1) % maxEvents
+	h.events.Push(e)
 }
 
 // keepOnly forgets the results of targets a reload removed, so the map
 // stays bounded by the targets in use.
-func (h *pushHistory) keepOnly(targets []Target) {
+func (h *pushHistory) keepOnly(targets []bark.Target) {
 	live := make(map[string]bool, len(targets))
 	for _, t := range targets {
 		live[t.Name()] = true
@@ -79,10 +76,10 @@ func (h *pushHistory) keepOnly(targets []Target) {
 	}
 }
 
-func (h *pushHistory) snapshot(targets []Target) BarkStatus {
+func (h *pushHistory) snapshot(targets []bark.Target) BarkStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := BarkStatus{Targets: make([]TargetStatus, 0, len(targets)), Events: make([]Event, 0, len(h.events))}
+	s := BarkStatus{Targets: make([]TargetStatus, 0, len(targets)), Events: h.events.NewestFirst()}
 	for _, t := range targets {
 		ts, ok := h.results[t.Name()]
 		if !ok {
@@ -90,15 +87,12 @@ func (h *pushHistory) snapshot(targets []Target) BarkStatus {
 		}
 		s.Targets = append(s.Targets, ts)
 	}
-	for i := len(h.events) - 1; i >= 0; i-- {
-		s.Events = append(s.Events, h.events[(h.head+i)%len(h.events)])
-	}
 	return s
 }
 
 // event describes d, once delivered, for the status page.
 func (d *delivery) event(source, status, action string, at time.Time) Event {
-	e := Event{Time: at, Source: source, Status: status, Subject: subject(d.subject), Message: d.message, Action: action, OK: d.ok, Failed: d.failed}
+	e := Event{Time: at, Source: source, Status: status, Subject: subject(d.subject), Message: d.Message, Action: action, OK: d.ok, Failed: d.failed}
 	for _, r := range d.results {
 		if r.Err != nil {
 			e.Failures = append(e.Failures, r.String())

@@ -12,7 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/bark"
+	"lavender/internal/textsafe"
 	"lavender/runlog"
+	"lavender/watchdog"
 )
 
 // Storm control defaults.
@@ -29,7 +32,7 @@ const (
 	// from *.bark.env files, so this is a safety net, never a limit met.
 	stormMaxTargets = 1024
 	// stormMaxNames bounds the distinct alert names a summary counts; the
-	// rest are counted together as "others".
+	// rest are counted together as "other alerts".
 	stormMaxNames = 32
 	// stormMaxNameBytes bounds one alert name in a summary.
 	stormMaxNameBytes = 64
@@ -65,21 +68,92 @@ type stormLimiter struct {
 
 // stormState is one target's window and its held alerts.
 type stormState struct {
-	sent      []time.Time    // pushes in the window, oldest first; len <= max
-	held      map[string]int // held alerts by name, at most stormMaxNames names
-	others    int            // held alerts whose name did not fit in held
+	sent      []time.Time        // pushes in the window, oldest first; len <= max
+	held      map[stormEvent]int // held alerts by kind, at most stormMaxNames kinds
+	others    int                // held alerts whose kind did not fit in held
 	heldTotal int
 }
+
+// stormEvent is one alert a held push stood for: an Alertmanager alert by
+// its name, or one watchdog alert by its rule. A watchdog push that joins
+// 31 stalled phases is 31 events, so a summary counts what happened, not
+// how many pushes it was said in.
+type stormEvent struct {
+	Alert    string `json:"alert,omitempty"`    // the alertname, cleaned by summaryName; "" with Watchdog
+	Watchdog string `json:"watchdog,omitempty"` // the watchdog rule ("swap", "stalled", …)
+	Resolved bool   `json:"resolved,omitempty"`
+}
+
+// alertEvent is the storm event of an Alertmanager alert.
+func alertEvent(name string, resolved bool) stormEvent {
+	return stormEvent{Alert: summaryName(name), Resolved: resolved}
+}
+
+// watchdogWords name the watchdog's rules in a summary, in the words of
+// its pushes. Each has a space, which no bare alert name has (alertLabel),
+// so an alert cannot pass for a watchdog event.
+var watchdogWords = map[string]string{
+	"swap":                    "swap high",
+	"pressure":                "memory pressure",
+	"oom":                     "OOM kill",
+	watchdog.PhaseRuleFailed:  "phase failed",
+	watchdog.PhaseRuleStalled: "phase stalled",
+	watchdog.PhaseRuleDone:    "phase done",
+}
+
+// label is how a summary lists the event: "SwapUsageHigh", "phase
+// stalled", "\"Disk full\" resolved".
+func (e stormEvent) label() string {
+	var s string
+	switch {
+	case e.Watchdog != "":
+		var ok bool
+		if s, ok = watchdogWords[e.Watchdog]; !ok {
+			s = "watchdog " + alertLabel(summaryName(e.Watchdog))
+		}
+	case e.Alert == "":
+		s = "unnamed alert"
+	default:
+		s = alertLabel(e.Alert)
+	}
+	if e.Resolved {
+		s += " resolved"
+	}
+	return s
+}
+
+// alertLabel shows an alert name in a summary so that no name can fake the
+// summary's structure (", " between items, " ×N" after each): a name of
+// letters, digits and _ : . - (what alert names are in practice) stands as
+// it is; any other, a cut one included, goes in double quotes with its own
+// quotes turned into ' and its × signs into x. So every quote, ", " outside
+// quotes and × in a summary is the summary's own.
+func alertLabel(name string) string {
+	bare := name != ""
+	for _, r := range name {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_:.-", r) {
+			bare = false
+			break
+		}
+	}
+	if bare {
+		return name
+	}
+	return `"` + quotedNameReplacer.Replace(name) + `"`
+}
+
+var quotedNameReplacer = strings.NewReplacer(`"`, "'", "×", "x")
 
 // stormSummary is one summary push, to be sent to Target.
 type stormSummary struct {
 	Target string      // the name given to Allow, e.g. "phone.bark.env:3"
 	Text   string      // "[lavender-2] 37 more alerts in the last minute: SwapUsageHigh ×30, PhaseStalled ×7"
 	Held   int         // alerts the summary stands for
-	Counts []nameCount // by count, then name; the text may fold the tail into "others"
-	Others int         // held alerts beyond stormMaxNames distinct names
+	Counts []nameCount // by count, then label; the text may fold the tail into "other alerts"
+	Others int         // held alerts beyond stormMaxNames distinct kinds
 }
 
+// nameCount is how many held alerts a summary lists under one label.
 type nameCount struct {
 	Name  string
 	Count int
@@ -128,9 +202,10 @@ func (l *stormLimiter) trackTargets(names []string) {
 	}
 }
 
-// Allow reports whether a push of alertName may go to target now. When it
-// may not, the alert is held for the target's next summary, and counted.
-func (l *stormLimiter) Allow(target, alertName string, now time.Time) bool {
+// Allow reports whether a push of events (the alerts it says) may go to
+// target now. When it may not, its events are held for the target's next
+// summary, and the push is counted as held.
+func (l *stormLimiter) Allow(target string, events []stormEvent, now time.Time) bool {
 	if l == nil || l.max == 0 {
 		return true
 	}
@@ -152,7 +227,9 @@ func (l *stormLimiter) Allow(target, alertName string, now time.Time) bool {
 		st.sent = append(st.sent, now)
 		return true
 	}
-	st.hold(alertName)
+	for _, e := range events {
+		st.hold(e)
+	}
 	l.held.WithLabelValues(target).Inc()
 	return false
 }
@@ -254,26 +331,30 @@ func (st *stormState) prune(now time.Time, window time.Duration) {
 	}
 }
 
-func (st *stormState) hold(name string) {
-	name = summaryName(name)
+func (st *stormState) hold(e stormEvent) {
 	st.heldTotal++
-	if _, ok := st.held[name]; !ok && len(st.held) >= stormMaxNames {
+	if _, ok := st.held[e]; !ok && len(st.held) >= stormMaxNames {
 		st.others++
 		return
 	}
 	if st.held == nil {
-		st.held = make(map[string]int)
+		st.held = make(map[stormEvent]int)
 	}
-	st.held[name]++
+	st.held[e]++
 }
 
-// summary builds the target's summary push. The text lists names by count,
-// most first, then by name, and folds whatever does not fit the message
-// size into "others ×N", so the counts always add up to the total.
+// summary builds the target's summary push. The text lists the events by
+// count, most first, then by label, and folds whatever does not fit the
+// message size into "other alerts ×N", so the counts always add up to the
+// total.
 func (st *stormState) summary(target, prefix string) stormSummary {
 	s := stormSummary{Target: target, Held: st.heldTotal, Others: st.others}
-	for name, n := range st.held {
-		s.Counts = append(s.Counts, nameCount{name, n})
+	byLabel := make(map[string]int, len(st.held))
+	for e, n := range st.held {
+		byLabel[e.label()] += n
+	}
+	for label, n := range byLabel {
+		s.Counts = append(s.Counts, nameCount{label, n})
 	}
 	sort.Slice(s.Counts, func(i, j int) bool {
 		a, b := s.Counts[i], s.Counts[j]
@@ -291,8 +372,8 @@ func (st *stormState) summary(target, prefix string) stormSummary {
 	folded := st.others
 	for i, c := range s.Counts {
 		item := c.Name + " ×" + strconv.Itoa(c.Count)
-		// Leave room for ", others ×<up to 10 digits>" after this item.
-		if b.Len()+len(", ")+len(item)+len(", others ×")+10 > MaxMessageBytes {
+		// Leave room for ", other alerts ×<up to 10 digits>" after this item.
+		if b.Len()+len(", ")+len(item)+len(otherAlerts)+10 > bark.MaxMessageBytes {
 			for _, rest := range s.Counts[i:] {
 				folded += rest.Count
 			}
@@ -307,11 +388,15 @@ func (st *stormState) summary(target, prefix string) stormSummary {
 		if b.Len() > len(head) {
 			b.WriteString(", ")
 		}
-		b.WriteString("others ×" + strconv.Itoa(folded))
+		b.WriteString(otherAlerts + strconv.Itoa(folded))
 	}
-	s.Text = runlog.Truncate(b.String(), MaxMessageBytes) // only a huge prefix needs it
+	s.Text = runlog.Truncate(b.String(), bark.MaxMessageBytes) // only a huge prefix needs it
 	return s
 }
+
+// otherAlerts counts the alerts a summary does not list one by one; a
+// bare alert name has no space, so none can pass for it.
+const otherAlerts = "other alerts ×"
 
 func moreAlerts(n int) string {
 	if n == 1 {
@@ -321,15 +406,17 @@ func moreAlerts(n int) string {
 }
 
 // summaryName makes an alert name fit a summary: one line, valid UTF-8,
-// bounded, never empty.
+// no format characters (a right-to-left override would turn the text
+// around), bounded, cut with "…"; "" for a name of nothing printable.
 func summaryName(name string) string {
-	name = strings.ToValidUTF8(name, "\uFFFD")
+	name = strings.Map(func(r rune) rune {
+		if textsafe.Hidden(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(name, "\uFFFD"))
 	name = strings.Join(strings.FieldsFunc(name, func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.IsControl(r)
 	}), " ")
-	name = runlog.Truncate(name, stormMaxNameBytes)
-	if name == "" {
-		return "unnamed"
-	}
-	return name
+	return runlog.Truncate(name, stormMaxNameBytes)
 }

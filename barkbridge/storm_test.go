@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"lavender/bark"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -37,7 +39,7 @@ func TestStormHundredAlertsGiveTenPushesAndOneSummary(t *testing.T) {
 			name = "PhaseStalled"
 		}
 		now := stormAt(time.Duration(i) * 590 * time.Millisecond) // 0 … 58.41 s
-		if l.Allow(target, name, now) {
+		if l.Allow(target, alerts(name), now) {
 			allowed++
 		}
 		if got := l.Due(now); len(got) != 0 {
@@ -94,18 +96,18 @@ func TestStormSummaryText(t *testing.T) {
 		{"one", []string{"OOMKill"}, "[gpu-farm]", "[gpu-farm] 1 more alert in the last minute: OOMKill ×1"},
 		{"no prefix", []string{"X", "X"}, "", "2 more alerts in the last minute: X ×2"},
 		{"odd names", []string{"Swap\nUsage\tHigh", "", " \x00 "}, "[lavender-2]",
-			"[lavender-2] 3 more alerts in the last minute: unnamed ×2, Swap Usage High ×1"},
+			"[lavender-2] 3 more alerts in the last minute: unnamed alert ×2, \"Swap Usage High\" ×1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := newStormLimiter(1, tc.prefix)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !l.Allow("t", "first", stormAt(0)) {
+			if !l.Allow("t", alerts("first"), stormAt(0)) {
 				t.Fatal("first push held")
 			}
 			for _, n := range tc.held {
-				if l.Allow("t", n, stormAt(time.Second)) {
+				if l.Allow("t", alerts(n), stormAt(time.Second)) {
 					t.Fatalf("%q allowed past the limit", n)
 				}
 			}
@@ -129,18 +131,18 @@ func TestStormTargetsIndependent(t *testing.T) {
 	l := mustStorm(t, 10)
 	for i := range 30 {
 		now := stormAt(time.Duration(i) * time.Second)
-		a := l.Allow("a.bark.env:1", "SwapUsageHigh", now)
+		a := l.Allow("a.bark.env:1", alerts("SwapUsageHigh"), now)
 		if want := i < 10; a != want {
 			t.Fatalf("a, alert %d: allowed=%v", i, a)
 		}
 		if i < 5 { // b gets 5 alerts, within its own limit
-			if !l.Allow("b.bark.env:1", "PhaseStalled", now) {
+			if !l.Allow("b.bark.env:1", alerts("PhaseStalled"), now) {
 				t.Fatalf("b held at alert %d because of a's storm", i)
 			}
 		}
 	}
 	for i := range 12 {
-		b := l.Allow("b.bark.env:1", "PhaseStalled", stormAt(40*time.Second))
+		b := l.Allow("b.bark.env:1", alerts("PhaseStalled"), stormAt(40*time.Second))
 		if want := i < 5; b != want {
 			t.Fatalf("b, late alert %d: allowed=%v", i, b)
 		}
@@ -175,7 +177,7 @@ func TestStormWindowSlides(t *testing.T) {
 		{60 * time.Second, false},                 // its slot is free, but held alerts go first
 	}
 	for _, s := range steps {
-		if got := l.Allow(tg, "A", stormAt(s.at)); got != s.allow {
+		if got := l.Allow(tg, alerts("A"), stormAt(s.at)); got != s.allow {
 			t.Fatalf("at %s allowed=%v, want %v", s.at, got, s.allow)
 		}
 	}
@@ -184,7 +186,7 @@ func TestStormWindowSlides(t *testing.T) {
 		t.Fatalf("summary at 60 s: %+v", sums)
 	}
 	// Window now: 20 s, 40 s, the summary at 60 s: full.
-	if l.Allow(tg, "B", stormAt(61*time.Second)) {
+	if l.Allow(tg, alerts("B"), stormAt(61*time.Second)) {
 		t.Fatal("allowed at 61 s with pushes at 20, 40 and 60 s")
 	}
 	if next, _ := l.NextDue(); !next.Equal(stormAt(80 * time.Second)) {
@@ -194,20 +196,20 @@ func TestStormWindowSlides(t *testing.T) {
 		t.Fatalf("summary at 80 s: %+v", sums)
 	}
 	// Window: 40, 60, 80 s. At 100 s the 40 s push has left it.
-	if l.Allow(tg, "C", stormAt(99*time.Second)) {
+	if l.Allow(tg, alerts("C"), stormAt(99*time.Second)) {
 		t.Fatal("allowed at 99 s")
 	}
 	if sums := l.Due(stormAt(100 * time.Second)); len(sums) != 1 {
 		t.Fatalf("summary at 100 s: %+v", sums)
 	}
-	if !l.Allow(tg, "D", stormAt(120*time.Second)) || !l.Allow(tg, "D", stormAt(140*time.Second)) {
+	if !l.Allow(tg, alerts("D"), stormAt(120*time.Second)) || !l.Allow(tg, alerts("D"), stormAt(140*time.Second)) {
 		t.Fatal("held after the storm passed")
 	}
 
 	// A steady rate at the limit: 3 pushes in every 60 s, never held.
 	steady := mustStorm(t, 3)
 	for i := range 100 {
-		if !steady.Allow(tg, "A", stormAt(time.Duration(i)*20*time.Second)) {
+		if !steady.Allow(tg, alerts("A"), stormAt(time.Duration(i)*20*time.Second)) {
 			t.Fatalf("steady push %d held", i)
 		}
 	}
@@ -229,7 +231,7 @@ func TestStormNeverMoreThanMaxInAnyWindow(t *testing.T) {
 		if (ms/5000)%3 == 2 {
 			continue // a quiet spell
 		}
-		if l.Allow("t", "A", now) {
+		if l.Allow("t", alerts("A"), now) {
 			pushes = append(pushes, now)
 		} else {
 			heldIn++
@@ -256,14 +258,14 @@ func TestStormNeverMoreThanMaxInAnyWindow(t *testing.T) {
 
 func TestStormBoundedNames(t *testing.T) {
 	l := mustStorm(t, 1)
-	l.Allow("t", "first", stormAt(0))
+	l.Allow("t", alerts("first"), stormAt(0))
 	long := strings.Repeat("VeryLongAlertName", 3) // 54 bytes with its number: kept whole
 	for i := range 100 {
 		for range i%3 + 1 {
-			l.Allow("t", fmt.Sprintf("%s%03d", long, i), stormAt(time.Second))
+			l.Allow("t", alerts(fmt.Sprintf("%s%03d", long, i)), stormAt(time.Second))
 		}
 	}
-	l.Allow("t", strings.Repeat("Ü", 100), stormAt(time.Second)) // 200 bytes: clipped
+	l.Allow("t", alerts(strings.Repeat("Ü", 100)), stormAt(time.Second)) // 200 bytes: clipped
 	sums := l.Due(stormAt(time.Minute))
 	if len(sums) != 1 {
 		t.Fatalf("summaries %+v", sums)
@@ -282,8 +284,8 @@ func TestStormBoundedNames(t *testing.T) {
 	if total != s.Held || s.Held != 200 {
 		t.Errorf("counts add up to %d, held %d", total, s.Held)
 	}
-	if len(s.Text) > MaxMessageBytes {
-		t.Errorf("summary text has %d bytes, over %d", len(s.Text), MaxMessageBytes)
+	if len(s.Text) > bark.MaxMessageBytes {
+		t.Errorf("summary text has %d bytes, over %d", len(s.Text), bark.MaxMessageBytes)
 	}
 	// The text's numbers add up to the total too.
 	sum := 0
@@ -292,7 +294,7 @@ func TestStormBoundedNames(t *testing.T) {
 		fmt.Sscanf(part, "%d", &n)
 		sum += n
 	}
-	if sum != s.Held || !strings.Contains(s.Text, "others ×") {
+	if sum != s.Held || !strings.Contains(s.Text, ", other alerts ×") {
 		t.Errorf("text adds up to %d of %d: %s", sum, s.Held, s.Text)
 	}
 }
@@ -300,11 +302,11 @@ func TestStormBoundedNames(t *testing.T) {
 func TestStormBoundedTargets(t *testing.T) {
 	l := mustStorm(t, 1)
 	for i := range stormMaxTargets {
-		l.Allow(fmt.Sprint("t", i), "A", stormAt(0))
+		l.Allow(fmt.Sprint("t", i), alerts("A"), stormAt(0))
 	}
 	// Beyond the cap a target is not tracked: its pushes go out.
 	for range 3 {
-		if !l.Allow("extra", "A", stormAt(time.Second)) {
+		if !l.Allow("extra", alerts("A"), stormAt(time.Second)) {
 			t.Fatal("untracked target held")
 		}
 	}
@@ -312,7 +314,7 @@ func TestStormBoundedTargets(t *testing.T) {
 		t.Fatalf("%d targets tracked, cap %d", n, stormMaxTargets)
 	}
 	// Once the others' windows are over they are forgotten.
-	if !l.Allow("extra", "A", stormAt(time.Minute)) || l.Allow("extra", "A", stormAt(time.Minute)) {
+	if !l.Allow("extra", alerts("A"), stormAt(time.Minute)) || l.Allow("extra", alerts("A"), stormAt(time.Minute)) {
 		t.Fatal("extra not limited once there was room")
 	}
 	if n := len(l.targets); n != 1 {
@@ -330,7 +332,7 @@ func TestStormBoundedTargets(t *testing.T) {
 func TestStormOffAndBadSettings(t *testing.T) {
 	l := mustStorm(t, 0)
 	for i := range 1000 {
-		if !l.Allow("t", "A", stormAt(time.Duration(i)*time.Millisecond)) {
+		if !l.Allow("t", alerts("A"), stormAt(time.Duration(i)*time.Millisecond)) {
 			t.Fatal("storm control off, but a push was held")
 		}
 	}
@@ -338,7 +340,7 @@ func TestStormOffAndBadSettings(t *testing.T) {
 		t.Fatal("summary with storm control off")
 	}
 	var nilLimiter *stormLimiter
-	if !nilLimiter.Allow("t", "A", stormAt(0)) || nilLimiter.Due(stormAt(0)) != nil {
+	if !nilLimiter.Allow("t", alerts("A"), stormAt(0)) || nilLimiter.Due(stormAt(0)) != nil {
 		t.Fatal("a nil limiter must allow everything")
 	}
 	for _, bad := range []int{-1, MaxMaxPerMinute + 1} {
@@ -361,9 +363,9 @@ func TestStormTrackTargets(t *testing.T) {
 	if n := testutil.CollectAndCount(l.Collector(), HeldPushesMetric); n != 2 {
 		t.Fatalf("%d series before any push, want 2 at zero", n)
 	}
-	l.Allow("b:1", "A", stormAt(0))
-	l.Allow("b:1", "A", stormAt(time.Second)) // held
-	l.trackTargets([]string{"a:1"})           // a reload removed b
+	l.Allow("b:1", alerts("A"), stormAt(0))
+	l.Allow("b:1", alerts("A"), stormAt(time.Second)) // held
+	l.trackTargets([]string{"a:1"})                   // a reload removed b
 	if n := testutil.CollectAndCount(l.Collector(), HeldPushesMetric); n != 1 {
 		t.Errorf("%d series after b left, want 1", n)
 	}
@@ -389,8 +391,8 @@ func TestStormRunSendsSummaries(t *testing.T) {
 		defer close(done)
 		l.run(ctx, time.Millisecond, clock, func(_ context.Context, s stormSummary) { got <- s })
 	}()
-	l.Allow("t", "A", stormAt(0))
-	l.Allow("t", "B", stormAt(time.Second))
+	l.Allow("t", alerts("A"), stormAt(0))
+	l.Allow("t", alerts("B"), stormAt(time.Second))
 	mu.Lock()
 	now = stormAt(time.Minute)
 	mu.Unlock()
@@ -413,8 +415,9 @@ func TestSummaryName(t *testing.T) {
 	for in, want := range map[string]string{
 		"SwapUsageHigh":              "SwapUsageHigh",
 		"  Swap\r\nUsage\u2028High ": "Swap Usage High",
-		"":                           "unnamed",
-		"\x00\x1b":                   "unnamed",
+		"":                           "",
+		"\x00\x1b":                   "",
+		"Swap\u202eHigh\u200d":       "SwapHigh",
 		"bad\xffutf8":                "bad\uFFFDutf8",
 		strings.Repeat("Ü", 100):     strings.Repeat("Ü", 30) + "…",
 	} {
@@ -426,4 +429,13 @@ func TestSummaryName(t *testing.T) {
 			t.Errorf("summaryName(%q) has %d bytes", in, len(got))
 		}
 	}
+}
+
+// alerts are the storm events of one push of Alertmanager alerts by name.
+func alerts(names ...string) []stormEvent {
+	out := make([]stormEvent, len(names))
+	for i, n := range names {
+		out[i] = alertEvent(n, false)
+	}
+	return out
 }

@@ -89,12 +89,19 @@ func TestEveryServeResumes(t *testing.T) {
 }
 
 // writeAllow is the union of a command line's --web.write-allow values, or
-// lavender's default (this host only) when there are none.
+// lavender's default (this host only) when there are none. "host" counts
+// as loopback: the host's other addresses are the machine's, not the
+// file's.
 func writeAllow(t *testing.T, where string, args []string) []netip.Prefix {
 	t.Helper()
 	var out []netip.Prefix
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--web.write-allow="); ok {
+			if v == "host" {
+				out = append(out, loopback...)
+				continue
+			}
 			p, err := netip.ParsePrefix(v)
 			if err != nil {
 				t.Fatalf("%s: --web.write-allow=%s: %v", where, v, err)
@@ -103,7 +110,7 @@ func writeAllow(t *testing.T, where string, args []string) []netip.Prefix {
 		}
 	}
 	if out == nil {
-		out = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+		out = loopback
 	}
 	return out
 }

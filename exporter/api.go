@@ -45,25 +45,136 @@ func AllowMethods(h http.Handler, methods ...string) http.Handler {
 
 func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var req phaseapi.HeartbeatRequest
-	if status, err := decodeBody(w, r, &req, false); err != nil {
+	data, status, err := readBody(w, r)
+	if err == nil {
+		err = decodeHeartbeat(data, &req)
+		status = http.StatusBadRequest
+	}
+	if err != nil {
+		e.refused(refusedReason(status, err), err)
 		writeError(w, status, err.Error())
 		return
 	}
 	p, err := e.Apply(req)
 	if err != nil {
-		writeError(w, heartbeatStatus(err), err.Error())
+		status := heartbeatStatus(err)
+		e.refused(refusedReason(status, err), err)
+		writeError(w, status, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, p)
 }
 
+// decodeHeartbeat reads a heartbeat with DecodeStrict, except that a reason
+// of any bytes never costs the end it explains: a body the strict reading
+// refuses is read again with its reason's bad text (invalid UTF-8, a lone
+// surrogate) replaced by U+FFFD. Everything else is held to the strict
+// rules, so a bad phase name or a duplicate field is still a 400.
+func decodeHeartbeat(data []byte, req *phaseapi.HeartbeatRequest) error {
+	err := DecodeStrict(data, req)
+	if err == nil {
+		return nil
+	}
+	fixed, ok := replaceBadReason(data)
+	if !ok {
+		return err
+	}
+	*req = phaseapi.HeartbeatRequest{}
+	return DecodeStrict(fixed, req)
+}
+
+// replaceBadReason rewrites a JSON object whose top-level "reason" string
+// holds invalid UTF-8 or lone surrogates, with that text replaced by
+// U+FFFD; every other member is copied byte for byte. ok is false when
+// there is nothing to replace or the body is no object.
+func replaceBadReason(data []byte) (fixed []byte, ok bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, false
+	}
+	// Built by hand: an encoder that allows invalid UTF-8 would mangle the
+	// other members' bad text too, and they must stay refusable.
+	out := []byte{'{'}
+	replaced := false
+	for dec.PeekKind() != '}' {
+		// A read value lives only until the next read: keep a copy.
+		name, err := dec.ReadValue()
+		if err != nil {
+			return nil, false
+		}
+		name = name.Clone()
+		value, err := dec.ReadValue()
+		if err != nil {
+			return nil, false
+		}
+		var text string
+		if string(name) == `"reason"` && value.Kind() == '"' && jsonv2.Unmarshal(value, &text) != nil {
+			if jsonv2.Unmarshal(value, &text, jsontext.AllowInvalidUTF8(true)) != nil {
+				return nil, false
+			}
+			v, err := jsontext.AppendQuote(nil, text)
+			if err != nil {
+				return nil, false
+			}
+			value, replaced = v, true
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, name...), ':'), value...)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, false
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, false // something after the object: let the strict error stand
+	}
+	return append(out, '}'), replaced
+}
+
+// Reasons of lavender_heartbeats_refused_total.
+const (
+	refusedMalformed    = "malformed"
+	refusedTooLarge     = "too_large"
+	refusedBadField     = "bad_field"
+	refusedUnknownPhase = "unknown_phase"
+	refusedEnded        = "ended"
+	refusedOKAfterFail  = "ok_after_failed"
+	refusedTooMany      = "too_many_phases"
+	refusedOther        = "other"
+)
+
+// refusedReasons are every value of the reason label, so each series
+// exists from the start.
+var refusedReasons = []string{refusedMalformed, refusedTooLarge, refusedBadField, refusedUnknownPhase, refusedEnded, refusedOKAfterFail, refusedTooMany, refusedOther}
+
+func refusedReason(status int, err error) string {
+	switch {
+	case status == http.StatusRequestEntityTooLarge:
+		return refusedTooLarge
+	case errors.Is(err, ErrOKAfterFailed):
+		return refusedOKAfterFail
+	case errors.Is(err, ErrPhaseEnded):
+		return refusedEnded
+	case errors.Is(err, ErrUnknownPhase):
+		return refusedUnknownPhase
+	case errors.Is(err, ErrTooManyPhases):
+		return refusedTooMany
+	case status == http.StatusBadRequest && strings.HasPrefix(err.Error(), "malformed JSON"):
+		return refusedMalformed
+	case status == http.StatusBadRequest:
+		return refusedBadField
+	}
+	return refusedOther
+}
+
 func heartbeatStatus(err error) int {
 	switch {
-	case errors.Is(err, ErrBadEvent), errors.Is(err, ErrBadStatus), errors.Is(err, ErrBadPhaseName), errors.Is(err, ErrBadProgress):
+	case errors.Is(err, ErrBadEvent), errors.Is(err, ErrBadStatus), errors.Is(err, ErrBadPhaseName), errors.Is(err, ErrBadProgress), errors.Is(err, phaseapi.ErrBadField):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownPhase):
 		return http.StatusNotFound
-	case errors.Is(err, ErrPhaseEnded):
+	case errors.Is(err, ErrPhaseEnded), errors.Is(err, ErrOKAfterFailed):
 		return http.StatusConflict
 	case errors.Is(err, ErrTooManyPhases):
 		// 409, not 429: the request is refused because of the table's
@@ -102,14 +213,9 @@ func (e *Exporter) handlePhases(w http.ResponseWriter, r *http.Request) {
 // decodeBody reads one JSON object of at most phaseapi.MaxRequestBytes
 // into v with DecodeStrict. It returns the status code to answer with on failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (int, error) {
-	body := http.MaxBytesReader(w, r.Body, phaseapi.MaxRequestBytes)
-	data, err := io.ReadAll(body)
+	data, status, err := readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", tooBig.Limit)
-		}
-		return http.StatusBadRequest, fmt.Errorf("read request body: %w", err)
+		return status, err
 	}
 	if emptyOK && len(bytes.TrimSpace(data)) == 0 {
 		return 0, nil
@@ -118,6 +224,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (in
 		return http.StatusBadRequest, err
 	}
 	return 0, nil
+}
+
+// readBody reads a request body of at most phaseapi.MaxRequestBytes. It
+// returns the status code to answer with on failure.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	body := http.MaxBytesReader(w, r.Body, phaseapi.MaxRequestBytes)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", tooBig.Limit)
+		}
+		return nil, http.StatusBadRequest, fmt.Errorf("read request body: %w", err)
+	}
+	return data, 0, nil
 }
 
 // DecodeStrict reads data, one JSON value and nothing after it, into v and
@@ -137,6 +258,10 @@ func DecodeStrict(data []byte, v any) error {
 		return nil
 	}
 	var semErr *jsonv2.SemanticError
+	if errors.As(err, &semErr) && errors.Is(semErr.Err, phaseapi.ErrBadField) {
+		// A type's own check (a loss that is no number) says it best.
+		return semErr.Err
+	}
 	if errors.As(err, &semErr) && errors.Is(err, jsonv2.ErrUnknownName) {
 		return fmt.Errorf("malformed JSON: unknown field %q", lastPointerToken(string(semErr.JSONPointer)))
 	}

@@ -20,6 +20,7 @@ import (
 
 	"lavender/internal/throttle"
 	"lavender/phaseapi"
+	"lavender/proctree"
 	"lavender/runlog"
 )
 
@@ -74,6 +75,20 @@ type Exporter struct {
 	// read: it is never overwritten, so saves are refused (and counted)
 	// until it can be read and merged.
 	blocked bool
+
+	// host is this exporter's boot and pid namespace: a phase's pid is
+	// judged only when its heartbeat came from the same (unknown: never).
+	host proctree.Host
+	// ends are the latest ends of phases, for the watchdog; endsView is
+	// their published copy. gone is when a phase's process was first seen
+	// gone, for CheckProcesses.
+	ends     []PhaseEnd
+	endSeq   uint64
+	endsView atomic.Pointer[[]PhaseEnd]
+	gone     map[phaseRunKey]time.Time
+
+	refusedTotal *prometheus.CounterVec
+	refusedLogs  map[string]*throttle.Reporter
 }
 
 // New builds an Exporter, reloads the phase table of the newest run in
@@ -105,6 +120,20 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		cfg.WriteErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported_write_errors_total"})
 	}
 	e := &Exporter{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger, writeErrors: cfg.WriteErrors}
+	e.refusedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lavender_heartbeats_refused_total",
+		Help: "Heartbeats the API refused, by reason: malformed, too_large, bad_field, unknown_phase, ended, ok_after_failed, too_many_phases, other.",
+	}, []string{"reason"})
+	e.refusedLogs = make(map[string]*throttle.Reporter, len(refusedReasons))
+	for _, r := range refusedReasons {
+		e.refusedTotal.WithLabelValues(r)
+		e.refusedLogs[r] = &throttle.Reporter{Now: cfg.Clock}
+	}
+	if h, err := proctree.ReadHost(cfg.ProcFS); err != nil {
+		logger.Info("phase processes will not be judged: this host's boot id or pid namespace is unknown", "err", err)
+	} else {
+		e.host = h
+	}
 
 	// A logs dir that cannot be read must not stop the exporter, as one
 	// that fills up does not: it serves, counts the failure, and follows
@@ -125,6 +154,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		for _, c := range []prometheus.Collector{
 			newSwapCollector(cfg.ProcFS, cfg.PageSize, logger),
 			(*phaseCollector)(e),
+			e.refusedTotal,
 		} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("exporter: register collector: %w", err)
@@ -273,7 +303,7 @@ func (e *Exporter) Apply(req phaseapi.HeartbeatRequest) (Phase, error) {
 		return Phase{}, err
 	}
 	now := e.clock()
-	i, evict, err := e.admitLocked(name, req)
+	i, evict, err := e.admitLocked(name, status, req)
 	if err != nil {
 		return Phase{}, err
 	}
@@ -289,13 +319,20 @@ func (e *Exporter) Apply(req phaseapi.HeartbeatRequest) (Phase, error) {
 	save := true
 	switch req.Event {
 	case EventStart:
+		if e.joinsLocked(i, req) {
+			// A process of the running phase (a script the wrapper runs
+			// that sends its own start) reports into it: no restart.
+			i, save = e.pingLocked(i, name, now)
+			break
+		}
 		i = e.startLocked(i, name, now)
 	case EventPing:
 		i, save = e.pingLocked(i, name, now)
 	case EventEnd:
-		e.endLocked(i, status, now)
+		i = e.endLocked(i, name, status, cleanReason(req.Reason), now)
 	}
 	advanceProgress(&e.table.phases[i].Progress, req.Step, req.Total, now)
+	applyWork(&e.table.phases[i], req, now)
 	e.dirty = true
 	if save {
 		e.saveLocked()
@@ -327,20 +364,34 @@ func checkHeartbeat(req phaseapi.HeartbeatRequest) (name, status string, err err
 	default:
 		return "", "", fmt.Errorf("%w %q: want start, ping or end", ErrBadEvent, req.Event)
 	}
+	if err := req.Check(); err != nil {
+		return "", "", err
+	}
 	return name, status, nil
 }
 
 // admitLocked checks a heartbeat against the table before anything
-// changes: an end needs a start, an ended phase takes only a new start, a
-// new phase needs room (evict is the phase it replaces, or -1), and the
-// progress must follow what the phase reported. i is the phase's index, or
-// -1 for a phase the table does not hold.
-func (e *Exporter) admitLocked(name string, req phaseapi.HeartbeatRequest) (i, evict int, err error) {
+// changes: an ok end needs a start, an ended phase takes only a new start
+// or a failed end, a new phase needs room (evict is the phase it replaces,
+// or -1), and the progress must follow what the phase reported. i is the
+// phase's index, or -1 for a phase the table does not hold.
+//
+// A failed end is news wherever it comes from, so it is taken where an ok
+// end is not: for a phase never started (recorded as started and failed at
+// once), after an ok end (another rank, a callback that runs after the
+// recipe's, the wrapper after an inner client: the phase failed after all),
+// and after a failed end (the same failure told twice). An ok end after a
+// failed end never undoes the failure.
+func (e *Exporter) admitLocked(name, status string, req phaseapi.HeartbeatRequest) (i, evict int, err error) {
 	i, evict = e.table.find(name), -1
+	failedEnd := req.Event == EventEnd && status == StatusFailed
 	switch {
-	case req.Event == EventEnd && i < 0:
+	case req.Event == EventEnd && i < 0 && !failedEnd:
 		return 0, 0, fmt.Errorf("%w %q: end without a start", ErrUnknownPhase, name)
-	case req.Event != EventStart && i >= 0 && !e.table.phases[i].Active():
+	case req.Event == EventEnd && i >= 0 && !failedEnd && e.table.phases[i].Status == StatusFailed:
+		p := e.table.phases[i]
+		return 0, 0, fmt.Errorf("%w: %q failed at %s; an ok end never undoes a failure", ErrOKAfterFailed, name, p.Ended.Format(time.RFC3339))
+	case req.Event != EventStart && !failedEnd && i >= 0 && !e.table.phases[i].Active():
 		// A late ping or a repeated end must neither revive the phase nor
 		// write a second END line; only a new start runs it again.
 		p := e.table.phases[i]
@@ -351,7 +402,7 @@ func (e *Exporter) admitLocked(name string, req phaseapi.HeartbeatRequest) (i, e
 		}
 	}
 	var known phaseapi.Progress
-	if i >= 0 && req.Event != EventStart {
+	if i >= 0 && (req.Event != EventStart || e.joinsLocked(i, req)) {
 		known = e.table.phases[i].Progress
 	}
 	if err := checkProgress(req.Step, req.Total, known); err != nil {
@@ -397,12 +448,35 @@ func (e *Exporter) pingLocked(i int, name string, now time.Time) (int, bool) {
 	return i, now.Sub(e.lastSave) >= pingSaveInterval
 }
 
-// endLocked ends phase i with status and logs END.
-func (e *Exporter) endLocked(i int, status string, now time.Time) {
+// endLocked ends phase name (index i, or -1 if new) with status and
+// reason, logs END and records the end for the watchdog. It returns the
+// phase's index. A failed end for a phase the table does not hold records
+// it as started and failed now; one for a phase that ended ok fails it; a
+// second failed end is the same failure (a wrapper after the client
+// inside it, two ranks): it keeps the first reason given, and logs and
+// records nothing more.
+func (e *Exporter) endLocked(i int, name, status, reason string, now time.Time) int {
+	if i < 0 {
+		e.table.phases = append(e.table.phases, Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now})
+		i = len(e.table.phases) - 1
+		e.appendLog(startLine(name))
+	}
 	p := &e.table.phases[i]
-	p.Status, p.Ended, p.LastHeartbeat = status, now, now
+	p.LastHeartbeat = now
 	p.Heartbeats++
+	if p.Status == StatusFailed {
+		if p.Reason == "" {
+			p.Reason = reason
+		}
+		return i
+	}
+	p.Status, p.Ended = status, now
+	if reason != "" {
+		p.Reason = reason
+	}
 	e.appendLog(endLine(*p, ""))
+	e.recordEndLocked(*p, false)
+	return i
 }
 
 // followRunLocked switches to the newest run in the directory if another
@@ -544,6 +618,8 @@ func answerPhase(p Phase, now time.Time) Phase {
 func (e *Exporter) publishLocked() {
 	e.view.Store(&phaseTable{run: e.table.run, phases: slices.Clone(e.table.phases)})
 	e.viewLog.Store(e.log)
+	ends := slices.Clone(e.ends)
+	e.endsView.Store(&ends)
 }
 
 // RunLog returns the log of the run the exporter is on, nil before the

@@ -58,6 +58,7 @@ var (
 	ErrBadProgress   = errors.New("bad progress")
 	ErrUnknownPhase  = errors.New("unknown phase")
 	ErrPhaseEnded    = errors.New("phase already ended")
+	ErrOKAfterFailed = errors.New("phase already failed")
 	ErrTooManyPhases = errors.New("too many active phases")
 )
 
@@ -127,9 +128,11 @@ func (t *phaseTable) victim() (int, error) {
 func startLine(name string) string { return "START " + name }
 
 // endLine is "END   <name> <N>s", then how the phase ended if not plainly:
-// "failed", "restarted" (a new start came while it ran) or "abandoned" (a
-// new run came while it ran). A long name is shortened so that the line
-// stays within the run log's 80 bytes; the duration and the mark never are.
+// "failed" (with the head of its reason: "failed: RuntimeError"), "died"
+// (its process ended without an end), "restarted" (a new start came while
+// it ran) or "abandoned" (a new run came while it ran). A long name is
+// shortened so that the line stays within the run log's 80 bytes; the
+// duration and the mark never are, and the reason gets what room is left.
 func endLine(p Phase, how string) string {
 	if how == "" && p.Status == StatusFailed {
 		how = StatusFailed
@@ -139,7 +142,13 @@ func endLine(p Phase, how string) string {
 		suffix += " " + how
 	}
 	const prefix = "END   "
-	return prefix + runlog.Truncate(p.Name, runlog.MaxMessageBytes-len(prefix)-len(suffix)) + suffix
+	line := prefix + runlog.Truncate(p.Name, runlog.MaxMessageBytes-len(prefix)-len(suffix)) + suffix
+	if how == StatusFailed && p.Reason != "" {
+		if r := shortReason(p.Reason, runlog.MaxMessageBytes-len(line)-len(": ")); r != "" {
+			line += ": " + r
+		}
+	}
+	return line
 }
 
 // phaseFilePath is where the phase table of the run log at runPath lives:
@@ -238,6 +247,10 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 		if !(p.Rate >= 0) || !(p.GapSeconds >= 0) || math.IsInf(p.Rate, 0) || math.IsInf(p.GapSeconds, 0) {
 			return phaseTable{}, fmt.Errorf("phase %q: bad step rate", name)
 		}
+		if err := checkSavedWork(p); err != nil {
+			return phaseTable{}, fmt.Errorf("phase %q: %w", name, err)
+		}
+		p.Reason = cleanReason(p.Reason)
 		t.phases = append(t.phases, p)
 	}
 	if len(t.phases) > MaxPhases {

@@ -321,7 +321,7 @@ func TestHeartbeatErrors(t *testing.T) {
 		{"Pretrain", EventStart, StatusOK, ErrBadStatus},
 		{"Pretrain", EventPing, StatusFailed, ErrBadStatus},
 		{"Never started", EventEnd, "", ErrUnknownPhase},
-		{"Done", EventEnd, StatusFailed, ErrPhaseEnded},
+		{"Done", EventEnd, StatusOK, ErrPhaseEnded},
 		{"Done", EventPing, "", ErrPhaseEnded},
 	} {
 		before := snapshotState(t, env)

@@ -50,12 +50,35 @@ var ErrBadPhaseName = errors.New("bad phase name")
 //
 // Step and Total are optional progress: Step counts from 0, Total is at
 // least 1, and Step may not exceed Total. Pointers tell "not sent" from 0.
+//
+// The other fields are optional too; see their types and Check for the
+// events each goes with. Reason is never a cause to refuse an end: the
+// server cleans it (CleanReason) instead.
 type HeartbeatRequest struct {
 	Phase  string  `json:"phase"`
 	Event  string  `json:"event"`            // start, ping or end
 	Status string  `json:"status,omitempty"` // ok or failed, with end only; default ok
 	Step   *uint64 `json:"step,omitempty"`
 	Total  *uint64 `json:"total,omitempty"`
+
+	// Reason says why the phase ended (end only), mostly for failed.
+	Reason string `json:"reason,omitempty"`
+	// PID is the process doing the work (start, ping), BootID and PIDNS
+	// where it runs: the server judges the pid only on its own host and
+	// pid namespace.
+	PID    *int64 `json:"pid,omitempty"`
+	BootID string `json:"boot_id,omitempty"`
+	PIDNS  string `json:"pid_ns,omitempty"`
+	// Dirs are the directories the phase writes to (start, ping).
+	Dirs []string `json:"dirs,omitempty"`
+	// SaveBytes is the size of a checkpoint save that just finished (ping).
+	SaveBytes *uint64 `json:"save_bytes,omitempty"`
+	// Loss is the latest training loss (start, ping, end).
+	Loss *Loss `json:"loss,omitempty"`
+	// EvalStep and EvalTotal are the evaluation loop's progress (ping);
+	// EvalTotal goes with EvalStep.
+	EvalStep  *uint64 `json:"eval_step,omitempty"`
+	EvalTotal *uint64 `json:"eval_total,omitempty"`
 }
 
 // RunRequest is the body of POST /api/v1/runs.
@@ -94,8 +117,13 @@ type Phase struct {
 	Ended           time.Time `json:"ended,omitzero"`
 	Heartbeats      uint64    `json:"heartbeats"`
 	DurationSeconds float64   `json:"duration_seconds"` // elapsed while active, final once ended
+	// Reason is why the phase ended, as its end said (cleaned), or what
+	// the server found: "died without ending (pid 4242 gone)".
+	Reason string `json:"reason,omitempty"`
 
 	Progress
+	Process
+	Work
 }
 
 // Progress is what a phase has reported of its steps. Every field is absent

@@ -218,8 +218,15 @@ func zoneOf(title string, now time.Time) *time.Location {
 }
 
 // headerLine turns free header text into "# text", clipped like an entry.
+// Text that would read as the compaction marker is quoted: the marker is
+// runlog's own count of what it dropped, and a header that looked like it
+// would be taken for it by Parse, by the next compaction and by a reader.
 func headerLine(text string) string {
-	return clipLine("# " + sanitize(text))
+	line := clipLine("# " + sanitize(text))
+	if markerRE.MatchString(line) {
+		line = clipLine(`# "` + strings.TrimPrefix(line, "# ") + `"`)
+	}
+	return line
 }
 
 // entryLine formats one entry: "HH:MM:SS message", clipped to MaxLineBytes.
@@ -249,8 +256,7 @@ func sanitize(s string) string {
 func clipLine(s string) string { return Truncate(s, MaxLineBytes) }
 
 // Truncate cuts s to at most max bytes (max >= 3) on a rune boundary,
-// ending in "…", so the result stays valid UTF-8. The bridge bounds its
-// pushes with it too.
+// ending in "…", so the result stays valid UTF-8.
 func Truncate(s string, max int) string {
 	if len(s) <= max {
 		return s

@@ -55,6 +55,9 @@ type Config struct {
 	// Bark returns the bridge's targets and last pushes (its Status); nil
 	// when no bridge runs.
 	Bark func() barkbridge.BarkStatus
+	// KernelLog says whether the kernel log is read; nil: the page says
+	// nothing of it.
+	KernelLog func() KernelLogStatus
 
 	// Threshold is the swap ratio shown in the warning colour and drawn
 	// as the chart's line; default watchdog.DefaultThreshold.
@@ -184,6 +187,9 @@ func (p *Page) Snapshot() Status {
 	if p.cfg.Bark != nil {
 		s.Sections["bark"] = p.cfg.Bark()
 	}
+	if p.cfg.KernelLog != nil {
+		s.Sections["kernel_log"] = p.cfg.KernelLog()
+	}
 	if p.cfg.Rules != nil {
 		rules := []RuleState{}
 		for _, r := range p.cfg.Rules() {
@@ -215,6 +221,9 @@ func (p *Page) handlePage(w http.ResponseWriter, r *http.Request) {
 	if rules, ok := s.Sections["watchdog"].([]RuleState); ok {
 		v.Rules = rules
 	}
+	if k, ok := s.Sections["kernel_log"].(KernelLogStatus); ok && !k.Readable {
+		v.KernelLogBlind = &k
+	}
 	var buf bytes.Buffer
 	if err := pageTemplate.Execute(&buf, v); err != nil {
 		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
@@ -242,8 +251,10 @@ type view struct {
 	PressureHigh bool // pressure at or above its threshold
 	Chart        chart
 	HasBark      bool
-	Bark         barkbridge.BarkStatus
-	Rules        []RuleState
+	// KernelLogBlind is set when the kernel log is not read.
+	KernelLogBlind *KernelLogStatus
+	Bark           barkbridge.BarkStatus
+	Rules          []RuleState
 }
 
 var pageCSS = func() template.CSS {

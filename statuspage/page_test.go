@@ -134,7 +134,10 @@ func TestPageContent(t *testing.T) {
 	r.beat("Building model", phaseapi.EventEnd, "", nil, nil)
 	r.beat("Pretrain 1/3", phaseapi.EventStart, "", nil, nil)
 	r.beat("Eval", phaseapi.EventStart, "", nil, nil)
-	r.beat("Eval", phaseapi.EventEnd, phaseapi.StatusFailed, nil, nil)
+	if _, err := r.exp.Apply(phaseapi.HeartbeatRequest{Phase: "Eval", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed,
+		Reason: "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB <b>"}); err != nil {
+		t.Fatal(err)
+	}
 	r.clock.Advance(90 * time.Second)
 
 	page := r.html()
@@ -144,7 +147,7 @@ func TestPageContent(t *testing.T) {
 		"17.3 of 32.0 GiB used",  // the bytes
 		`<td class="name">Building model</td>`,
 		`<td class="name">Pretrain 1/3</td>`,
-		`<span class="badge failed">✗ failed</span>`,
+		`<span class="badge failed">✗ failed</span><br><span class="reason">RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB &lt;b&gt;</span>`,
 		`<span class="badge ok">✓ ok</span>`,
 		"1m 30s ago",                      // heartbeat age of the running phase
 		"ok in 13s",                       // duration of the ended phase

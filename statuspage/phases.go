@@ -1,6 +1,7 @@
 package statuspage
 
 import (
+	"math"
 	"time"
 
 	"lavender/phaseapi"
@@ -26,14 +27,16 @@ type Stall struct {
 // decide it, with the same stall time.
 func newPhase(p phaseapi.Phase, now time.Time, stallAfter time.Duration) Phase {
 	out := Phase{Phase: p}
-	if since, onStep, ok := watchdog.Stalled(phaseState(p), now, stallAfter); ok {
+	if since, onStep, ok := watchdog.Stalled(PhaseState(p), now, stallAfter); ok {
 		out.Stalled = &Stall{Since: since, OnStep: onStep}
 	}
 	return out
 }
 
-// phaseState is p as the watchdog's phase rules read it.
-func phaseState(p phaseapi.Phase) watchdog.PhaseState {
+// PhaseState is p as the watchdog's phase rules read it: the status page
+// marks stalls with it, and serve's host reader feeds the watchdog with it,
+// so the two read a phase alike.
+func PhaseState(p phaseapi.Phase) watchdog.PhaseState {
 	s := watchdog.PhaseState{
 		Name:          p.Name,
 		Status:        watchdog.PhaseStatus(p.Status),
@@ -41,14 +44,28 @@ func phaseState(p phaseapi.Phase) watchdog.PhaseState {
 		Ended:         p.Ended,
 		LastHeartbeat: p.LastHeartbeat,
 		HasStep:       p.HasStep(),
-		Total:         int64(p.Total),
+		Total:         clampInt64(p.Total),
 		ProgressAt:    p.ProgressAt,
+		Reason:        p.Reason,
+		PID:           p.PID,
+		Dirs:          p.Dirs,
 	}
 	if p.Step != nil {
-		s.Step = int64(*p.Step)
+		s.Step = clampInt64(*p.Step)
+	}
+	if p.SaveBytes != nil {
+		s.HasSave, s.SaveBytes = true, *p.SaveBytes
+	}
+	if p.Loss != nil {
+		s.HasLoss, s.Loss = true, float64(*p.Loss)
+	}
+	if p.EvalStep != nil {
+		s.HasEval, s.EvalStep, s.EvalTotal, s.EvalProgressAt = true, clampInt64(*p.EvalStep), clampInt64(p.EvalTotal), p.EvalProgressAt
 	}
 	return s
 }
+
+func clampInt64(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
 
 // Running reports whether the phase has not ended.
 func (p Phase) Running() bool { return p.Active() }

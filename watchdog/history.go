@@ -3,6 +3,8 @@ package watchdog
 import (
 	"sync"
 	"time"
+
+	"lavender/internal/ring"
 )
 
 // The history keeps HistorySamples samples, one per step: with the default
@@ -22,8 +24,7 @@ type History struct {
 	step time.Duration
 
 	mu        sync.Mutex
-	ring      []Sample // oldest at head once full; Phases dropped
-	head      int
+	ring      *ring.Ring[Sample] // Phases dropped
 	latest    Sample
 	latestErr error
 }
@@ -33,7 +34,7 @@ func NewHistory(step time.Duration) *History {
 	if step <= 0 {
 		step = DefaultStep
 	}
-	return &History{step: step, ring: make([]Sample, 0, HistorySamples)}
+	return &History{step: step, ring: ring.New[Sample](HistorySamples)}
 }
 
 // Step is the least time between two kept samples.
@@ -51,16 +52,11 @@ func (h *History) Record(s Sample) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.latest, h.latestErr = s, nil
-	if last, ok := h.lastLocked(); ok && s.Time.Sub(last.Time) < h.step {
+	if last, ok := h.ring.Newest(); ok && s.Time.Sub(last.Time) < h.step {
 		return
 	}
 	s.Phases = nil
-	if len(h.ring) < cap(h.ring) {
-		h.ring = append(h.ring, s)
-		return
-	}
-	h.ring[h.head] = s
-	h.head = (h.head + 1) % len(h.ring)
+	h.ring.Push(s)
 }
 
 // RecordError notes that the newest reading failed; Latest returns err
@@ -83,18 +79,5 @@ func (h *History) Latest() (Sample, error) {
 func (h *History) Samples() []Sample {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]Sample, 0, len(h.ring))
-	out = append(out, h.ring[h.head:]...)
-	return append(out, h.ring[:h.head]...)
-}
-
-func (h *History) lastLocked() (Sample, bool) {
-	switch {
-	case len(h.ring) == 0:
-		return Sample{}, false
-	case h.head == 0:
-		return h.ring[len(h.ring)-1], true
-	default:
-		return h.ring[h.head-1], true
-	}
+	return h.ring.OldestFirst()
 }

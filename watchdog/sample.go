@@ -83,6 +83,30 @@ type PhaseState struct {
 	Step       int64
 	Total      int64
 	ProgressAt time.Time // when Step last moved
+
+	// Reason is why the phase ended, as its end said, or "died without
+	// ending (pid 4242 gone)" when the server ended it.
+	Reason string
+	// PID is the process doing the work, as the phase's start named it;
+	// 0 when none was named.
+	PID int64
+	// Dirs are the directories the phase writes to.
+	Dirs []string
+	// SaveBytes is the size of the newest checkpoint save; HasSave is
+	// false before the first.
+	HasSave   bool
+	SaveBytes uint64
+	// Loss is the latest training loss (NaN and ±Inf as such); HasLoss is
+	// false before the first.
+	HasLoss bool
+	Loss    float64
+	// EvalStep and EvalTotal (0: unknown) are the evaluation loop's
+	// progress, EvalProgressAt when EvalStep last changed; HasEval is
+	// false before the first.
+	HasEval        bool
+	EvalStep       int64
+	EvalTotal      int64
+	EvalProgressAt time.Time
 }
 
 // ActivePhase is the active phase that started last: the one a person

@@ -26,9 +26,18 @@ func newRig(t *testing.T, cfg Config) *rig {
 		r.reached.Add(1)
 		io.WriteString(w, "done\n")
 	})
-	r.srv = httptest.NewServer(New(next, cfg))
+	r.srv = httptest.NewServer(mustNew(t, next, cfg))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+func mustNew(t *testing.T, next http.Handler, cfg Config) http.Handler {
+	t.Helper()
+	g, err := New(next, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 func mustPrefixes(t *testing.T, values ...string) []netip.Prefix {
@@ -55,6 +64,10 @@ func (r *rig) check(t *testing.T, tc reqCase) {
 		t.Fatal(err)
 	}
 	for k, v := range tc.header {
+		if k == "Host" {
+			req.Host = v // net/http sends req.Host, never a Host header
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	if tc.user != "" {
@@ -156,7 +169,7 @@ func TestGuardFromOffTheBox(t *testing.T) {
 // Peers other than the test's own: IPv4-mapped IPv6, IPv6 loopback, and a
 // Unix socket (no address), through the handler directly.
 func TestGuardPeerAddresses(t *testing.T) {
-	g := New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), Config{WriteAllow: mustPrefixes(t, DefaultWriteAllow...)})
+	g := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), Config{WriteAllow: mustPrefixes(t, "127.0.0.0/8", "::1/128")})
 	for _, tc := range []struct {
 		remote string
 		code   int
@@ -172,7 +185,7 @@ func TestGuardPeerAddresses(t *testing.T) {
 		{"@", 200}, // a Unix socket
 		{"garbage:1", 403},
 	} {
-		req := httptest.NewRequest("POST", "/-/reload", nil)
+		req := httptest.NewRequest("POST", "http://localhost:9877/-/reload", nil)
 		req.RemoteAddr = tc.remote
 		rec := httptest.NewRecorder()
 		g.ServeHTTP(rec, req)

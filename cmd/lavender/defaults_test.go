@@ -9,7 +9,9 @@ import (
 	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/heartbeat"
+	"lavender/kmsg"
 	"lavender/phaseapi"
+	"lavender/pushtext"
 	"lavender/runlog"
 	"lavender/watchdog"
 	"lavender/webguard"
@@ -29,7 +31,7 @@ func TestFlagDefaultsAreThePackagesConstants(t *testing.T) {
 		{"--runlog.max-bytes", serve.MaxBytes, runlog.DefaultMaxBytes},
 		{"--bark.config-dir", abs(t, serve.BarkConfigDir), abs(t, barkbridge.DefaultConfigDir)},
 		{"--bark.timeout", serve.BarkTimeout, barkbridge.DefaultTimeout},
-		{"--bark.prefix", serve.BarkPrefix, barkbridge.DefaultPrefix},
+		{"--bark.prefix", serve.BarkPrefix, pushtext.DefaultPrefix},
 		{"--bark.threshold", serve.BarkThreshold, barkbridge.DefaultThreshold},
 		{"--bark.swap-alertname", serve.BarkSwapAlertname, barkbridge.DefaultSwapAlertname},
 		{"--bark.dedup-window", serve.BarkDedupWindow, barkbridge.DefaultDedupWindow},
@@ -41,7 +43,7 @@ func TestFlagDefaultsAreThePackagesConstants(t *testing.T) {
 		{"--watchdog.pressure-threshold", serve.WatchdogPressureThreshold, watchdog.DefaultPressureThreshold},
 		{"--watchdog.repeat", serve.WatchdogRepeat, watchdog.DefaultRepeat},
 		{"--watchdog.hysteresis", serve.WatchdogHysteresis, watchdog.DefaultHysteresis},
-		{"--path.kmsg", serve.KmsgPath, exporter.DefaultKmsgPath},
+		{"--path.kmsg", serve.KmsgPath, kmsg.DefaultPath},
 		{"--web.listen-address", fmt.Sprint(serve.ListenAddresses), fmt.Sprint([]string{":" + phaseapi.DefaultPort})},
 		{"--url", run.URL, heartbeat.DefaultURL},
 		{"--timeout", run.Timeout, heartbeat.DefaultTimeout},

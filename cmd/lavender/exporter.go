@@ -23,6 +23,7 @@ type ExporterCmd struct {
 	webFlags
 	runtimeFlags
 	procfsFlags
+	kernelLogFlags
 }
 
 // procfsFlags point the swap readers at another procfs, as node_exporter's
@@ -53,7 +54,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
-	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
+	srv, err := newCommandServer(&c.webFlags, "", g.Logger, onListen)
 	if err != nil {
 		return err
 	}
@@ -64,10 +65,13 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	}
 	defer closeExp()
 	exp.Register(srv.mux)
+	klog := c.openKernelLog(g.Logger, srv.reg)
+	defer klog.close()
+	go klog.run(ctx, g.Logger)
 	// The status page's history, sampled as serve's watchdog does when
 	// it is off: no rules, no watchdog metrics.
 	history := watchdog.NewHistory(c.HistoryStep)
-	sampler, err := watchdog.New(watchdog.Config{Interval: history.Step(), Read: hostReader(c.ProcFS, nil, exp, g.Logger), History: history})
+	sampler, err := watchdog.New(watchdog.Config{Interval: history.Step(), Read: hostReader(c.ProcFS, nil, exp), History: history})
 	if err != nil {
 		return err
 	}
@@ -76,7 +80,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	if err := registerStatusPage(srv.mux, exp, statuspage.Config{
 		// exporter pushes nothing; its page marks stalls as serve's
 		// stalled rule would at its default.
-		History: history, StallAfter: watchdog.DefaultStallAfter,
+		History: history, StallAfter: watchdog.DefaultStallAfter, KernelLog: klog.status,
 	}); err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ type ServeCmd struct {
 	procfsFlags
 	barkFlags
 	watchdogFlags
+	kernelLogFlags
 
 	RunHeader string `name:"run.header" placeholder:"TEXT" help:"Header text of the new run's log (default \"device=<cpu|cuda|mps> lavender=v<version>\")."`
 	RunResume bool   `name:"run.resume" help:"Keep appending to the current run instead of starting a new one."`
@@ -57,7 +58,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if err := c.validate(); err != nil {
 		return err
 	}
-	srv, err := newCommandServer(&c.webFlags, g.Logger, onListen)
+	srv, err := newCommandServer(&c.webFlags, c.WebExternalURL, g.Logger, onListen)
 	if err != nil {
 		return err
 	}
@@ -74,20 +75,23 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	defer stopReload()
 	stopStorm := runBridge(ctx, bridge)
 	defer stopStorm()
-	wd, history, closeWatchdog, err := c.openWatchdog(exp, bridge, g, srv)
+	klog := c.openKernelLog(g.Logger, srv.reg)
+	defer klog.close()
+	wd, history, err := c.openWatchdog(exp, bridge, klog, g, srv)
 	if err != nil {
 		return err
 	}
-	defer closeWatchdog()
 
 	c.openRun(exp, g)
 	exp.Register(srv.mux)
 	bridge.Register(srv.mux)
-	if err := registerStatusPage(srv.mux, exp, c.statusPage(wd, bridge, history)); err != nil {
+	page := c.statusPage(wd, bridge, history)
+	page.KernelLog = klog.status
+	if err := registerStatusPage(srv.mux, exp, page); err != nil {
 		return err
 	}
 
-	err = c.serveWatched(ctx, srv, wd, g, func() {
+	err = c.serveWatched(ctx, srv, wd, klog, g, func() {
 		g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
 			"watchdog_interval", c.WatchdogInterval, "runlog_dir", c.Dir)
 		if onReady != nil {
@@ -102,21 +106,14 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 
 // openWatchdog builds the one sampler that feeds the status page's history
 // and, when on, the watchdog's rules, so the page costs no reads of its
-// own. close releases the kernel log it may have opened.
-func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, g *Globals, srv *commandServer) (wd *watchdog.Watchdog, history *watchdog.History, close func(), err error) {
-	victims := c.openVictims(g.Logger)
-	close = func() {
-		if victims != nil {
-			victims.Close()
-		}
-	}
-	history = watchdog.NewHistory(c.HistoryStep)
-	wd, err = c.newWatchdog(hostReader(c.ProcFS, victims, exp, g.Logger), history, push, g.Logger, srv.reg, g.Clock)
+// own.
+func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, klog *kernelLog, g *Globals, srv *commandServer) (*watchdog.Watchdog, *watchdog.History, error) {
+	history := watchdog.NewHistory(c.HistoryStep)
+	wd, err := c.newWatchdog(hostReader(c.ProcFS, klog, exp), history, push, g.Logger, srv.reg, g.Clock)
 	if err != nil {
-		close()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return wd, history, close, nil
+	return wd, history, nil
 }
 
 // openRun starts a new run, or with --run.resume records that the process
@@ -168,7 +165,7 @@ func (c *ServeCmd) statusPage(wd *watchdog.Watchdog, bridge *barkbridge.Bridge, 
 // poll comes before ready, so a host that is already paging gets its push
 // at once, and the OOM rule has its baseline: kills from before the start
 // never push. ready is called once the command is ready.
-func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *watchdog.Watchdog, g *Globals, ready func()) error {
+func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *watchdog.Watchdog, klog *kernelLog, g *Globals, ready func()) error {
 	served := make(chan error, 1)
 	go func() {
 		// In-flight webhooks wait on Bark for at most the timeout: let them
@@ -178,6 +175,7 @@ func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *wat
 	wd.Poll(ctx)
 	var background sync.WaitGroup
 	background.Go(func() { wd.Run(ctx) })
+	background.Go(func() { klog.run(ctx, g.Logger) })
 	srv.ready.set()
 	ready()
 	err := <-served

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"lavender/exporter"
+	"lavender/kmsg"
+	"lavender/statuspage"
 	"lavender/watchdog"
 )
 
@@ -24,7 +25,6 @@ type watchdogFlags struct {
 	WatchdogOOM               bool          `name:"watchdog.oom" default:"true" negatable:"" help:"Push at once when the OOM killer kills a process; --no-watchdog.oom turns it off."`
 	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold, or a phase stays stalled; 0 for none."`
 	WatchdogHysteresis        float64       `name:"watchdog.hysteresis" default:"${watchdog_hysteresis}" help:"The watchdog re-arms once swap or pressure falls this far below its threshold."`
-	KmsgPath                  string        `name:"path.kmsg" default:"${kmsg_path}" help:"Kernel log to name OOM victims from, where readable (root or CAP_SYSLOG); empty: never name them."`
 
 	PhaseNotify     []string      `name:"phase.notify" default:"${phase_notify}" help:"Phase events the watchdog pushes: failed (a phase ends failed), stalled (no heartbeat, or no new step, for --phase.stall-after), done (a phase ends ok; opt-in). Empty: none."`
 	PhaseStallAfter time.Duration `name:"phase.stall-after" default:"${phase_stall_after}" help:"How long an active phase may send no heartbeat, or ping without a new step, before it counts as stalled (at least 1m); 0 turns the stalled push off."`
@@ -37,7 +37,7 @@ var watchdogVars = kong.Vars{
 	"watchdog_pressure_threshold": fmt.Sprint(watchdog.DefaultPressureThreshold),
 	"watchdog_repeat":             flagDuration(watchdog.DefaultRepeat),
 	"watchdog_hysteresis":         fmt.Sprint(watchdog.DefaultHysteresis),
-	"kmsg_path":                   exporter.DefaultKmsgPath,
+	"kmsg_path":                   kmsg.DefaultPath,
 	"phase_notify":                strings.Join(watchdog.DefaultPhaseNotify, ","),
 	"phase_stall_after":           flagDuration(watchdog.DefaultStallAfter),
 }
@@ -114,24 +114,10 @@ func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.Hist
 	})
 }
 
-// openVictims opens the kernel log to name OOM victims. Not readable (no
-// root, no CAP_SYSLOG) is normal: victims stay unnamed, said once.
-func (f *watchdogFlags) openVictims(logger *slog.Logger) *exporter.OOMVictimReader {
-	if !f.enabled() || !f.WatchdogOOM || f.KmsgPath == "" {
-		return nil
-	}
-	r, err := exporter.OpenOOMVictimReader(f.KmsgPath)
-	if err != nil {
-		logger.Info("OOM pushes will not name the victim: kernel log not readable (needs root or CAP_SYSLOG)", "err", err)
-		return nil
-	}
-	return r
-}
-
 // hostReader reads the host for the watchdog: swap, pressure and OOM kills
 // from procfs, the victim from the kernel log, the phases from the
 // exporter's table.
-func hostReader(procfs string, victims *exporter.OOMVictimReader, exp *exporter.Exporter, logger *slog.Logger) watchdog.Reader {
+func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog.Reader {
 	return func(ctx context.Context) (watchdog.Sample, error) {
 		h, err := exporter.ReadHost(ctx, procfs)
 		if err != nil {
@@ -142,24 +128,11 @@ func hostReader(procfs string, victims *exporter.OOMVictimReader, exp *exporter.
 			Pressure: watchdog.Pressure{Available: h.Pressure.Available, Some: h.Pressure.SomeAvg10, Full: h.Pressure.FullAvg10},
 			OOM:      watchdog.OOM{Available: h.HaveOOMKills, Kills: h.OOMKills},
 		}
-		if victims != nil {
-			v, err := victims.Read()
-			if err != nil {
-				logger.Debug("kernel log not read", "err", err)
-			}
-			s.OOM.Victim = watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}
-		}
+		v := klog.victim()
+		s.OOM.Victim = watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}
 		_, phases := exp.Snapshot()
 		for _, p := range phases {
-			ps := watchdog.PhaseState{
-				Name: p.Name, Status: watchdog.PhaseStatus(p.Status),
-				Started: p.Started, Ended: p.Ended, LastHeartbeat: p.LastHeartbeat,
-				Total: int64(min(p.Total, math.MaxInt64)), ProgressAt: p.ProgressAt,
-			}
-			if p.Step != nil {
-				ps.HasStep, ps.Step = true, int64(min(*p.Step, math.MaxInt64))
-			}
-			s.Phases = append(s.Phases, ps)
+			s.Phases = append(s.Phases, statuspage.PhaseState(p))
 		}
 		return s, nil
 	}

@@ -32,16 +32,22 @@ type webFlags struct {
 	ListenAddresses []string `name:"web.listen-address" default:"${listen_address}" sep:"none" help:"Address to listen on; repeat for several. Default port ${port}."`
 	SystemdSocket   bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of port listeners (Linux only)."`
 	ConfigFile      string   `name:"web.config.file" default:"" help:"Path to an exporter-toolkit web config file that enables TLS and basic auth."`
-	WriteAllow      []string `name:"web.write-allow" default:"${write_allow}" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
+	WriteAllow      []string `name:"web.write-allow" default:"${write_allow}" help:"Peers that may write (webhook, heartbeats, new runs, reload) without basic auth; repeat for several. 'host' is loopback and this host's own addresses, read at start. A request that passed the basic auth of --web.config.file may write from anywhere. Reads stay open to all."`
+	AllowedHosts    []string `name:"web.allowed-host" placeholder:"NAME" help:"A name besides IP addresses, localhost, this host's name and --web.external-url's host under which writes without basic auth may reach lavender (the Host they send, e.g. a container or service name); repeat for several. Others get 403, so a web page whose name was rebound to this host cannot write."`
 }
 
 // jsonWritePaths are the endpoints whose bodies must be application/json:
 // the bridge's webhook and the exporter's API.
 var jsonWritePaths = []string{barkbridge.WebhookPath, phaseapi.HeartbeatPath, phaseapi.RunsPath}
 
-// guard wraps h with the write checks of package webguard.
-func (f *webFlags) guard(h http.Handler, logger *slog.Logger) (http.Handler, error) {
+// guard wraps h with the write checks of package webguard; externalURL is
+// --web.external-url where the command has it.
+func (f *webFlags) guard(h http.Handler, externalURL string, logger *slog.Logger) (http.Handler, error) {
 	allow, err := webguard.ParsePrefixes(f.WriteAllow)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := webguard.ParseAllowedHosts(f.AllowedHosts)
 	if err != nil {
 		return nil, err
 	}
@@ -49,8 +55,11 @@ func (f *webFlags) guard(h http.Handler, logger *slog.Logger) (http.Handler, err
 		WriteAllow:    allow,
 		WebConfigFile: f.ConfigFile,
 		JSONPaths:     jsonWritePaths,
+		HostName:      hostname(),
+		AllowedHosts:  hosts,
+		ExternalURL:   externalURL,
 		Logger:        logger,
-	}), nil
+	})
 }
 
 func (f *webFlags) toolkit() *web.FlagConfig {
@@ -233,9 +242,9 @@ type commandServer struct {
 	ready       readiness
 }
 
-func newCommandServer(f *webFlags, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
+func newCommandServer(f *webFlags, externalURL string, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
 	mux := http.NewServeMux()
-	handler, err := f.guard(mux, logger)
+	handler, err := f.guard(mux, externalURL, logger)
 	if err != nil {
 		return nil, err
 	}

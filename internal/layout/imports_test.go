@@ -17,17 +17,34 @@ const module = "lavender"
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
 	"runlog":   {},
-	"watchdog": {},
+	"watchdog": {"internal/ring"},
+	// The kernel log reader and its parsers (OOM kills, Xids, storage
+	// faults): a leaf that the exporter, the watchdog and cmd read.
+	"kmsg": {},
 	// The heartbeat API's wire format, shared by the exporter (server) and
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
-	"phaseapi":   {},
-	"heartbeat":  {"phaseapi"},
-	"exporter":   {"runlog", "phaseapi", "internal/throttle"},
-	"barkbridge": {"runlog", "watchdog", "internal/throttle"},
+	"phaseapi":  {},
+	"heartbeat": {"phaseapi"},
+	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle"},
+	// Who a process is, from procfs: alive, its parents, its host. The
+	// exporter judges phase pids with it, the kernel-log readers victims.
+	"proctree": {},
+	// The Bark client alone: targets, templates, encryption, sending,
+	// redaction. It knows nothing of Alertmanager, the watchdog, phases
+	// or the run log.
+	"bark": {"internal/textsafe"},
+	// Every push text, worded from the watchdog's facts; the arrows point
+	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
+	// text and no Bark, and the texts know no delivery.
+	"pushtext":   {"watchdog", "internal/ring", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "internal/throttle"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
+	// The disk guard reads statfs and learns from the numbers; what to
+	// push about them is the watchdog's, so it imports nothing of ours.
+	"diskguard": {},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -49,6 +66,15 @@ var mayUse = map[string][]string{
 	// Keeps a repeating failure's log lines to one per interval; the
 	// exporter and the bridge use it for failed writes to the logs dir.
 	"internal/throttle": {},
+	// A fixed-size buffer of the newest values: the watchdog's samples
+	// and the bridge's recent pushes.
+	"internal/ring": {},
+	// Makes any text safe to show (valid UTF-8, no controls, no spoofing
+	// characters) and cuts it with "…"; the texts, the client and the
+	// bridge share it.
+	"internal/textsafe": {},
+	// The Python client (python/); its Go tests only run the Python ones.
+	"python": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever

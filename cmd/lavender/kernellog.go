@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/exporter"
+	"lavender/kmsg"
+	"lavender/statuspage"
+)
+
+// kernelLogFlags point the kernel log reader at /dev/kmsg, or for tests at
+// a FIFO or file of its records.
+type kernelLogFlags struct {
+	KmsgPath string `name:"path.kmsg" default:"${kmsg_path}" help:"Kernel log to read OOM victims, GPU Xid errors and storage faults from, where readable (root or CAP_SYSLOG); a FIFO or file of /dev/kmsg records also works. Empty: none."`
+}
+
+// kernelLog is the open kernel log, or why there is none, and its metrics.
+type kernelLog struct {
+	r       *kmsg.Reader // nil when not readable or not asked for
+	metrics *exporter.KernelLog
+
+	mu  sync.Mutex
+	err error // why not readable (or no longer); nil when asked for none
+}
+
+// status says whether the log is read, and if not, why, for the status
+// page.
+func (k *kernelLog) status() statuspage.KernelLogStatus {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.err != nil:
+		return statuspage.KernelLogStatus{Why: k.err.Error()}
+	case k.r == nil:
+		return statuspage.KernelLogStatus{Why: "--path.kmsg is empty"}
+	}
+	return statuspage.KernelLogStatus{Readable: true}
+}
+
+// openKernelLog opens the kernel log. Not readable (no root, no
+// CAP_SYSLOG) is normal: lavender then works blind to kernel faults, says
+// so once, and shows it in lavender_kernel_log_readable and on the status
+// page.
+func (f *kernelLogFlags) openKernelLog(logger *slog.Logger, reg prometheus.Registerer) *kernelLog {
+	k := &kernelLog{metrics: exporter.NewKernelLog()}
+	reg.MustRegister(k.metrics)
+	if f.KmsgPath == "" {
+		return k
+	}
+	r, err := kmsg.Open(f.KmsgPath)
+	if err != nil {
+		logger.Warn("kernel log not readable: OOM victims go unnamed, GPU and storage faults unseen", "err", err)
+		k.err = err
+		return k
+	}
+	k.r = r
+	k.metrics.SetReadable(true, r.Stats)
+	return k
+}
+
+// victim names the newest OOM victim; zero without a log.
+func (k *kernelLog) victim() kmsg.OOMVictim {
+	if k == nil || k.r == nil {
+		return kmsg.OOMVictim{}
+	}
+	return k.r.Victim()
+}
+
+// run reads the log until ctx ends, handing each batch of faults to every
+// handler in turn. A log that fails is logged; lavender goes on blind.
+func (k *kernelLog) run(ctx context.Context, logger *slog.Logger, handlers ...func([]kmsg.Fault)) {
+	if k == nil || k.r == nil {
+		return
+	}
+	err := k.r.Run(ctx, func(fs []kmsg.Fault) {
+		k.metrics.Observe(fs)
+		for _, h := range handlers {
+			h(fs)
+		}
+	})
+	if err != nil {
+		logger.Error("kernel log: reading stopped; GPU and storage faults are no longer seen", "err", err)
+		k.mu.Lock()
+		k.err = err
+		k.mu.Unlock()
+		k.metrics.SetReadable(false, k.r.Stats)
+	}
+}
+
+func (k *kernelLog) close() {
+	if k != nil && k.r != nil {
+		k.r.Close()
+	}
+}

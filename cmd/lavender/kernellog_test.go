@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"lavender/internal/testkit"
+)
+
+// kmsgFIFO makes a FIFO to give as --path.kmsg and returns its path and a
+// function that writes records into it.
+func kmsgFIFO(t *testing.T) (path string, write func(records string)) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "kmsg.fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	return path, func(records string) {
+		t.Helper()
+		w, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if _, err := w.WriteString(records); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitMetric scrapes base until /metrics has line, and returns the page.
+func waitMetric(t *testing.T, base, line string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, page := testkit.MustDo(t, nil, "GET", base+"/metrics", nil, "", "")
+		if strings.Contains(page, line+"\n") {
+			return page
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in /metrics:\n%s", line, grepLines(page, "lavender_"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestExporterCountsKernelFaults: `lavender exporter` reads a FIFO of
+// kernel log records and counts Xids, GPUs fallen off the bus and storage
+// errors; the forged facility-1 record counts as ignored, not as a fault.
+func TestExporterCountsKernelFaults(t *testing.T) {
+	path, write := kmsgFIFO(t)
+	base, _ := startExporter(t, "--path.kmsg="+path)
+	waitMetric(t, base, "lavender_kernel_log_readable 1")
+	write("4,1,1,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, GPU has fallen off the bus.\n" +
+		"12,2,2,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=forged, Double bit ECC error.\n" +
+		"3,3,3,-;NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n" +
+		"2,4,4,-;EXT4-fs (nvme1n1p1): Remounting filesystem read-only\n")
+	page := waitMetric(t, base, `lavender_storage_errors_total{device="nvme1n1p1",kind="read_only"} 1`)
+	for _, line := range []string{
+		`lavender_gpu_xid_errors_total{gpu="0000:3b:00",xid="79"} 1`,
+		`lavender_gpu_fallen_off_bus_total{gpu="0000:3b:00"} 1`,
+		`lavender_gpu_fallen_off_bus_total{gpu="0000:18:00"} 1`,
+		`lavender_kernel_log_records_total 4`,
+		`lavender_kernel_log_ignored_records_total 1`,
+	} {
+		if !strings.Contains(page, line+"\n") {
+			t.Errorf("no %s in:\n%s", line, grepLines(page, "lavender_"))
+		}
+	}
+	if strings.Contains(page, `xid="48"`) {
+		t.Errorf("a userspace record was counted:\n%s", grepLines(page, "xid"))
+	}
+}
+
+// TestExporterKernelLogUnreadable: a log lavender cannot open shows as 0.
+func TestExporterKernelLogUnreadable(t *testing.T) {
+	base, _ := startExporter(t, "--path.kmsg="+filepath.Join(t.TempDir(), "missing"))
+	page := waitMetric(t, base, "lavender_kernel_log_readable 0")
+	if strings.Contains(page, "lavender_kernel_log_records_total") {
+		t.Errorf("counts of a log never read:\n%s", grepLines(page, "kernel_log"))
+	}
+}
+
+// TestStatusPageSaysTheKernelLogIsUnread: the page and its JSON say the
+// kernel log is not read, and why.
+func TestStatusPageSaysTheKernelLogIsUnread(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	base, _ := startExporter(t, "--path.kmsg="+missing)
+	_, page := testkit.MustDo(t, nil, "GET", base+"/", nil, "", "")
+	if !strings.Contains(page, `id="kernel-log"`) || !strings.Contains(page, "kernel log not read: ") || !strings.Contains(page, "no such file") {
+		t.Errorf("the page does not say the kernel log is unread:\n%s", grepLines(page, "kernel"))
+	}
+	_, js := testkit.MustDo(t, nil, "GET", base+"/api/v1/status", nil, "", "")
+	if !strings.Contains(js, `"kernel_log":{"readable":false,"why":"kernel log: stat `) {
+		t.Errorf("status JSON: %s", grepLines(js, "kernel"))
+	}
+	path, _ := kmsgFIFO(t)
+	base, _ = startExporter(t, "--path.kmsg="+path)
+	if _, page := testkit.MustDo(t, nil, "GET", base+"/", nil, "", ""); strings.Contains(page, `id="kernel-log"`) {
+		t.Errorf("a readable log is reported unread:\n%s", grepLines(page, "kernel"))
+	}
+}

@@ -1,0 +1,162 @@
+package exporter
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"lavender/proctree"
+	"lavender/runlog"
+)
+
+// PhaseEnd is one end of one phase. Ends are events, not states: a phase
+// that fails and starts again at once leaves its failure here even though
+// its table entry is running again by the next poll, so the watchdog reads
+// these to push every end.
+type PhaseEnd struct {
+	// Seq numbers the ends of this exporter's life, from 1, in order.
+	Seq     uint64
+	Phase   string
+	Status  string // ok or failed
+	Reason  string
+	Started time.Time
+	Ended   time.Time
+	// Died is set when the exporter ended the phase itself: its process
+	// was gone and no end had come. PID is that process.
+	Died bool
+	PID  int64
+}
+
+// maxEnds bounds the ends kept for the watchdog: it reads them every few
+// seconds, and even a crash loop of every phase ends fewer in that time.
+const maxEnds = 256
+
+// recordEndLocked keeps the end of p for the watchdog.
+func (e *Exporter) recordEndLocked(p Phase, died bool) {
+	e.endSeq++
+	e.ends = append(e.ends, PhaseEnd{
+		Seq: e.endSeq, Phase: p.Name, Status: p.Status, Reason: p.Reason,
+		Started: p.Started, Ended: p.Ended, Died: died, PID: p.PID,
+	})
+	if len(e.ends) > maxEnds {
+		e.ends = slices.Delete(e.ends, 0, len(e.ends)-maxEnds)
+	}
+}
+
+// Ends returns the newest ends of phases, oldest first, at most maxEnds.
+// It never waits on the phase table's lock.
+func (e *Exporter) Ends() []PhaseEnd {
+	if p := e.endsView.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// deadGrace is how long a phase's process must have been seen gone before
+// the phase is ended for it: the wrapper reaps its child and then sends
+// the end, with the true reason, a moment later.
+const deadGrace = time.Second
+
+// phaseRunKey names one run of one phase.
+type phaseRunKey struct {
+	name    string
+	started int64
+}
+
+// CheckProcesses ends, as failed, every running phase whose process has
+// died without an end: gone from procfs (or a zombie, or its pid now names
+// a later process) at two checks deadGrace apart. Only pids of this boot
+// and pid namespace are judged; one from another host or container never
+// is. A process is tied to its start time when first seen alive, so a
+// reused pid is not taken for it. serve calls it on every poll.
+func (e *Exporter) CheckProcesses() {
+	if !e.host.Known() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock()
+	changed := false
+	live := make(map[phaseRunKey]time.Time, len(e.gone))
+	for i := range e.table.phases {
+		p := &e.table.phases[i]
+		if !p.Active() || !e.judgeable(p.Process) {
+			continue
+		}
+		key := phaseRunKey{p.Name, p.Started.UnixNano()}
+		alive, start, err := proctree.Alive(e.procfs, int(p.PID), p.PIDStartTicks)
+		if err != nil {
+			e.logger.Debug("phase process not judged", "phase", p.Name, "pid", p.PID, "err", err)
+			continue
+		}
+		if alive && p.PIDStartTicks == 0 {
+			if started, err := proctree.StartTime(e.procfs, start); err == nil && started.After(p.Started.Add(startSlack)) {
+				// The pid names a process that started after the phase
+				// did: the phase's own is gone and its pid reused.
+				alive = false
+			} else {
+				p.PIDStartTicks, changed = start, true
+			}
+		}
+		if alive {
+			continue
+		}
+		first, seen := e.gone[key]
+		if !seen {
+			live[key] = now
+			continue
+		}
+		if now.Sub(first) < deadGrace {
+			live[key] = first
+			continue
+		}
+		p.Status, p.Ended = StatusFailed, now
+		p.Reason = fmt.Sprintf("died without ending (pid %d gone)", p.PID)
+		e.appendLog(endLine(*p, "died"))
+		e.recordEndLocked(*p, true)
+		e.logger.Warn("phase process died without ending; phase ended as failed", "phase", p.Name, "pid", p.PID)
+		changed = true
+	}
+	e.gone = live
+	if changed {
+		e.dirty = true
+		e.saveLocked()
+		e.publishLocked()
+	}
+}
+
+// startSlack allows for the clocks of a process's start and of the
+// heartbeat it sent: a process that started this long after its phase's
+// start cannot be the one that announced it.
+const startSlack = 2 * time.Second
+
+// refused counts a refused heartbeat by reason and logs it, at most once
+// per reason per throttle interval.
+func (e *Exporter) refused(reason string, err error) {
+	e.refusedTotal.WithLabelValues(reason).Inc()
+	r := e.refusedLogs[reason]
+	if r == nil {
+		r = e.refusedLogs[refusedOther]
+	}
+	if logIt, suppressed := r.Report(); logIt {
+		e.logger.Warn("heartbeat refused", "reason", reason, "err", err, "suppressed_since_last_report", suppressed)
+	}
+}
+
+// exceptionHead matches a reason that starts with an exception's class,
+// perhaps after a rank: "RuntimeError: …", "rank 1: torch.OutOfMemoryError: …".
+var exceptionHead = regexp.MustCompile(`^((?:rank \d+: )?[A-Za-z_][\w.]*):\s`)
+
+// shortReason is the head of a reason for the run log's END line: the
+// exception class of a traceback's last line ("RuntimeError"), else the
+// reason itself, cut to fit.
+func shortReason(reason string, room int) string {
+	if m := exceptionHead.FindStringSubmatch(reason); m != nil {
+		reason = m[1]
+	}
+	if len(reason) > room && room < 12 {
+		return "" // no room for a head worth reading
+	}
+	return runlog.Truncate(reason, room)
+}
