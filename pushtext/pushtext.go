@@ -75,6 +75,8 @@ func firing(a watchdog.Alert) Text {
 		return watchdogPhase(a)
 	case watchdog.PhaseRuleLoss:
 		return watchdogLoss(a)
+	case watchdog.KernelRuleGPU, watchdog.KernelRuleDisk:
+		return kernelFault(a)
 	}
 	return Text{Body: a.Rule + " " + string(a.Status), Subject: a.Rule}
 }
