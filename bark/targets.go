@@ -42,7 +42,8 @@ type Target struct {
 	secrets []string // parts of the template to scrub from any detail text
 	// enc encrypts this target's pushes end to end (a BARK_ENCRYPTION line
 	// above the template in its file); nil sends them in clear.
-	enc *encryption
+	enc   *encryption
+	shape encryptedShape // the template taken apart for encryption; with enc only
 }
 
 // Encryption is the algorithm of the target's end-to-end encryption, e.g.
@@ -204,7 +205,12 @@ func parseTargets(name string, data []byte) ([]Target, error) {
 		}
 		t.File, t.Line = name, i+1
 		if enc != nil {
-			t.enc = enc
+			shape, reason := shapeEncrypted(t.tmpl)
+			if reason != "" {
+				errs = append(errs, fmt.Errorf("%s:%d: %s", name, i+1, reason))
+				continue
+			}
+			t.enc, t.shape = enc, shape
 			t.secrets = append(t.secrets, encKey)
 		}
 		targets = append(targets, t)
