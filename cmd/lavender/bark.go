@@ -22,7 +22,7 @@ type BarkCmd struct {
 // BarkSendCmd pushes one message, as given, to every target.
 type BarkSendCmd struct {
 	barkTargetFlags
-	Test    bool     `name:"test" help:"Send a test push naming each target's encryption, e.g. \"[lavender-2] test push (aes-256-gcm)\": \"Decryption Failed\" on the phone then means the key does not match the app's."`
+	Test    bool     `name:"test" help:"Send a test push naming each target's encryption, e.g. \"[lavender-2] test push (aes-256-gcm) …\", as long as the longest push: \"Decryption Failed\" on the phone then means the key (or, for GCM, the app's version) does not match."`
 	Message []string `arg:"" optional:"" help:"Words of the message; joined with spaces."`
 }
 
