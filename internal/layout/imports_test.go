@@ -1,5 +1,5 @@
 // Package layout holds the test that keeps lavender's packages layered: which
-// package may use which, transitively, as the README's Development section
+// package may use which, transitively, as CONTRIBUTING.md's package table
 // says. A new package must be added to the table before it builds here.
 package layout
 
@@ -17,7 +17,7 @@ const module = "lavender"
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
 	"runlog":   {},
-	"watchdog": {"internal/ring"},
+	"watchdog": {"kmsg", "internal/ring"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
@@ -37,11 +37,14 @@ var mayUse = map[string][]string{
 	// Every push text, worded from the watchdog's facts; the arrows point
 	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
 	// text and no Bark, and the texts know no delivery.
-	"pushtext":   {"watchdog", "internal/ring", "internal/textsafe"},
-	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"pushtext":   {"watchdog", "kmsg", "internal/ring", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
 	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
+	// The disk guard reads statfs and learns from the numbers; what to
+	// push about them is the watchdog's, so it imports nothing of ours.
+	"diskguard": {},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -70,6 +73,8 @@ var mayUse = map[string][]string{
 	// characters) and cuts it with "…"; the texts, the client and the
 	// bridge share it.
 	"internal/textsafe": {},
+	// The Python client (python/); its Go tests only run the Python ones.
+	"python": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever
