@@ -130,9 +130,18 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 		}
 		v := klog.victim()
 		s.OOM.Victim = watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}
+		// A phase whose process died without an end ends now, failed, so
+		// this very poll pushes it.
+		exp.CheckProcesses()
 		_, phases := exp.Snapshot()
 		for _, p := range phases {
 			s.Phases = append(s.Phases, statuspage.PhaseState(p))
+		}
+		for _, e := range exp.Ends() {
+			s.Ends = append(s.Ends, watchdog.PhaseEnd{
+				Seq: e.Seq, Phase: e.Phase, Status: watchdog.PhaseStatus(e.Status), Reason: e.Reason,
+				Started: e.Started, Ended: e.Ended, Died: e.Died, PID: e.PID,
+			})
 		}
 		return s, nil
 	}
