@@ -26,14 +26,14 @@ var mayUse = map[string][]string{
 	// other: a client does not pull in the collectors.
 	"phaseapi":  {},
 	"heartbeat": {"phaseapi"},
-	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle"},
+	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/procfile"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
-	"proctree":   {},
+	"proctree":   {"internal/procfile"},
 	"barkbridge": {"runlog", "watchdog", "internal/throttle", "internal/ring"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring"},
+	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/procfile"},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -58,6 +58,9 @@ var mayUse = map[string][]string{
 	// A fixed-size buffer of the newest values: the watchdog's samples
 	// and the bridge's recent pushes.
 	"internal/ring": {},
+	// The one bounded, non-blocking reader of procfs and sysfs files, so
+	// that a FIFO or /dev/zero in their place hangs and swells nothing.
+	"internal/procfile": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever
