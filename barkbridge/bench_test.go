@@ -30,29 +30,3 @@ func BenchmarkWebhookDecodeFormat(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkBarkURL measures building one push URL from a template.
-func BenchmarkBarkURL(b *testing.B) {
-	ts, err := parseTargets("phone.bark.env", []byte("https://api.day.app/0123456789abcdefghijkl/$0"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	msg := formatSwap(DefaultPrefix, SwapFigures{Ratio: 0.54, UsedBytes: 17501991731, TotalBytes: 34359738368})
-	b.ReportAllocs()
-	for b.Loop() {
-		if u := fillMessage(ts[0].tmpl, msg); len(u) == 0 {
-			b.Fatal("empty URL")
-		}
-	}
-}
-
-// BenchmarkFormatSwap measures the shared swap formatter.
-func BenchmarkFormatSwap(b *testing.B) {
-	s := SwapFigures{Ratio: 0.54, UsedBytes: 17501991731, TotalBytes: 34359738368}
-	b.ReportAllocs()
-	for b.Loop() {
-		if formatSwap(DefaultPrefix, s) == "" {
-			b.Fatal("empty")
-		}
-	}
-}

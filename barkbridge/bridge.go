@@ -1,11 +1,8 @@
 // Package barkbridge turns Alertmanager webhooks, and the watchdog's alerts
-// (as its watchdog.Pusher), into silent Bark pushes through one formatter,
-// and records each push in the run log.
-//
-// Bark device keys live in the URL templates of *.bark.env files. They are
-// sent to Bark and nowhere else: targets print as "file:line", failures as a
-// short class ("timeout", "HTTP 500"), and any library error is redacted
-// before it is logged, in the manner of Alertmanager's notifiers.
+// (as its watchdog.Pusher), into silent Bark pushes worded by pushtext and
+// sent by the bark client, and does what a template cannot: an incident's
+// id across notifications, dedup across HA copies and retries, storm
+// control per phone, the run log and the status page's history.
 package barkbridge
 
 import (
@@ -23,9 +20,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/version"
 
+	"lavender/bark"
 	"lavender/internal/throttle"
+	"lavender/pushtext"
 	"lavender/runlog"
 )
 
@@ -47,7 +45,7 @@ const (
 type Config struct {
 	ConfigDir     string        // where the *.bark.env files are; default "."
 	Timeout       time.Duration // per push, and the bound on a webhook's answer
-	Prefix        string        // starts every message; default DefaultPrefix
+	Prefix        string        // starts every message; default pushtext.DefaultPrefix
 	Threshold     float64       // swap ratio (0–1] at or above which the swap alert pushes
 	SwapAlertname string        // the swap alert's name
 	OnlySwap      bool          // push no alert but the swap alert
@@ -79,8 +77,9 @@ type Config struct {
 	// default a counter nobody exports.
 	WriteErrors prometheus.Counter
 
-	// HTTPClient sends the pushes; tests inject one. Default: a client that
-	// honours the proxy environment, with deadlines from Timeout.
+	// HTTPClient sends the pushes (bark.New makes it refuse redirects);
+	// tests inject one. Default: a client that honours the proxy
+	// environment, with deadlines from Timeout.
 	HTTPClient *http.Client
 	// Now is the clock of the dedup window; default time.Now.
 	Now func() time.Time
@@ -97,7 +96,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("barkbridge: timeout %s is negative", c.Timeout)
 	}
 	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
+		c.Prefix = pushtext.DefaultPrefix
 	}
 	if c.Threshold == 0 {
 		c.Threshold = DefaultThreshold
@@ -129,14 +128,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WriteErrors == nil {
 		c.WriteErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported_write_errors_total"})
 	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = defaultClient()
-	} else {
-		// An injected client refuses redirects too: the key must not follow one.
-		hc := *c.HTTPClient
-		hc.CheckRedirect = refuseRedirects
-		c.HTTPClient = &hc
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -156,7 +147,6 @@ type Bridge struct {
 	logger    *slog.Logger
 	metrics   *metrics
 	dedup     *dedup
-	userAgent string
 	logErrors throttle.Reporter
 	history   *pushHistory // what the status page shows
 	storm     *stormLimiter
@@ -168,7 +158,7 @@ type Bridge struct {
 	// storing what was read: where an unserialised load could be overtaken.
 	afterRead func()
 	mu        sync.RWMutex
-	targets   []Target
+	notifiers []*bark.Notifier
 }
 
 // New loads the targets and registers the metrics with reg (nil: none). An
@@ -195,13 +185,12 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, e
 		return nil, fmt.Errorf("barkbridge: register metrics: %w", err)
 	}
 	b := &Bridge{
-		cfg:       cfg,
-		logger:    logger,
-		metrics:   m,
-		dedup:     newDedup(cfg.DedupWindow, cfg.DedupMaxEntries),
-		userAgent: "lavender/" + version.Version,
-		history:   newPushHistory(),
-		storm:     storm,
+		cfg:     cfg,
+		logger:  logger,
+		metrics: m,
+		dedup:   newDedup(cfg.DedupWindow, cfg.DedupMaxEntries),
+		history: newPushHistory(),
+		storm:   storm,
 	}
 	if err := b.load(true); err != nil {
 		return nil, err
@@ -218,7 +207,7 @@ func (b *Bridge) Reload() error { return b.load(false) }
 func (b *Bridge) load(initial bool) error {
 	b.loadMu.Lock()
 	defer b.loadMu.Unlock()
-	res, err := LoadTargets(b.cfg.ConfigDir)
+	res, err := bark.LoadTargets(b.cfg.ConfigDir)
 	if b.afterRead != nil {
 		b.afterRead()
 	}
@@ -227,16 +216,20 @@ func (b *Bridge) load(initial bool) error {
 	}
 	if err != nil {
 		b.metrics.reloadOK.Set(0)
-		var dirErr *ConfigDirError
+		var dirErr *bark.ConfigDirError
 		if !initial || errors.As(err, &dirErr) {
 			return fmt.Errorf("barkbridge: load targets: %w", err)
 		}
 		b.logger.Error("[bark] bad lines in the Bark config; using the good targets until they are fixed and reloaded",
 			"err", err, "good_targets", len(res.Targets))
 	}
+	notifiers := make([]*bark.Notifier, len(res.Targets))
+	for i, t := range res.Targets {
+		notifiers[i] = bark.New(t, b.cfg.HTTPClient, "")
+	}
+	old := b.Targets()
 	b.mu.Lock()
-	old := b.targets
-	b.targets = res.Targets
+	b.notifiers = notifiers
 	b.mu.Unlock()
 	b.metrics.trackTargets(old, res.Targets)
 	b.storm.trackTargets(targetNames(res.Targets))
@@ -246,7 +239,7 @@ func (b *Bridge) load(initial bool) error {
 		b.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
 	}
 	if len(res.Targets) == 0 {
-		b.logger.Warn("[bark] NO BARK TARGETS: nothing will be pushed; add a *"+ConfigSuffix+" file and reload",
+		b.logger.Warn("[bark] NO BARK TARGETS: nothing will be pushed; add a *"+bark.ConfigSuffix+" file and reload",
 			"dir", b.cfg.ConfigDir)
 	} else {
 		b.logger.Info("[bark] loaded targets", "targets", len(res.Targets), "files", len(res.Files))
@@ -254,7 +247,7 @@ func (b *Bridge) load(initial bool) error {
 	return nil
 }
 
-func targetNames(ts []Target) []string {
+func targetNames(ts []bark.Target) []string {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name()
@@ -263,52 +256,37 @@ func targetNames(ts []Target) []string {
 }
 
 // Targets returns the targets in use.
-func (b *Bridge) Targets() []Target {
+func (b *Bridge) Targets() []bark.Target {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return append([]Target(nil), b.targets...)
-}
-
-// Send pushes message, as given, to every target at once and returns one
-// Result per target. It neither deduplicates, nor holds back in a storm,
-// nor writes the run log.
-func (b *Bridge) Send(ctx context.Context, message string) []Result {
-	d := &delivery{push: push{message: clipMessage(message)}}
-	b.deliver(ctx, []*delivery{d})
-	return d.results
-}
-
-// SendTest pushes the self-test text to every target: "[lavender-2] test
-// push (aes-256-gcm)", with each target's algorithm, or "(not encrypted)",
-// so that a user who sees "Decryption Failed" knows the key is wrong.
-func (b *Bridge) SendTest(ctx context.Context) []Result {
-	var results []Result
-	for _, t := range b.Targets() {
-		mode := t.Encryption()
-		if mode == "" {
-			mode = "not encrypted"
-		}
-		d := &delivery{push: push{message: clipMessage(withPrefix(b.cfg.Prefix, "test push ("+mode+")"))}, only: t.Name()}
-		b.deliver(ctx, []*delivery{d})
-		results = append(results, d.results...)
+	ts := make([]bark.Target, len(b.notifiers))
+	for i, n := range b.notifiers {
+		ts[i] = n.Target()
 	}
-	return results
+	return ts
+}
+
+// current returns the notifiers of the targets in use.
+func (b *Bridge) current() []*bark.Notifier {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.notifiers
 }
 
 // delivery is one message to push to every target, and its outcome.
 type delivery struct {
-	push           // the text and the parameters, the same for every target
-	subject string // names the push in the run log, e.g. "swap 54%"
-	key     *alertKey
-	storm   []stormEvent // what storm control counts it as; nil: not limited
-	only    string       // push to this target (file:line) only; "": to all
+	bark.Push        // the text and the parameters, the same for every target
+	subject   string // names the push in the run log, e.g. "swap 54%"
+	key       *alertKey
+	storm     []stormEvent // what storm control counts it as; nil: not limited
+	only      string       // push to this target (file:line) only; "": to all
 
-	results   []Result // the targets pushed to, or that failed, in target order
-	ok        int      // pushes made by this call that Bark accepted
-	failed    int      // pushes made by this call that failed
-	joined    int      // targets whose push by a concurrent request, waited on, failed
-	duplicate int      // targets that had accepted already, or just did for a concurrent request
-	held      int      // targets storm control held it back from
+	results   []bark.Result // the targets pushed to, or that failed, in target order
+	ok        int           // pushes made by this call that Bark accepted
+	failed    int           // pushes made by this call that failed
+	joined    int           // targets whose push by a concurrent request, waited on, failed
+	duplicate int           // targets that had accepted already, or just did for a concurrent request
+	held      int           // targets storm control held it back from
 }
 
 // action is what became of the delivery, for the webhook's answer and
@@ -331,14 +309,10 @@ func (d *delivery) action() string {
 	}
 }
 
-// swapDelivery is the one builder of swap pushes, for the watchdog and the
-// webhook alike.
-// A resolution says how long the incident lasted (0: unknown).
-func (b *Bridge) swapDelivery(s SwapFigures, resolved bool, lasted time.Duration) *delivery {
-	if resolved {
-		return &delivery{subject: "resolved " + swapSubject(s), push: push{message: formatSwapResolved(b.cfg.Prefix, s, lasted)}}
-	}
-	return &delivery{subject: swapSubject(s), push: push{message: formatSwap(b.cfg.Prefix, s)}}
+// textDelivery is the one builder of a push from its text, for the
+// watchdog and the webhook alike: the prefix, then the text, clipped.
+func (b *Bridge) textDelivery(t pushtext.Text) *delivery {
+	return &delivery{subject: t.Subject, Push: bark.Push{Message: bark.Clip(pushtext.WithPrefix(b.cfg.Prefix, t.Body))}}
 }
 
 // retryable reports whether a target failed in a way that may pass.
@@ -363,7 +337,7 @@ const (
 
 type slot struct {
 	outcome outcome
-	err     *PushError
+	err     *bark.PushError
 }
 
 // deliver pushes every delivery to every target concurrently, at most
@@ -377,7 +351,7 @@ type slot struct {
 // goroutine, so the answer stays in time. Failures are logged once per
 // target for the whole call, not once per push.
 func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
-	targets := b.Targets()
+	targets := b.current()
 	if len(targets) == 0 || len(ds) == 0 {
 		return
 	}
@@ -397,25 +371,25 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 type deliveryRun struct {
 	b       *Bridge
 	ctx     context.Context
-	targets []Target
+	targets []*bark.Notifier
 	sem     chan struct{}
 	slots   [][]slot
 	wg      sync.WaitGroup
 	waiters []waiter
-	expired *PushError // the failure of every push ctx ended before it started
+	expired *bark.PushError // the failure of every push ctx ended before it started
 	// down holds, per target, the failure that showed it cannot be
 	// reached (refused, unreachable, unknown host, TLS): the call's
 	// remaining pushes to it fail with that class without a dial, as
 	// Alertmanager's retry of the group will try them all again.
-	down []atomic.Pointer[PushError]
+	down []atomic.Pointer[bark.PushError]
 }
 
-func newDeliveryRun(b *Bridge, ctx context.Context, targets []Target, n int) *deliveryRun {
+func newDeliveryRun(b *Bridge, ctx context.Context, targets []*bark.Notifier, n int) *deliveryRun {
 	r := &deliveryRun{
 		b: b, ctx: ctx, targets: targets,
 		sem:   make(chan struct{}, b.cfg.MaxParallel),
 		slots: make([][]slot, n),
-		down:  make([]atomic.Pointer[PushError], len(targets)),
+		down:  make([]atomic.Pointer[bark.PushError], len(targets)),
 	}
 	for i := range r.slots {
 		r.slots[i] = make([]slot, len(targets))
@@ -427,7 +401,8 @@ func newDeliveryRun(b *Bridge, ctx context.Context, targets []Target, n int) *de
 // target's), a duplicate, a wait on a concurrent copy, held back, or a
 // push, which starts once it holds a slot.
 func (r *deliveryRun) start(i, j int, d *delivery) {
-	t, s := r.targets[j], &r.slots[i][j]
+	n, s := r.targets[j], &r.slots[i][j]
+	t := n.Target()
 	if d.only != "" && d.only != t.Name() {
 		return
 	}
@@ -452,8 +427,8 @@ func (r *deliveryRun) start(i, j int, d *delivery) {
 	go func() {
 		defer r.wg.Done()
 		defer func() { <-r.sem }()
-		s.err = r.b.push(r.ctx, t, d.push)
-		if s.err != nil && s.err.unreachable {
+		s.err = r.b.push(r.ctx, n, d.Push)
+		if s.err != nil && s.err.Unreachable {
 			r.down[j].CompareAndSwap(nil, s.err)
 		}
 		r.b.dedup.finish(entry, s.err)
@@ -465,11 +440,11 @@ func (r *deliveryRun) start(i, j int, d *delivery) {
 // (waited on once this call's own pushes are done: they never wait on
 // anything, so no two requests can wait on each other). A delivery
 // without a key is always claimed, with a nil entry.
-func (r *deliveryRun) claim(d *delivery, t Target, s *slot) (entry *dedupEntry, claimed bool) {
+func (r *deliveryRun) claim(d *delivery, t bark.Target, s *slot) (entry *dedupEntry, claimed bool) {
 	if d.key == nil {
 		return nil, true
 	}
-	e, state := r.b.dedup.claim(dedupKey{target: t.id, alert: *d.key}, r.b.cfg.Now())
+	e, state := r.b.dedup.claim(dedupKey{target: t.Identity(), alert: *d.key}, r.b.cfg.Now())
 	switch state {
 	case claimSent:
 		s.outcome = outcomeDuplicate
@@ -483,14 +458,14 @@ func (r *deliveryRun) claim(d *delivery, t Target, s *slot) (entry *dedupEntry, 
 
 // failFast takes a slot for a push to target j, or returns the failure
 // that makes the push pointless: the target is down, or ctx ended first.
-func (r *deliveryRun) failFast(j int, t Target) *PushError {
+func (r *deliveryRun) failFast(j int, t bark.Target) *bark.PushError {
 	if err := r.down[j].Load(); err != nil {
 		return err
 	}
 	if !acquire(r.ctx, r.sem) {
 		// Never started: fail it now, so the answer stays in time.
 		if r.expired == nil {
-			r.expired = classify(r.ctx, r.ctx.Err(), t)
+			r.expired = t.Classify(r.ctx, r.ctx.Err())
 		}
 		return r.expired
 	}
@@ -508,7 +483,7 @@ func (r *deliveryRun) awaitConcurrentCopies() {
 // tally folds the slots into each delivery's counts and results.
 func (r *deliveryRun) tally(ds []*delivery) {
 	for i, d := range ds {
-		for j, t := range r.targets {
+		for j, n := range r.targets {
 			s := r.slots[i][j]
 			switch s.outcome {
 			case outcomeNone:
@@ -528,7 +503,7 @@ func (r *deliveryRun) tally(ds []*delivery) {
 			case outcomeJoined:
 				d.joined++
 			}
-			res := Result{Target: t.Name()}
+			res := bark.Result{Target: n.Target().Name()}
 			if s.err != nil {
 				res.Err, res.Retryable = s.err, s.err.Retryable
 			}
@@ -563,11 +538,12 @@ func acquire(ctx context.Context, sem chan struct{}) bool {
 // with the number of pushes and failures, and one debug line with the
 // first failure's detail: a 12,000-alert group against a Bark that is down
 // must not write 12,000 lines per target.
-func (b *Bridge) logFailures(targets []Target, slots [][]slot) {
-	for j, t := range targets {
+func (b *Bridge) logFailures(targets []*bark.Notifier, slots [][]slot) {
+	for j, n := range targets {
+		t := n.Target()
 		var (
 			pushes, failed int
-			first          *PushError
+			first          *bark.PushError
 			classes        = map[string]int{}
 		)
 		for i := range slots {
@@ -592,8 +568,8 @@ func (b *Bridge) logFailures(targets []Target, slots [][]slot) {
 			attrs = append(attrs, "classes", classCounts(classes))
 		}
 		b.logger.Warn("push failed", append([]any{"target", t.Name(), "class", first.Class}, attrs...)...)
-		if first.detail != "" {
-			b.logger.Debug("push failure detail", "target", t.Name(), "detail", first.detail)
+		if first.Detail != "" {
+			b.logger.Debug("push failure detail", "target", t.Name(), "detail", first.Detail)
 		}
 	}
 }
@@ -623,20 +599,25 @@ func (b *Bridge) await(ctx context.Context, e *dedupEntry, s *slot) {
 		}
 		s.outcome, s.err = outcomeJoined, e.err
 	case <-ctx.Done():
-		s.outcome, s.err = outcomeJoined, &PushError{Class: "timeout", Retryable: true}
+		s.outcome, s.err = outcomeJoined, &bark.PushError{Class: "timeout", Retryable: true}
 	}
 }
 
 // push sends one push with its own timeout, and records metrics and logs.
-func (b *Bridge) push(ctx context.Context, t Target, p push) *PushError {
+func (b *Bridge) push(ctx context.Context, n *bark.Notifier, p bark.Push) *bark.PushError {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
+	t := n.Target()
 	start := time.Now()
-	err := sendOne(ctx, b.cfg.HTTPClient, b.userAgent, t, p)
+	_, err := n.Notify(ctx, p)
 	b.metrics.pushDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		b.countFailure(t, err)
-		return err
+		var pe *bark.PushError
+		if !errors.As(err, &pe) {
+			pe = &bark.PushError{Class: "network error", Retryable: true}
+		}
+		b.countFailure(t, pe)
+		return pe
 	}
 	b.metrics.pushes.WithLabelValues(t.Name(), "ok").Inc()
 	b.history.target(t.Name(), "ok", b.cfg.Now())
@@ -645,7 +626,7 @@ func (b *Bridge) push(ctx context.Context, t Target, p push) *PushError {
 
 // countFailure counts a failed push; deliver logs the failures of a call
 // together (logFailures).
-func (b *Bridge) countFailure(t Target, err *PushError) {
+func (b *Bridge) countFailure(t bark.Target, err *bark.PushError) {
 	b.metrics.pushes.WithLabelValues(t.Name(), "failed").Inc()
 	b.history.target(t.Name(), "failed: "+err.Class, b.cfg.Now())
 }
@@ -692,7 +673,7 @@ func (b *Bridge) sendDue(ctx context.Context, now time.Time) {
 // minute: SwapUsageHigh ×30, PhaseStalled ×7", to its target only, without
 // an id (it stands for many incidents) and with one BARK line.
 func (b *Bridge) sendSummary(ctx context.Context, s stormSummary) {
-	d := &delivery{subject: s.Subject(), push: push{message: s.Text}, only: s.Target}
+	d := &delivery{subject: s.Subject(), Push: bark.Push{Message: s.Text}, only: s.Target}
 	b.deliver(ctx, []*delivery{d})
 	b.record(d)
 	if d.ok+d.failed > 0 {

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"lavender/bark"
 )
 
 // DefaultDedupMaxEntries caps the dedup memory. An entry is about 200 bytes,
@@ -20,7 +22,7 @@ type alertKey struct {
 }
 
 type dedupKey struct {
-	target string // Target.id, so a reload that renumbers lines keeps memory
+	target string // Target.Identity(), so a reload that renumbers lines keeps memory
 	alert  alertKey
 }
 
@@ -39,7 +41,7 @@ type dedupEntry struct {
 	expires time.Time
 	done    chan struct{}
 	ok      bool
-	err     *PushError
+	err     *bark.PushError
 	elem    *list.Element
 }
 
@@ -83,7 +85,7 @@ func (d *dedup) claim(k dedupKey, now time.Time) (*dedupEntry, claimState) {
 
 // finish records the outcome of a claimed push. A failure is forgotten at
 // once, so the next delivery of the alert tries that target again.
-func (d *dedup) finish(e *dedupEntry, err *PushError) {
+func (d *dedup) finish(e *dedupEntry, err *bark.PushError) {
 	if e == nil { // a push without dedup
 		return
 	}

@@ -28,15 +28,6 @@ const (
 	relaxedTimeout = 10 * time.Second
 )
 
-// apnsTestToken is a device token as APNs issues them: 64 hex characters.
-const apnsTestToken = "5f1c0e9a7b3d2c4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6"
-
-// apnsRefused is bark-server's answer when APNs refuses a push: it quotes
-// the device token.
-func apnsRefused() barktest.Fault {
-	return barktest.Status(500, `push failed: Post "https://api.push.apple.com/3/device/`+apnsTestToken+`": remote error`)
-}
-
 // fixture is a bridge wired to temp dirs, a debug logger and its own registry.
 type fixture struct {
 	t      testing.TB
@@ -46,17 +37,6 @@ type fixture struct {
 	bridge *Bridge
 	mux    *http.ServeMux
 	cfg    Config
-}
-
-// addTargets writes more *.bark.env files, mode 0600, into an existing
-// config dir, as a user does before a reload.
-func addTargets(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func newFixture(t testing.TB, files map[string]string, tweak func(*Config)) *fixture {

@@ -2,7 +2,6 @@ package barkbridge
 
 import (
 	"encoding/json"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"lavender/bark"
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
 	"lavender/watchdog"
@@ -234,7 +234,7 @@ func TestEncryptedPushesEveryMode(t *testing.T) {
 			srv := barktest.New(t, "KEY", "CLEAR")
 			key := keys[alg.keyLen]
 			f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("CLEAR") + "\n" +
-				EncryptionKey + "=" + alg.name + ":" + key + "\n" + srv.Template("KEY") + "\n"},
+				bark.EncryptionKey + "=" + alg.name + ":" + key + "\n" + srv.Template("KEY") + "\n"},
 				func(c *Config) { c.ExternalURL = "https://gpu-3.example/" })
 			firing := webhookAlert{name: "SwapUsageHigh", instance: "gpu-3:9100", fingerprint: "aaaa000000000001", startsAt: incidentStart, annotations: swapAnnotations}
 			if code, answer := f.post(webhookBody(t, firing)); code != 200 || !strings.HasPrefix(answer, "alerts=1 pushed=1 ") {
@@ -262,7 +262,7 @@ func TestEncryptedPushesEveryMode(t *testing.T) {
 			if enc.ID != id {
 				t.Errorf("id outside the ciphertext %q, want %q", enc.ID, id)
 			}
-			plain := appDecrypt(t, alg.mode, key, enc.IV, enc.Ciphertext)
+			plain := barktest.AppDecrypt(t, alg.mode, key, enc.IV, enc.Ciphertext)
 			for k, want := range map[string]string{"body": text, "group": "gpu-3", "url": "https://gpu-3.example/", "level": "passive", "isarchive": "0", "id": id} {
 				if plain[k] != want {
 					t.Errorf("decrypted %s = %q, want %q (all: %v)", k, plain[k], want, plain)
@@ -272,50 +272,20 @@ func TestEncryptedPushesEveryMode(t *testing.T) {
 	}
 }
 
-// TestEncryptedSelfTest: SendTest names each target's algorithm, or says
-// it is not encrypted.
-func TestEncryptedSelfTest(t *testing.T) {
-	srv := barktest.New(t, "KEY", "CLEAR")
-	const key = "0123456789abcdef0123456789abcdef"
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("CLEAR") + "\n" +
-		EncryptionKey + "=aes-256-gcm:" + key + "\n" + srv.Template("KEY") + "\n"}, nil)
-	for _, r := range f.bridge.SendTest(t.Context()) {
-		if r.Err != nil {
-			t.Errorf("%s", r)
-		}
-	}
-	for _, p := range srv.Pushes() {
-		got := p.Body
-		if p.Encrypted() {
-			got = appDecrypt(t, "gcm", key, p.IV, p.Ciphertext)["body"]
-			if want := "[lavender-2] test push (aes-256-gcm)"; got != want {
-				t.Errorf("encrypted self-test %q, want %q", got, want)
-			}
-			continue
-		}
-		if want := "[lavender-2] test push (not encrypted)"; got != want {
-			t.Errorf("clear self-test %q, want %q", got, want)
-		}
-	}
-	if n := len(srv.Pushes()); n != 2 {
-		t.Errorf("%d pushes, want one per target", n)
-	}
-}
-
 // TestEncryptionSettingErrors: a bad BARK_ENCRYPTION line is a file:line
 // error that never shows the key; the templates under it are refused (not
 // sent in clear); the other files' targets load.
 func TestEncryptionSettingErrors(t *testing.T) {
 	const secret = "SECRETSECRETSECR" // 16 characters, wrong for aes-256
 	dir := barktest.ConfigDir(t, map[string]string{
-		"bad.bark.env":  "# phone\n" + EncryptionKey + "=aes-256-gcm:" + secret + "\nhttps://api.day.app/DEVICEKEY1/$0\n",
-		"good.bark.env": EncryptionKey + "='aes-128-cbc:" + secret + "'\nhttps://api.day.app/DEVICEKEY2/$0\n",
+		"bad.bark.env":  "# phone\n" + bark.EncryptionKey + "=aes-256-gcm:" + secret + "\nhttps://api.day.app/DEVICEKEY1/$0\n",
+		"good.bark.env": bark.EncryptionKey + "='aes-128-cbc:" + secret + "'\nhttps://api.day.app/DEVICEKEY2/$0\n",
 	})
-	res, err := LoadTargets(dir)
+	res, err := bark.LoadTargets(dir)
 	if err == nil {
 		t.Fatal("no error for a bad BARK_ENCRYPTION line")
 	}
-	for _, want := range []string{"bad.bark.env:2: " + EncryptionKey + ": aes-256-gcm needs a key of exactly 32 characters, this one has 16", "bad.bark.env:3: not loaded"} {
+	for _, want := range []string{"bad.bark.env:2: " + bark.EncryptionKey + ": aes-256-gcm needs a key of exactly 32 characters, this one has 16", "bad.bark.env:3: not loaded"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -326,7 +296,7 @@ func TestEncryptionSettingErrors(t *testing.T) {
 	if len(res.Targets) != 1 || res.Targets[0].Name() != "good.bark.env:2" || res.Targets[0].Encryption() != "aes-128-cbc" {
 		t.Errorf("targets %v", res.Targets)
 	}
-	if got := Scrub("key " + secret); strings.Contains(got, secret) {
+	if got := bark.Scrub("key " + secret); strings.Contains(got, secret) {
 		t.Errorf("the encryption key is not among the scrubbed secrets: %q", got)
 	}
 }
@@ -412,18 +382,6 @@ func TestStormHoldsWatchdogAndResolvedPushes(t *testing.T) {
 	}
 }
 
-// TestSummaryParams: the URL of a clear summary holds no id.
-func TestSummaryParams(t *testing.T) {
-	p := push{message: "x"}
-	if got := p.params(); len(got) != 0 {
-		t.Errorf("params %v", got)
-	}
-	u, err := url.Parse(fillMessage(appendMissingParams("https://h/K/$0", push{id: "1", group: "g", openURL: "https://x/"}.params()...), "m"))
-	if err != nil || u.Query().Get("id") != "1" || u.Query().Get("group") != "g" || u.Query().Get("url") != "https://x/" {
-		t.Errorf("%v %v", u, err)
-	}
-}
-
 // TestReloadsAreSerialised: reloads racing with edits of the config (a
 // SIGHUP and a POST /-/reload at once) end with the targets, the
 // lavender_bark_targets gauge and the per-target series of the file as it
@@ -497,7 +455,7 @@ func TestReloadOvertaken(t *testing.T) {
 	older := make(chan error, 1)
 	go func() { older <- f.bridge.Reload() }()
 	<-parked
-	addTargets(t, f.dir, map[string]string{"phone.bark.env": "https://api.day.app/KEY0000001/$0\nhttps://api.day.app/KEY0000002/$0\n"})
+	barktest.AddTargets(t, f.dir, map[string]string{"phone.bark.env": "https://api.day.app/KEY0000001/$0\nhttps://api.day.app/KEY0000002/$0\n"})
 	newer := make(chan error, 1)
 	go func() { newer <- f.bridge.Reload() }()
 	select {

@@ -3,16 +3,15 @@ package barkbridge
 import (
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 	"unicode"
-	"unicode/utf8"
 
+	"lavender/bark"
 	"lavender/internal/barktest"
+	"lavender/pushtext"
 
 	"github.com/prometheus/alertmanager/template"
 )
@@ -20,36 +19,6 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const bytesPerGiB = 1 << 30
-
-func TestFormatSwap(t *testing.T) {
-	tests := []struct {
-		s    SwapFigures
-		want string
-	}{
-		{SwapFigures{Ratio: 0.54, UsedBytes: giBytes(16.3), TotalBytes: 32 * bytesPerGiB}, "[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening"},
-		{SwapFigures{Ratio: 0.54}, "[lavender-2] swap 54% full — consider intervening"},
-		{SwapFigures{Ratio: 0.545}, "[lavender-2] swap 55% full — consider intervening"},
-		{SwapFigures{Ratio: 0.5449}, "[lavender-2] swap 54% full — consider intervening"},
-		{SwapFigures{Ratio: 1, UsedBytes: 2 * bytesPerGiB, TotalBytes: 2 * bytesPerGiB}, "[lavender-2] swap 100% full (2.0/2.0 GB) — consider intervening"},
-		{SwapFigures{Ratio: 0.5, UsedBytes: 512 << 20, TotalBytes: 1 * bytesPerGiB}, "[lavender-2] swap 50% full (0.5/1.0 GB) — consider intervening"},
-		// Byte figures that cannot be right are left out rather than shown.
-		{SwapFigures{Ratio: 0.6, UsedBytes: 3 * bytesPerGiB, TotalBytes: 2 * bytesPerGiB}, "[lavender-2] swap 60% full — consider intervening"},
-		// A watchdog that only has bytes still gets a percent.
-		{SwapFigures{Ratio: math.NaN(), UsedBytes: 3 * bytesPerGiB, TotalBytes: 4 * bytesPerGiB}, "[lavender-2] swap 75% full (3.0/4.0 GB) — consider intervening"},
-		{SwapFigures{Ratio: math.Inf(1)}, "[lavender-2] swap ?% full — consider intervening"},
-	}
-	for _, tt := range tests {
-		if got := formatSwap(DefaultPrefix, tt.s); got != tt.want {
-			t.Errorf("formatSwap(%+v)\n got %q\nwant %q", tt.s, got, tt.want)
-		}
-	}
-	if got := formatSwap("", SwapFigures{Ratio: 0.54}); got != "swap 54% full — consider intervening" {
-		t.Errorf("no prefix: %q", got)
-	}
-	if got := formatSwapResolved("[box]", SwapFigures{Ratio: 0.31, UsedBytes: giBytes(9.9), TotalBytes: 32 * bytesPerGiB}, 42*time.Minute); got != "[box] resolved: swap 31% full (9.9/32.0 GB) after 42m" {
-		t.Errorf("resolved: %q", got)
-	}
-}
 
 func TestSwapFromAnnotations(t *testing.T) {
 	tests := []struct {
@@ -86,7 +55,7 @@ func TestSwapFromAnnotations(t *testing.T) {
 		s, ok := swapFromAnnotations(tt.ann)
 		got := ""
 		if ok {
-			got = swapText(s)
+			got = strings.TrimSuffix(pushtext.Swap(s).Body, " — consider intervening")
 		}
 		if got != tt.want {
 			t.Errorf("swapFromAnnotations(%v) = %q, want %q", tt.ann, got, tt.want)
@@ -94,18 +63,7 @@ func TestSwapFromAnnotations(t *testing.T) {
 	}
 }
 
-func TestClipMessage(t *testing.T) {
-	long := strings.Repeat("é", 400) // 800 bytes
-	got := clipMessage(long)
-	if len(got) > MaxMessageBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
-		t.Errorf("clipped to %d bytes, valid %v: ...%q", len(got), utf8.ValidString(got), got[len(got)-8:])
-	}
-	if got := clipMessage("a\x00b\tc\nd\xffe"); got != "a b c\nd\uFFFDe" {
-		t.Errorf("sanitize = %q", got)
-	}
-	if got := clipMessage(strings.Repeat("a", MaxMessageBytes)); len(got) != MaxMessageBytes || strings.Contains(got, "…") {
-		t.Errorf("a message at the bound was cut")
-	}
+func TestSubjectAndRunlogLine(t *testing.T) {
 	if got := subject(strings.Repeat("PhaseStalled", 10)); len(got) > maxSubjectBytes {
 		t.Errorf("subject is %d bytes", len(got))
 	}
@@ -147,7 +105,7 @@ func TestPlanGolden(t *testing.T) {
 					continue
 				}
 				fmt.Fprintf(&out, "%s: %s push %q log %q\n", filepath.Base(file), p.status,
-					p.delivery.message, runlogLine(subject(p.delivery.subject), 1, 0))
+					p.delivery.Message, runlogLine(subject(p.delivery.subject), 1, 0))
 			}
 		}
 	}
@@ -178,7 +136,7 @@ func TestHexRatioPushesTheSummary(t *testing.T) {
 		Labels:      template.KV{"alertname": "SwapUsageHigh"},
 		Annotations: template.KV{"swap_used_ratio": "0x1p-1", "summary": "Swap is filling up"},
 	})
-	if d == nil || d.message != "[lavender-2] Swap is filling up" || d.subject != "SwapUsageHigh" {
+	if d == nil || d.Message != "[lavender-2] Swap is filling up" || d.subject != "SwapUsageHigh" {
 		t.Fatalf("plan = %+v, want the summary pushed", d)
 	}
 }
@@ -197,8 +155,8 @@ func hasFormatChar(s string) bool {
 // webhook answer or status event with the override in it.
 func TestFormatCharsNeverReachAPush(t *testing.T) {
 	for _, r := range formatChars {
-		if got := clipMessage("a" + string(r) + "b"); got != "ab" {
-			t.Errorf("clipMessage(a %U b) = %q, want %q", r, got, "ab")
+		if got := bark.Clip("a" + string(r) + "b"); got != "ab" {
+			t.Errorf("bark.Clip(a %U b) = %q, want %q", r, got, "ab")
 		}
 		if got := subject("a" + string(r) + "b"); got != "ab" {
 			t.Errorf("subject(a %U b) = %q", r, got)

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/bark"
 )
 
 // Label values of lavender_webhook_alerts_total's action.
@@ -83,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metr
 // trackTargets starts every target's counters at zero, so rate() and
 // increase() work from the first scrape, and drops the series of targets a
 // reload removed, so the label set stays that of the config.
-func (m *metrics) trackTargets(old, ts []Target) {
+func (m *metrics) trackTargets(old, ts []bark.Target) {
 	m.targets.Set(float64(len(ts)))
 	keep := make(map[string]bool, len(ts))
 	for _, t := range ts {

@@ -8,6 +8,7 @@ import (
 
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
+	"lavender/pushtext"
 	"lavender/watchdog"
 )
 
@@ -114,14 +115,15 @@ func TestPushPhaseTexts(t *testing.T) {
 // and the longest an annotation could carry, shorten in the run log with
 // "…" while "sent ok= fail=" stays whole, with many targets too.
 func TestPhaseLineKeepsItsTail(t *testing.T) {
+	const maxPhaseBytes = 64 // the longest phase name a push shows
 	for _, name := range []string{strings.Repeat("x", 64), strings.Repeat("ü", 300)} {
 		for _, event := range []string{watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone} {
-			p := PhaseFigures{Event: event, Phase: name, Duration: time.Hour}
-			line := "15:04:05 " + runlogLine(subject(phaseSubject(p)), 123, 4567)
+			p := pushtext.PhaseFigures{Event: event, Phase: name, Duration: time.Hour}
+			line := "15:04:05 " + runlogLine(subject(pushtext.Phase(p).Subject), 123, 4567)
 			if len(line) > 80 || !strings.HasSuffix(line, "… sent ok=123 fail=4567") || !strings.HasPrefix(line, "15:04:05 BARK "+event+" ") {
 				t.Errorf("%s: run-log line %q (%d bytes)", event, line, len(line))
 			}
-			if text := phaseText(p); len(name) > maxPhaseBytes && !strings.Contains(text, "…\" ") || len(text) > 200 {
+			if text := pushtext.Phase(p).Body; len(name) > maxPhaseBytes && !strings.Contains(text, "…\" ") || len(text) > 200 {
 				t.Errorf("%s: push %q: a phase name is cut to %d bytes", event, text, maxPhaseBytes)
 			}
 		}

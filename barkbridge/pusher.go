@@ -2,9 +2,8 @@ package barkbridge
 
 import (
 	"context"
-	"strings"
-	"time"
 
+	"lavender/pushtext"
 	"lavender/watchdog"
 )
 
@@ -13,12 +12,9 @@ import (
 var _ watchdog.Pusher = (*Bridge)(nil)
 
 // Push sends one push carrying every alert the watchdog raised in one poll
-// to every target, and writes one run-log line for it. Several alerts share
-// one prefix, their texts joined by "; " in the order of the rules (swap,
-// pressure, oom); the run-log subject joins theirs with " + ", e.g.
-// "BARK pressure 23% + oom 1 kill sent ok=1 fail=0". A resolution says how
-// long its incident lasted: "resolved: swap 31% full (9.9/32.0 GB) after
-// 42m". A push left empty answers (0, 0).
+// to every target, and writes one run-log line for it: the alerts' texts
+// joined into one (pushtext.Join) under one prefix. A push left empty
+// answers (0, 0).
 //
 // The push carries its incident's Bark id (watchdogIncidentID), so that
 // reminders and the resolution replace the first notification; a push of
@@ -26,19 +22,15 @@ var _ watchdog.Pusher = (*Bridge)(nil)
 // of theirs. Its group is the host's name. With DeleteOnResolve, a push of
 // resolutions only deletes the notification instead.
 func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed int) {
-	var texts, subjects, ids []string
+	var texts []pushtext.Text
+	var ids []string
 	var events []stormEvent
 	resolvedOnly := true
 	for _, a := range alerts {
-		text, subj := watchdogText(a)
-		if a.Status == watchdog.Resolved {
-			text = "resolved: " + strings.TrimSuffix(text, considerIntervening) + after(a.Lasted())
-			subj = "resolved " + subj
-		} else {
+		texts = append(texts, pushtext.Alert(a))
+		if a.Status != watchdog.Resolved {
 			resolvedOnly = false
 		}
-		texts = append(texts, text)
-		subjects = append(subjects, subj)
 		ids = append(ids, watchdogIncidentID(incidentRule(a), a.Began, b.cfg.Hostname))
 		events = append(events, stormEvent{Watchdog: a.Rule, Resolved: a.Status == watchdog.Resolved})
 	}
@@ -49,11 +41,8 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 	if len(ids) > 1 {
 		id = hashID(append([]string{"watchdog-poll"}, ids...)...)
 	}
-	d := &delivery{
-		subject: strings.Join(subjects, " + "),
-		push:    push{message: clipMessage(withPrefix(b.cfg.Prefix, strings.Join(texts, "; ")))},
-		storm:   events,
-	}
+	d := b.textDelivery(pushtext.Join(texts))
+	d.storm = events
 	b.addIncident(d, id, b.cfg.Hostname, resolvedOnly)
 	b.deliver(ctx, []*delivery{d})
 	b.record(d)
@@ -77,31 +66,4 @@ func incidentRule(a watchdog.Alert) string {
 		return a.Rule + "\x00" + a.Phase
 	}
 	return a.Rule
-}
-
-// watchdogText is the text and run-log subject of one watchdog alert,
-// without the prefix. A rule it has no text for still reaches the phone,
-// by name.
-func watchdogText(a watchdog.Alert) (text, subj string) {
-	swap := swapFigures(a.Sample.Swap)
-	switch a.Rule {
-	case "swap":
-		return swapText(swap) + considerIntervening, swapSubject(swap)
-	case "pressure":
-		p := PressureFigures{Ratio: a.Sample.Pressure.Some, Window: 10 * time.Second, Swap: swap, SwapKnown: true}
-		return pressureText(p), pressureSubject(p)
-	case "oom":
-		o := OOMFigures{Kills: a.Kills, Phase: a.Phase, Swap: swap, SwapKnown: true}
-		if a.Victim.Known() {
-			o.VictimName, o.VictimPID = a.Victim.Name, a.Victim.PID
-		}
-		return oomText(o), oomSubject(o)
-	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
-		return watchdogPhaseText(a)
-	}
-	return a.Rule + " " + string(a.Status), a.Rule
-}
-
-func swapFigures(s watchdog.Swap) SwapFigures {
-	return SwapFigures{Ratio: s.Ratio, UsedBytes: s.UsedBytes, TotalBytes: s.TotalBytes}
 }

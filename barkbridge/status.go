@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"lavender/bark"
 	"lavender/internal/ring"
 )
 
@@ -61,7 +62,7 @@ func (h *pushHistory) event(e Event) {
 
 // keepOnly forgets the results of targets a reload removed, so the map
 // stays bounded by the targets in use.
-func (h *pushHistory) keepOnly(targets []Target) {
+func (h *pushHistory) keepOnly(targets []bark.Target) {
 	live := make(map[string]bool, len(targets))
 	for _, t := range targets {
 		live[t.Name()] = true
@@ -75,7 +76,7 @@ func (h *pushHistory) keepOnly(targets []Target) {
 	}
 }
 
-func (h *pushHistory) snapshot(targets []Target) BarkStatus {
+func (h *pushHistory) snapshot(targets []bark.Target) BarkStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := BarkStatus{Targets: make([]TargetStatus, 0, len(targets)), Events: h.events.NewestFirst()}
@@ -91,7 +92,7 @@ func (h *pushHistory) snapshot(targets []Target) BarkStatus {
 
 // event describes d, once delivered, for the status page.
 func (d *delivery) event(source, status, action string, at time.Time) Event {
-	e := Event{Time: at, Source: source, Status: status, Subject: subject(d.subject), Message: d.message, Action: action, OK: d.ok, Failed: d.failed}
+	e := Event{Time: at, Source: source, Status: status, Subject: subject(d.subject), Message: d.Message, Action: action, OK: d.ok, Failed: d.failed}
 	for _, r := range d.results {
 		if r.Err != nil {
 			e.Failures = append(e.Failures, r.String())

@@ -5,13 +5,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"lavender/bark"
 )
 
 // TestPushHistoryConcurrentReaders is for -race: the status page snapshots
 // the push history while deliveries record results and a reload prunes it.
 func TestPushHistoryConcurrentReaders(t *testing.T) {
 	h := newPushHistory()
-	targets := []Target{{File: "phone.bark.env", Line: 1}, {File: "phone.bark.env", Line: 2}}
+	targets := []bark.Target{{File: "phone.bark.env", Line: 1}, {File: "phone.bark.env", Line: 2}}
 	const writes = 3 * maxEvents // wraps the event ring several times
 	var wg sync.WaitGroup
 	wg.Add(2)

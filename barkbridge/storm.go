@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/bark"
+	"lavender/internal/textsafe"
 	"lavender/runlog"
 	"lavender/watchdog"
 )
@@ -371,7 +373,7 @@ func (st *stormState) summary(target, prefix string) stormSummary {
 	for i, c := range s.Counts {
 		item := c.Name + " ×" + strconv.Itoa(c.Count)
 		// Leave room for ", other alerts ×<up to 10 digits>" after this item.
-		if b.Len()+len(", ")+len(item)+len(otherAlerts)+10 > MaxMessageBytes {
+		if b.Len()+len(", ")+len(item)+len(otherAlerts)+10 > bark.MaxMessageBytes {
 			for _, rest := range s.Counts[i:] {
 				folded += rest.Count
 			}
@@ -388,7 +390,7 @@ func (st *stormState) summary(target, prefix string) stormSummary {
 		}
 		b.WriteString(otherAlerts + strconv.Itoa(folded))
 	}
-	s.Text = runlog.Truncate(b.String(), MaxMessageBytes) // only a huge prefix needs it
+	s.Text = runlog.Truncate(b.String(), bark.MaxMessageBytes) // only a huge prefix needs it
 	return s
 }
 
@@ -408,7 +410,7 @@ func moreAlerts(n int) string {
 // around), bounded, cut with "…"; "" for a name of nothing printable.
 func summaryName(name string) string {
 	name = strings.Map(func(r rune) rune {
-		if isFormatChar(r) {
+		if textsafe.Hidden(r) {
 			return -1
 		}
 		return r

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"lavender/bark"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -282,8 +284,8 @@ func TestStormBoundedNames(t *testing.T) {
 	if total != s.Held || s.Held != 200 {
 		t.Errorf("counts add up to %d, held %d", total, s.Held)
 	}
-	if len(s.Text) > MaxMessageBytes {
-		t.Errorf("summary text has %d bytes, over %d", len(s.Text), MaxMessageBytes)
+	if len(s.Text) > bark.MaxMessageBytes {
+		t.Errorf("summary text has %d bytes, over %d", len(s.Text), bark.MaxMessageBytes)
 	}
 	// The text's numbers add up to the total too.
 	sum := 0

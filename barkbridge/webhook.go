@@ -17,8 +17,9 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
 
+	"lavender/internal/textsafe"
+	"lavender/pushtext"
 	"lavender/runlog"
-	"lavender/watchdog"
 )
 
 // webhookVersion is the only payload version Alertmanager has sent so far.
@@ -81,8 +82,8 @@ func (b *Bridge) plan(msg *WebhookMessage) []planned {
 // (or, with DeleteOnResolve, delete it), the group of the host it is
 // about, and the status page to open.
 func (b *Bridge) addIncident(d *delivery, id, group string, resolved bool) {
-	d.id, d.group, d.openURL = id, group, b.cfg.ExternalURL // "": no url
-	d.delete = resolved && b.cfg.DeleteOnResolve
+	d.ID, d.Group, d.URL = id, group, b.cfg.ExternalURL // "": no url
+	d.Delete = resolved && b.cfg.DeleteOnResolve
 }
 
 // hostOf is the host of an instance label ("gpu-3:9100" → "gpu-3"): a user
@@ -102,15 +103,6 @@ func alertName(a template.Alert) string {
 	return "unnamed alert"
 }
 
-// after is " after 42m", how long an incident lasted, or "" when that is
-// unknown (no end, or an end before the start).
-func after(lasted time.Duration) string {
-	if lasted <= 0 {
-		return ""
-	}
-	return " after " + watchdog.HumanDuration(lasted)
-}
-
 func (b *Bridge) planAlert(a template.Alert) *delivery {
 	name := alertName(a)
 	summary := strings.TrimSpace(a.Annotations[annotationSumm])
@@ -120,7 +112,6 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 	if resolved && !a.EndsAt.IsZero() && !a.StartsAt.IsZero() {
 		lastedFor = a.EndsAt.Sub(a.StartsAt)
 	}
-	lasted := after(lastedFor)
 	switch {
 	case resolved && !b.cfg.SendResolved, !isSwap && b.cfg.OnlySwap:
 		return nil
@@ -132,40 +123,35 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 			if !resolved && s.Ratio < b.cfg.Threshold {
 				return nil
 			}
-			return b.swapDelivery(s, resolved, lastedFor)
+			if resolved {
+				return b.textDelivery(pushtext.Resolved(pushtext.Swap(s), lastedFor))
+			}
+			return b.textDelivery(pushtext.Swap(s))
 		}
 		if resolved {
-			return b.textDelivery("resolved "+name, "resolved: "+name+lasted)
+			return b.textDelivery(pushtext.Resolved(pushtext.Named(name, ""), lastedFor))
 		}
 		if summary != "" {
-			return b.textDelivery(name, summary)
+			// The summary alone: alerts.yml's swap summary is a whole text.
+			return b.textDelivery(pushtext.Text{Body: summary, Subject: name})
 		}
-		return b.textDelivery(name, name)
+		return b.textDelivery(pushtext.Named(name, ""))
 	case resolved:
-		return b.textDelivery("resolved "+name, "resolved: "+name+lasted)
+		return b.textDelivery(pushtext.Resolved(pushtext.Named(name, ""), lastedFor))
 	case name == PressureAlertname:
 		if p, ok := pressureFromAnnotations(a.Annotations); ok {
-			return b.textDelivery(pressureSubject(p), pressureText(p))
+			return b.textDelivery(pushtext.Pressure(p))
 		}
 	case name == OOMAlertname:
 		if o, ok := oomFromAnnotations(a.Annotations); ok {
-			return b.textDelivery(oomSubject(o), oomText(o))
+			return b.textDelivery(pushtext.OOM(o))
 		}
 	case name == PhaseFailedAlertname, name == PhaseStalledAlertname, name == PhaseProgressStalledAlertname:
 		if p, ok := phaseFromAnnotations(name, a.Annotations); ok {
-			return b.textDelivery(phaseSubject(p), phaseText(p))
+			return b.textDelivery(pushtext.Phase(p))
 		}
 	}
-	switch {
-	case summary != "":
-		return b.textDelivery(name, name+": "+summary)
-	default:
-		return b.textDelivery(name, name)
-	}
-}
-
-func (b *Bridge) textDelivery(subj, text string) *delivery {
-	return &delivery{subject: subj, push: push{message: clipMessage(withPrefix(b.cfg.Prefix, text))}}
+	return b.textDelivery(pushtext.Named(name, summary))
 }
 
 // fingerprint is Alertmanager's, or one computed the same way from the
@@ -482,7 +468,7 @@ func (t *webhookTally) answer(alerts int, noTargets bool) string {
 		answer.WriteString(errNoTargets.Error() + "\n")
 	}
 	for _, f := range t.failures {
-		answer.WriteString(runlog.Truncate(strings.Join(strings.Fields(sanitizeMessage(f)), " "), 200) + "\n")
+		answer.WriteString(runlog.Truncate(strings.Join(strings.Fields(textsafe.Sanitize(f)), " "), 200) + "\n")
 	}
 	if t.moreFailures > 0 {
 		fmt.Fprintf(&answer, "… and %d more failures\n", t.moreFailures)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"lavender/bark"
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
 	"lavender/watchdog"
@@ -409,19 +410,23 @@ func TestSecretNeverLeaks(t *testing.T) {
 		code, answer := f.post(readTestdata(t, file))
 		fmt.Fprintf(&seen, "%d %s\n", code, answer)
 	}
-	for _, r := range f.bridge.Send(t.Context(), "hello "+key) {
+	var notifiers []*bark.Notifier
+	for _, tg := range f.bridge.Targets() {
+		notifiers = append(notifiers, bark.New(tg, nil, ""))
+	}
+	for _, r := range bark.Send(t.Context(), notifiers, f.cfg.Timeout, func(bark.Target) bark.Push { return bark.Push{Message: "hello " + key} }) {
 		fmt.Fprintf(&seen, "%v %+v %#v\n", r, r, r.Err)
 	}
 	f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.9, 0, 0), pressureAlert(0.5, watchdog.Swap{}), oomAlert(1, watchdog.Victim{PID: 1, Name: "python3"}, "", watchdog.Swap{})})
 
 	// A bad line is an error naming file:line only.
-	addTargets(t, f.dir, map[string]string{"bad.bark.env": "ftp://" + key + "/$0\nhttps://x/" + key + "\n"})
+	barktest.AddTargets(t, f.dir, map[string]string{"bad.bark.env": "ftp://" + key + "/$0\nhttps://x/" + key + "\n"})
 	if err := f.bridge.Reload(); err != nil {
 		fmt.Fprintln(&seen, err)
 	} else {
 		t.Error("bad config reloaded")
 	}
-	_, err := LoadTargets(f.dir)
+	_, err := bark.LoadTargets(f.dir)
 	fmt.Fprintln(&seen, err)
 	_, reloadAnswer := f.do("POST", "/-/reload")
 	seen.WriteString(reloadAnswer)

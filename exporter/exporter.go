@@ -86,6 +86,9 @@ type Exporter struct {
 	endSeq   uint64
 	endsView atomic.Pointer[[]PhaseEnd]
 	gone     map[phaseRunKey]time.Time
+	// faults are the newest faults of the kernel log that hit each phase
+	// (NoteFault), for the reason of a failed end.
+	faults map[string]phaseFault
 
 	refusedTotal *prometheus.CounterVec
 	refusedLogs  map[string]*throttle.Reporter
@@ -471,6 +474,9 @@ func (e *Exporter) endLocked(i int, name, status, reason string, now time.Time) 
 		return i
 	}
 	p.Status, p.Ended = status, now
+	if status == StatusFailed {
+		reason = e.failedReasonLocked(name, reason, now)
+	}
 	if reason != "" {
 		p.Reason = reason
 	}

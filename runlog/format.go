@@ -256,8 +256,7 @@ func sanitize(s string) string {
 func clipLine(s string) string { return Truncate(s, MaxLineBytes) }
 
 // Truncate cuts s to at most max bytes (max >= 3) on a rune boundary,
-// ending in "…", so the result stays valid UTF-8. The bridge bounds its
-// pushes with it too.
+// ending in "…", so the result stays valid UTF-8.
 func Truncate(s string, max int) string {
 	if len(s) <= max {
 		return s

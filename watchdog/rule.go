@@ -59,7 +59,14 @@ type Alert struct {
 
 	Kills  uint64 // oom: kills the push reports (since the last delivered oom push)
 	Victim Victim // oom: the victim the kernel log named, if any
-	Phase  string // oom: the active phase, "" if none; phase rules: the phase
+	Phase  string // oom: the active phase, "" if none; phase rules: the phase; gpu, disk: the phase hit
+
+	// gpu, disk: the fault of the kernel log the push is about (the first
+	// record of it), and for the push at the end of a window the repeats
+	// it counts and how long the window lasted.
+	Fault   KernelFault
+	Repeats int
+	Window  time.Duration
 }
 
 // Lasted is how long the incident had lasted when the alert was raised.

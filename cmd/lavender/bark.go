@@ -9,7 +9,8 @@ import (
 	"strings"
 	"syscall"
 
-	"lavender/barkbridge"
+	"lavender/bark"
+	"lavender/pushtext"
 )
 
 // BarkCmd groups the Bark subcommands.
@@ -28,10 +29,10 @@ type BarkSendCmd struct {
 func (c *BarkSendCmd) Run(g *Globals) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return c.send(ctx, g, nil)
+	return c.send(ctx, g)
 }
 
-func (c *BarkSendCmd) send(ctx context.Context, g *Globals, cfgHook func(*barkbridge.Config)) error {
+func (c *BarkSendCmd) send(ctx context.Context, g *Globals) error {
 	msg := strings.TrimSpace(strings.Join(c.Message, " "))
 	switch {
 	case c.Test && msg != "":
@@ -42,34 +43,46 @@ func (c *BarkSendCmd) send(ctx context.Context, g *Globals, cfgHook func(*barkbr
 	if c.BarkTimeout <= 0 {
 		return fmt.Errorf("--bark.timeout must be positive, not %s", c.BarkTimeout)
 	}
-	cfg := barkbridge.Config{ConfigDir: c.BarkConfigDir, Timeout: c.BarkTimeout}
-	if cfgHook != nil {
-		cfgHook(&cfg)
+	res, err := bark.LoadTargets(c.BarkConfigDir)
+	for _, w := range res.Warnings {
+		g.Logger.Warn("[bark] config file readable by others", "warning", w)
 	}
-	bridge, err := barkbridge.New(cfg, g.Logger, nil)
+	var dirErr *bark.ConfigDirError
+	if errors.As(err, &dirErr) {
+		return fmt.Errorf("bark send: %w", err)
+	}
 	if err != nil {
-		return err
+		g.Logger.Error("[bark] bad lines in the Bark config; sending to the good targets", "err", err, "good_targets", len(res.Targets))
 	}
-	if len(bridge.Targets()) == 0 {
-		return fmt.Errorf("bark send: no Bark targets (*%s files) in %s", barkbridge.ConfigSuffix, c.BarkConfigDir)
+	if len(res.Targets) == 0 {
+		return fmt.Errorf("bark send: no Bark targets (*%s files) in %s", bark.ConfigSuffix, c.BarkConfigDir)
 	}
-	var results []barkbridge.Result
-	if c.Test {
-		results = bridge.SendTest(ctx)
-	} else {
-		results = bridge.Send(ctx, msg)
+	notifiers := make([]*bark.Notifier, len(res.Targets))
+	for i, t := range res.Targets {
+		notifiers[i] = bark.New(t, nil, "")
 	}
+	results := bark.Send(ctx, notifiers, c.BarkTimeout, func(t bark.Target) bark.Push {
+		text := msg
+		if c.Test {
+			text = pushtext.WithPrefix(pushtext.DefaultPrefix, pushtext.SelfTest(t.Encryption()).Body)
+		}
+		return bark.Push{Message: text}
+	})
 	return reportSent(g, results)
 }
 
 // reportSent prints one line per target on stdout and, for each failure,
 // the predecessor's "[bark] <file> failed: <ErrorClass>" on stderr.
-func reportSent(g *Globals, results []barkbridge.Result) error {
+func reportSent(g *Globals, results []bark.Result) error {
 	failed := 0
 	for _, r := range results {
 		if r.Err != nil {
 			failed++
 			fmt.Fprintln(g.Stderr, "[bark] "+r.String())
+			var pe *bark.PushError
+			if errors.As(r.Err, &pe) && pe.Detail != "" {
+				g.Logger.Debug("push failure detail", "target", r.Target, "detail", pe.Detail)
+			}
 		}
 		if _, err := fmt.Fprintln(g.Stdout, r.Explain()); err != nil {
 			return err
@@ -87,7 +100,7 @@ type BarkCheckCmd struct {
 }
 
 func (c *BarkCheckCmd) Run(g *Globals) error {
-	res, err := barkbridge.LoadTargets(c.BarkConfigDir)
+	res, err := bark.LoadTargets(c.BarkConfigDir)
 	for _, w := range res.Warnings {
 		fmt.Fprintln(g.Stderr, "warning:", w)
 	}
@@ -104,7 +117,7 @@ func (c *BarkCheckCmd) Run(g *Globals) error {
 		}
 	}
 	if len(res.Targets) == 0 {
-		return fmt.Errorf("bark check: no Bark targets (*%s files) in %s", barkbridge.ConfigSuffix, c.BarkConfigDir)
+		return fmt.Errorf("bark check: no Bark targets (*%s files) in %s", bark.ConfigSuffix, c.BarkConfigDir)
 	}
 	_, err = fmt.Fprintf(g.Stdout, "%s in %s\n", plural(len(res.Targets), "Bark target"), plural(len(res.Files), "file"))
 	return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"lavender/bark"
 	"lavender/barkbridge"
 	"lavender/cmd/lavender/internal/hangup"
 	"lavender/runlog"
@@ -151,7 +152,7 @@ func openBridge(f *barkFlags, r runlogFlags, g *Globals, srv *commandServer) (b 
 	cfg := f.barkConfig(r.logged(g))
 	cfg.WriteErrors = srv.writeErrors.WithLabelValues("bark")
 	b, err = barkbridge.New(cfg, g.Logger, srv.reg)
-	var dirErr *barkbridge.ConfigDirError
+	var dirErr *bark.ConfigDirError
 	if errors.As(err, &dirErr) {
 		return nil, nil, fmt.Errorf("--bark.config-dir: %w", errors.Unwrap(dirErr))
 	}

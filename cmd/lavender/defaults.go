@@ -12,6 +12,7 @@ import (
 	"lavender/exporter"
 	"lavender/heartbeat"
 	"lavender/phaseapi"
+	"lavender/pushtext"
 	"lavender/runlog"
 	"lavender/watchdog"
 	"lavender/webguard"
@@ -27,7 +28,7 @@ var defaultVars = kong.Vars{
 	"runlog_min_bytes":    fmt.Sprint(runlog.MinMaxBytes),
 	"bark_config_dir":     barkbridge.DefaultConfigDir,
 	"bark_timeout":        flagDuration(barkbridge.DefaultTimeout),
-	"bark_prefix":         barkbridge.DefaultPrefix,
+	"bark_prefix":         pushtext.DefaultPrefix,
 	"bark_threshold":      fmt.Sprint(barkbridge.DefaultThreshold),
 	"bark_swap_alertname": barkbridge.DefaultSwapAlertname,
 	"bark_dedup_window":   flagDuration(barkbridge.DefaultDedupWindow),

@@ -11,6 +11,7 @@ import (
 	"lavender/heartbeat"
 	"lavender/kmsg"
 	"lavender/phaseapi"
+	"lavender/pushtext"
 	"lavender/runlog"
 	"lavender/watchdog"
 	"lavender/webguard"
@@ -30,7 +31,7 @@ func TestFlagDefaultsAreThePackagesConstants(t *testing.T) {
 		{"--runlog.max-bytes", serve.MaxBytes, runlog.DefaultMaxBytes},
 		{"--bark.config-dir", abs(t, serve.BarkConfigDir), abs(t, barkbridge.DefaultConfigDir)},
 		{"--bark.timeout", serve.BarkTimeout, barkbridge.DefaultTimeout},
-		{"--bark.prefix", serve.BarkPrefix, barkbridge.DefaultPrefix},
+		{"--bark.prefix", serve.BarkPrefix, pushtext.DefaultPrefix},
 		{"--bark.threshold", serve.BarkThreshold, barkbridge.DefaultThreshold},
 		{"--bark.swap-alertname", serve.BarkSwapAlertname, barkbridge.DefaultSwapAlertname},
 		{"--bark.dedup-window", serve.BarkDedupWindow, barkbridge.DefaultDedupWindow},

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 
-	"lavender/barkbridge"
+	"lavender/bark"
 	"lavender/runlog"
 )
 
@@ -139,7 +139,7 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 		return nil, err
 	}
 	// Every line is scrubbed of device keys and APNs tokens, whatever wrote it.
-	return slog.New(barkbridge.NewScrubHandler(promslog.New(&promslog.Config{Level: lvl, Format: fmtr, Writer: w}).Handler())), nil
+	return slog.New(bark.NewScrubHandler(promslog.New(&promslog.Config{Level: lvl, Format: fmtr, Writer: w}).Handler())), nil
 }
 
 // routeStdLog sends the standard log package, where net/http speaks (e.g.

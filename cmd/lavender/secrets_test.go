@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/barkbridge"
+	"lavender/bark"
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
 )
@@ -293,11 +293,12 @@ func TestStdLogGoesThroughTheScrubbingLogger(t *testing.T) {
 	talker := barktest.New(t, secretMarker)
 	talker.SetFault(barktest.IdleTalk())
 	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": talker.Template(secretMarker) + "\n"})
-	bridge, err := barkbridge.New(barkbridge.Config{ConfigDir: dir}, logger, nil)
-	if err != nil {
-		t.Fatal(err)
+	loaded, err := bark.LoadTargets(dir)
+	if err != nil || len(loaded.Targets) != 1 {
+		t.Fatal(loaded, err)
 	}
-	if res := bridge.Send(t.Context(), "hello"); len(res) != 1 || res[0].Err != nil {
+	n := bark.New(loaded.Targets[0], nil, "")
+	if res := bark.Send(t.Context(), []*bark.Notifier{n}, 10*time.Second, func(bark.Target) bark.Push { return bark.Push{Message: "hello"} }); len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("push: %v", res)
 	}
 	testkit.WaitFor(t, 20*time.Second, func() bool {

@@ -402,10 +402,17 @@ func ConfigDir(t testing.TB, files map[string]string) string {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatalf("barktest: %v", err)
 	}
+	AddTargets(t, dir, files)
+	return dir
+}
+
+// AddTargets writes more *.bark.env files, mode 0600, into an existing
+// config dir, as a user does before a reload.
+func AddTargets(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatalf("barktest: %v", err)
 		}
 	}
-	return dir
 }

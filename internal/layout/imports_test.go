@@ -17,7 +17,7 @@ const module = "lavender"
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
 	"runlog":   {},
-	"watchdog": {"internal/ring"},
+	"watchdog": {"kmsg", "internal/ring"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
@@ -29,11 +29,22 @@ var mayUse = map[string][]string{
 	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/procfile"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
-	"proctree":   {"internal/procfile"},
-	"barkbridge": {"runlog", "watchdog", "internal/throttle", "internal/ring"},
+	"proctree": {"internal/procfile"},
+	// The Bark client alone: targets, templates, encryption, sending,
+	// redaction. It knows nothing of Alertmanager, the watchdog, phases
+	// or the run log.
+	"bark": {"internal/textsafe"},
+	// Every push text, worded from the watchdog's facts; the arrows point
+	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
+	// text and no Bark, and the texts know no delivery.
+	"pushtext":   {"watchdog", "kmsg", "internal/ring", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/procfile"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile"},
+	// The disk guard reads statfs and learns from the numbers; what to
+	// push about them is the watchdog's, so it imports nothing of ours.
+	"diskguard": {},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
 	// cmd wires everything; bench drives the built binary and may read any
@@ -61,6 +72,12 @@ var mayUse = map[string][]string{
 	// The one bounded, non-blocking reader of procfs and sysfs files, so
 	// that a FIFO or /dev/zero in their place hangs and swells nothing.
 	"internal/procfile": {},
+	// Makes any text safe to show (valid UTF-8, no controls, no spoofing
+	// characters) and cuts it with "…"; the texts, the client and the
+	// bridge share it.
+	"internal/textsafe": {},
+	// The Python client (python/); its Go tests only run the Python ones.
+	"python": {},
 }
 
 // usedOnlyBy lists packages that only the named packages may use, whatever

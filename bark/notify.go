@@ -1,0 +1,404 @@
+// Package bark is lavender's Bark client, on its own: the targets (URL
+// templates in *.bark.env files), Bark's parameters and escaping, end-to-end
+// encryption, sending, and the classes of failure, in the shape of
+// Alertmanager's notifiers (New, Notify (retry, err)). It knows nothing of
+// Alertmanager, the watchdog, phases or the run log.
+//
+// Device keys live in the templates. They are sent to Bark and nowhere
+// else: targets print as "file:line", failures as a short class ("timeout",
+// "HTTP 500"), and any library error is redacted before anyone logs it.
+package bark
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/version"
+
+	"lavender/internal/textsafe"
+)
+
+// maxResponseBytes bounds how much of Bark's answer is read; its JSON is
+// well under 1 KiB.
+const maxResponseBytes = 64 << 10
+
+// escapeMessage percent-encodes everything but RFC 3986's unreserved
+// characters (A-Z a-z 0-9 - . _ ~). Bark routes on the raw path, so a raw
+// "/" would split the push into title and body, and it query-unescapes the
+// segments, so a raw "+" would become a space: neither url.PathEscape nor
+// url.QueryEscape is right on its own.
+func escapeMessage(msg string) string {
+	n := 0
+	for i := 0; i < len(msg); i++ {
+		if !unreserved(msg[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return msg
+	}
+	const hex = "0123456789ABCDEF"
+	buf := make([]byte, 0, len(msg)+2*n)
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if unreserved(c) {
+			buf = append(buf, c)
+			continue
+		}
+		buf = append(buf, '%', hex[c>>4], hex[c&15])
+	}
+	return string(buf)
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// MaxMessageBytes bounds a push's text, "…" included. Bark puts the
+// message in the request path; percent-encoding can triple it, and
+// bark-server (fasthttp) rejects a request line and headers over its 4 KiB
+// read buffer. 512 bytes encode to at most 1.5 KiB, which leaves room for
+// the template, and is still far more than a lock screen shows (Apple caps
+// the whole push payload at 4 KiB).
+const MaxMessageBytes = 512
+
+// Clip is the text a push carries for s: sanitized (textsafe.Sanitize) and
+// cut to MaxMessageBytes with "…". Notify clips every message; a caller
+// that records what it pushed clips it the same way first.
+func Clip(s string) string { return textsafe.Truncate(textsafe.Sanitize(s), MaxMessageBytes) }
+
+// Push is one push to a target: the message and the Bark parameters
+// lavender adds, each only where the template does not set it itself.
+type Push struct {
+	Message string
+	ID      string // the incident's Bark id: a later push with it replaces this one
+	Group   string // Notification Centre groups by it: the host the alert is about
+	URL     string // opened when the notification is tapped
+	Delete  bool   // remove the notification with this id instead (delete=1)
+}
+
+// params are the Bark parameters p adds to a template, in the order they
+// are appended.
+func (p Push) params() []queryParam {
+	var ps []queryParam
+	add := func(k, v string) {
+		if v != "" {
+			ps = append(ps, queryParam{k, v})
+		}
+	}
+	add("id", p.ID)
+	if p.Delete {
+		add("delete", "1")
+		return ps // a delete is a background push: nothing to show
+	}
+	add("group", p.Group)
+	add("url", p.URL)
+	return ps
+}
+
+// newRequest builds the HTTP request of p to t. Its URL holds the device
+// key: it goes to the HTTP client and nowhere else. A clear push is a GET
+// with the message in the template's $0; an encrypted push POSTs ciphertext
+// and iv in a form, and its URL holds nothing of the message; a delete
+// holds nothing of it either, in either mode.
+func (t Target) newRequest(ctx context.Context, p Push) (*http.Request, *PushError) {
+	if p.Delete {
+		return t.newGET(ctx, encryptedTemplate(appendMissingParams(t.tmpl, p.params()...)))
+	}
+	if t.enc == nil {
+		tmpl := appendMissingParams(t.tmpl, p.params()...)
+		return t.newGET(ctx, fillMessage(tmpl, p.Message))
+	}
+	reqURL, form, err := t.enc.encryptedRequest(t.tmpl, pushParams{Body: p.Message, Group: p.Group, URL: p.URL, ID: p.ID})
+	if err != nil {
+		// encrypt's errors name the random source or the JSON, never the key.
+		return nil, &PushError{Class: "encryption", Detail: t.scrub(err.Error())}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, reqURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, &PushError{Class: "invalid URL", Detail: t.scrub(redact(err).Error())}
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req, nil
+}
+
+// fillMessage puts msg, escaped, in the template's place for it.
+func fillMessage(tmpl, msg string) string {
+	return strings.ReplaceAll(tmpl, Placeholder, escapeMessage(msg))
+}
+
+func (t Target) newGET(ctx context.Context, u string) (*http.Request, *PushError) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, &PushError{Class: "invalid URL", Detail: t.scrub(redact(err).Error())}
+	}
+	return req, nil
+}
+
+// PushError is a failed push, reduced to a short class such as "timeout"
+// or "HTTP 500". It never holds the URL.
+type PushError struct {
+	Class     string
+	Retryable bool // the failure may pass: a 5xx, 429, timeout or network error
+	// Saw says, scrubbed, what came back when it was not what Bark
+	// answers (a redirect, a page that is not Bark's JSON), for `bark send`.
+	Saw string
+	// Detail is the redacted underlying error, for debug logs only.
+	Detail string
+	// Unreachable: the server was not reached at all (refused,
+	// unreachable, unknown host, TLS), so the next push would fail alike.
+	Unreachable bool
+}
+
+func (e *PushError) Error() string { return e.Class }
+
+// Notifier pushes to one target, in the manner of Alertmanager's
+// notifiers: its template was checked once, when the target was loaded,
+// every message is clipped (Clip) and every failure is a short class with
+// the device key redacted.
+type Notifier struct {
+	target    Target
+	client    *http.Client
+	userAgent string
+}
+
+// New returns the notifier of t. client sends the pushes (nil: a shared
+// client that honours the proxy environment); a copy of it that refuses
+// redirects is used, since the URL holds the device key. Each push's
+// deadline comes from its context. userAgent "" is "lavender/<version>".
+func New(t Target, client *http.Client, userAgent string) *Notifier {
+	if userAgent == "" {
+		userAgent = "lavender/" + version.Version
+	}
+	if client == nil {
+		client = sharedClient()
+	} else {
+		hc := *client
+		hc.CheckRedirect = refuseRedirects
+		client = &hc
+	}
+	return &Notifier{target: t, client: client, userAgent: userAgent}
+}
+
+// Target is the notifier's target.
+func (n *Notifier) Target() Target { return n.target }
+
+// Notify pushes p once. err is nil when Bark accepted the push, else a
+// *PushError; retry says whether the failure may pass on a later try (a
+// 5xx, 408, 429, a timeout or a network error).
+func (n *Notifier) Notify(ctx context.Context, p Push) (retry bool, err error) {
+	if pe := n.send(ctx, p); pe != nil {
+		return pe.Retryable, pe
+	}
+	return false, nil
+}
+
+// send pushes p once. It returns nil when Bark accepted the push: a 2xx
+// whose body is Bark's JSON with code 200. A redirect is never followed
+// (the client refuses them): the URL holds the device key.
+func (n *Notifier) send(ctx context.Context, p Push) *PushError {
+	t, client, userAgent := n.target, n.client, n.userAgent
+	p.Message = Clip(p.Message)
+	req, perr := t.newRequest(ctx, p)
+	if perr != nil {
+		return perr
+	}
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return t.Classify(ctx, err)
+	}
+	defer resp.Body.Close()
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes)) // let the connection be reused
+	var reply struct {
+		Code    *int   `json:"code"`
+		Message string `json:"message"`
+	}
+	isJSON := json.Unmarshal(body, &reply) == nil && reply.Code != nil
+	detail := ""
+	if isJSON {
+		// Scrubbed before it is cut, so that no cut-off key escapes.
+		detail = textsafe.Truncate(t.scrub(reply.Message), 200)
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		// A configuration error, not a passing one: Bark itself never
+		// redirects a push.
+		saw := "HTTP " + strconv.Itoa(resp.StatusCode)
+		if loc, err := resp.Location(); err == nil {
+			saw += " to " + loc.Scheme + "://" + loc.Host
+		}
+		return &PushError{Class: "redirect", Saw: t.scrub(saw)}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return &PushError{
+			Class:     "HTTP " + strconv.Itoa(resp.StatusCode),
+			Retryable: retryableStatus(resp.StatusCode),
+			Detail:    detail,
+		}
+	}
+	if readErr != nil {
+		// A 2xx whose body broke off: Bark most likely queued the push, but
+		// saying so would not be honest.
+		pe := t.Classify(ctx, readErr)
+		pe.Class = "reading answer: " + pe.Class
+		return pe
+	}
+	if !isJSON {
+		// bark-server answers its own JSON to every push; a plain "ok" is
+		// its GET / (the template lost the key's path), anything else is
+		// not Bark at all. Nothing was pushed, and a retry will not help.
+		saw := fmt.Sprintf("HTTP %d, %s, body %q", resp.StatusCode, contentType(resp), textsafe.Truncate(textsafe.Sanitize(t.scrub(string(body))), 40))
+		return &PushError{Class: "not-bark", Saw: saw, Detail: saw}
+	}
+	if *reply.Code != http.StatusOK {
+		return &PushError{
+			Class:     "bark code " + strconv.Itoa(*reply.Code),
+			Retryable: retryableStatus(*reply.Code),
+			Detail:    detail,
+		}
+	}
+	return nil
+}
+
+func contentType(resp *http.Response) string {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		return "no Content-Type"
+	}
+	return textsafe.Truncate(textsafe.Sanitize(ct), 40)
+}
+
+// retryableStatus follows Alertmanager's receivers: a 5xx may pass, and so
+// may 408 and 429, which mean "not now" rather than "never".
+func retryableStatus(code int) bool {
+	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
+}
+
+// Classify turns a transport error of a push to t into a short class. The
+// detail kept for debug logs has its URL redacted, as Alertmanager's
+// RedactURL does. A caller that gives up on a push before sending it (its
+// context ended) classifies the context's error with it.
+func (t Target) Classify(ctx context.Context, err error) *PushError {
+	pe := &PushError{Retryable: true, Detail: t.scrub(redact(err).Error())}
+	var (
+		netErr  net.Error
+		dnsErr  *net.DNSError
+		certErr *tls.CertificateVerificationError
+		recErr  tls.RecordHeaderError
+		alert   tls.AlertError
+		unknown x509.UnknownAuthorityError
+		hostErr x509.HostnameError
+		invalid x509.CertificateInvalidError
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		pe.Class = "timeout"
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		pe.Class = "canceled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		pe.Class, pe.Unreachable = "connection refused", true
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		pe.Class = "connection reset"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		pe.Class = "connection closed"
+	case errors.As(err, &dnsErr):
+		pe.Class, pe.Unreachable = "dns", true
+		if dnsErr.IsNotFound {
+			pe.Class = "unknown host"
+		}
+	case errors.As(err, &certErr) || errors.As(err, &recErr) || errors.As(err, &alert) ||
+		errors.As(err, &unknown) || errors.As(err, &hostErr) || errors.As(err, &invalid) ||
+		strings.Contains(err.Error(), "tls: "):
+		pe.Class, pe.Unreachable = "tls", true
+	case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
+		pe.Class, pe.Unreachable = "unreachable", true
+	default:
+		pe.Class = "network error"
+	}
+	return pe
+}
+
+// redact replaces the URL in a *url.Error, which Go prints in full and
+// which here holds the device key.
+func redact(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	if err == error(ue) {
+		cp := *ue
+		cp.URL = "<redacted>"
+		return &cp
+	}
+	if ue.URL == "" {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), ue.URL, "<redacted>"))
+}
+
+// scrub removes anything that looks like a part of the template from s, a
+// second line of defence for text that came from the server or a library.
+func (t Target) scrub(s string) string {
+	for _, p := range t.secrets {
+		s = strings.ReplaceAll(s, p, redacted)
+	}
+	return scrubAPNs(s)
+}
+
+// NewClient honours the usual proxy variables and refuses redirects; each
+// push has its own deadline from the context, so the client has none.
+func NewClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSHandshakeTimeout = 10 * time.Second
+	tr.MaxIdleConnsPerHost = 4
+	return &http.Client{Transport: tr, CheckRedirect: refuseRedirects}
+}
+
+// sharedClient is the client of notifiers given none, made once so that
+// they share its connections.
+var sharedClient = sync.OnceValue(NewClient)
+
+// refuseRedirects hands the 3xx back to send instead of following it: a
+// followed redirect would send the device key, in the path and in the
+// Referer, to whatever host the Location names.
+func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// Result is one target's outcome of a push.
+type Result struct {
+	Target    string // file:line
+	Err       error  // nil on success; a *PushError whose text is a short class
+	Retryable bool   // Err may pass on a later try
+}
+
+func (r Result) String() string {
+	if r.Err == nil {
+		return r.Target + " ok"
+	}
+	return fmt.Sprintf("%s failed: %s", r.Target, r.Err)
+}
+
+// Explain is String plus, for an answer that was not Bark's, what came back
+// instead: what `bark send` prints so a user can fix the template.
+func (r Result) Explain() string {
+	var pe *PushError
+	if errors.As(r.Err, &pe) && pe.Saw != "" {
+		return r.String() + " (saw " + pe.Saw + ")"
+	}
+	return r.String()
+}

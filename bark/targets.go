@@ -1,0 +1,320 @@
+package bark
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+const (
+	// ConfigSuffix is how a Bark target file's name ends.
+	ConfigSuffix = ".bark.env"
+	// Placeholder marks where a template takes the message.
+	Placeholder = "$0"
+
+	// maxConfigFileBytes bounds one target file; a real one is a few lines.
+	maxConfigFileBytes = 1 << 20
+	// probe stands in for the message while a template is validated; it is
+	// unreserved-only, so it survives url.Parse unchanged wherever it sits.
+	probe = "LAVENDERPROBE0"
+)
+
+// Target is one URL template from a *.bark.env file. Its template carries a
+// device key, so a Target prints, formats and logs as "file:line" only.
+type Target struct {
+	File string // base name of the file, e.g. "phone.bark.env"
+	Line int    // 1-based line number
+
+	tmpl    string   // template with the level/isArchive query already appended
+	id      string   // hash of the template: the target's identity for dedup
+	host    string   // host[:port], which is not secret and helps `bark check`
+	secrets []string // parts of the template to scrub from any detail text
+	// enc encrypts this target's pushes end to end (a BARK_ENCRYPTION line
+	// above the template in its file); nil sends them in clear.
+	enc *encryption
+}
+
+// Encryption is the algorithm of the target's end-to-end encryption, e.g.
+// "aes-256-gcm", or "" when its pushes go in clear. Never the key.
+func (t Target) Encryption() string {
+	if t.enc == nil {
+		return ""
+	}
+	return t.enc.Algorithm()
+}
+
+// Name is the target's public name, "file:line". It is what metrics, logs
+// and HTTP answers use, never the URL.
+func (t Target) Name() string { return t.File + ":" + strconv.Itoa(t.Line) }
+
+// Host is the Bark server's host[:port].
+func (t Target) Host() string { return t.host }
+
+// String, GoString and LogValue keep the template (and its key) out of %v,
+// %+v, %#v and slog.
+func (t Target) String() string { return t.Name() }
+
+// GoString implements fmt.GoStringer.
+func (t Target) GoString() string { return "barkbridge.Target(" + t.Name() + ")" }
+
+// LogValue implements slog.LogValuer.
+func (t Target) LogValue() slog.Value { return slog.StringValue(t.Name()) }
+
+// LoadResult is what LoadTargets found.
+type LoadResult struct {
+	Targets  []Target
+	Files    []string // every *.bark.env file read, base names, sorted
+	Warnings []string // e.g. a file readable by group or others
+}
+
+// LoadTargets reads every *.bark.env file in dir. Each non-blank line not
+// starting with "#" must be an http(s) URL template containing $0. Errors
+// name file:line and never the line's text, which holds a device key; all
+// bad lines are reported together so one run of `bark check` finds them all.
+// The good targets are returned even then; a failure of dir itself is a
+// *ConfigDirError and returns none.
+func LoadTargets(dir string) (LoadResult, error) {
+	var res LoadResult
+	if dir == "" {
+		dir = "."
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return res, &ConfigDirError{err}
+	}
+	if !st.IsDir() {
+		return res, &ConfigDirError{fmt.Errorf("%s is not a directory", dir)}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return res, &ConfigDirError{err}
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ConfigSuffix) {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		fi, err := os.Stat(path) // follows symlinks, as a user would expect
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			continue // a directory that happens to match the suffix
+		}
+		if perm := fi.Mode().Perm(); perm&0o044 != 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf(
+				"%s is readable by group or others (mode %04o) but holds device keys; run chmod 600 on it", name, perm))
+		}
+		data, err := readBounded(path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Files = append(res.Files, name)
+		ts, err := parseTargets(name, data)
+		res.Targets = append(res.Targets, ts...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	rememberSecrets(res.Targets)
+	return res, errors.Join(errs...)
+}
+
+// ConfigDirError is a LoadTargets failure of the directory itself, as
+// opposed to bad lines in its files.
+type ConfigDirError struct{ err error }
+
+func (e *ConfigDirError) Error() string { return "bark config dir: " + e.err.Error() }
+func (e *ConfigDirError) Unwrap() error { return e.err }
+
+func readBounded(path string) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, maxConfigFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > maxConfigFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFileBytes)
+	}
+	return data, nil
+}
+
+// parseTargets parses one file's content; name is used in Target.File and
+// in errors. It returns the good targets even when some lines are bad.
+//
+// A line BARK_ENCRYPTION=<algorithm>:<key> encrypts the pushes of the
+// templates after it in the file, up to the next such line. When that line
+// is bad, the templates under it are refused too, each with its own error:
+// their owner asked for encryption, so they must not quietly go in clear.
+func parseTargets(name string, data []byte) ([]Target, error) {
+	data = bytes.TrimPrefix(data, []byte("\uFEFF")) // editors on Windows add a BOM
+	var (
+		targets []Target
+		errs    []error
+		enc     *encryption
+		encKey  string // the key, only to scrub it from detail text
+		badEnc  int    // line of a bad BARK_ENCRYPTION setting in force; 0: none
+	)
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line) // also drops a CRLF file's "\r"
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if value, ok := encryptionSetting(line); ok {
+			e, err := parseEncryption(value)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: %w", name, i+1, err))
+				enc, encKey, badEnc = nil, "", i+1
+				continue
+			}
+			_, key, _ := strings.Cut(unquoteEnvValue(value), ":")
+			enc, encKey, badEnc = e, key, 0
+			continue
+		}
+		if badEnc != 0 {
+			errs = append(errs, fmt.Errorf("%s:%d: not loaded: the %s setting on line %d above it is bad, and this template must not go in clear", name, i+1, EncryptionKey, badEnc))
+			continue
+		}
+		t, reason := parseTemplate(line)
+		if reason != "" {
+			errs = append(errs, fmt.Errorf("%s:%d: %s", name, i+1, reason))
+			continue
+		}
+		t.File, t.Line = name, i+1
+		if enc != nil {
+			t.enc = enc
+			t.secrets = append(t.secrets, encKey)
+		}
+		targets = append(targets, t)
+	}
+	return targets, errors.Join(errs...)
+}
+
+// encryptionSetting returns the value of a BARK_ENCRYPTION=<value> line.
+// A template never starts so: it starts with http.
+func encryptionSetting(line string) (value string, ok bool) {
+	k, v, ok := strings.Cut(line, "=")
+	if !ok || strings.TrimSpace(k) != EncryptionKey {
+		return "", false
+	}
+	return strings.TrimSpace(v), true
+}
+
+// The reasons a line is rejected. They are fixed texts on purpose: nothing
+// derived from the line (which holds a key) may reach an error.
+const (
+	reasonNoPlaceholder = "no $0 placeholder for the message"
+	reasonBadChars      = "contains whitespace or control characters"
+	reasonNotURL        = "not a valid URL"
+	reasonScheme        = "not an http(s) URL"
+	reasonNoHost        = "URL has no host"
+	reasonFragment      = "URL has a #fragment, which is never sent to the server"
+	reasonPlaceholderAt = "$0 must be in the URL's path or query"
+	reasonLevelSyntax   = "URL has a malformed query"
+	reasonNotConfigured = "not configured: " + examplePlaceholder + " is the example's placeholder; put your Bark device key in its place"
+)
+
+// examplePlaceholder stands for the device key in .bark.env.example: a copy
+// nobody edited must not pass for a configured phone.
+const examplePlaceholder = "YOUR_DEVICE_KEY"
+
+// parseTemplate validates one template line. It returns a reason instead of
+// an error so that no library error, which may quote the URL, can escape.
+func parseTemplate(line string) (Target, string) {
+	if strings.Contains(line, examplePlaceholder) {
+		return Target{}, reasonNotConfigured
+	}
+	if !strings.Contains(line, Placeholder) {
+		return Target{}, reasonNoPlaceholder
+	}
+	if strings.IndexFunc(line, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return Target{}, reasonBadChars
+	}
+	u, err := url.Parse(strings.ReplaceAll(line, Placeholder, probe))
+	if err != nil {
+		return Target{}, reasonNotURL
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return Target{}, reasonScheme
+	}
+	if u.Host == "" || u.Opaque != "" {
+		return Target{}, reasonNoHost
+	}
+	if u.Fragment != "" || strings.Contains(line, "#") {
+		return Target{}, reasonFragment
+	}
+	if strings.Contains(u.Host, probe) || strings.Contains(u.User.String(), probe) {
+		return Target{}, reasonPlaceholderAt
+	}
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		return Target{}, reasonLevelSyntax
+	}
+
+	// Silent and not archived, unless the template chose otherwise, in any
+	// spelling: bark-server lowercases query keys and the last one wins, so
+	// an appended level=passive would override a template's Level=active.
+	tmpl := appendMissingParams(line, queryParam{"level", "passive"}, queryParam{"isArchive", "0"})
+	sum := sha256.Sum256([]byte(line))
+	return Target{
+		tmpl:    tmpl,
+		id:      hex.EncodeToString(sum[:8]),
+		host:    u.Host,
+		secrets: secretParts(u),
+	}, ""
+}
+
+// secretParts lists the pieces of a template that could be a key: path
+// segments, query values and the password. Short pieces are left out since
+// scrubbing "api" or "push" from a message protects nothing.
+func secretParts(u *url.URL) []string {
+	var parts []string
+	add := func(s string) {
+		if len(s) >= 6 && !strings.Contains(s, probe) {
+			parts = append(parts, s)
+		}
+	}
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		add(seg)
+		if un, err := url.PathUnescape(seg); err == nil && un != seg {
+			add(un)
+		}
+	}
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			add(v)
+		}
+	}
+	if u.User != nil {
+		add(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+	}
+	return parts
+}
+
+// Identity is a hash of the target's template line: what the bridge's dedup
+// memory knows the target by, so a reload that renumbers lines keeps it.
+func (t Target) Identity() string { return t.id }

@@ -1,0 +1,413 @@
+package diskguard
+
+import (
+	"errors"
+	"flag"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
+	"lavender/internal/testkit"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+const (
+	mib = 1 << 20
+	gib = 1 << 30
+)
+
+// fakeFS is a statfs whose answers the test sets per path: a reading, an
+// error, or a hang until released.
+type fakeFS struct {
+	mu    sync.Mutex
+	stats map[string]Stat
+	errs  map[string]error
+	hang  map[string]chan struct{}
+	calls map[string]int
+}
+
+func newFakeFS() *fakeFS {
+	return &fakeFS{stats: map[string]Stat{}, errs: map[string]error{}, hang: map[string]chan struct{}{}, calls: map[string]int{}}
+}
+
+func (f *fakeFS) stat(path string) (Stat, error) {
+	f.mu.Lock()
+	f.calls[path]++
+	h := f.hang[path]
+	f.mu.Unlock()
+	if h != nil {
+		<-h
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.errs[path]; err != nil {
+		return Stat{}, &PathError{Op: "statfs", Path: path, Err: err}
+	}
+	st, ok := f.stats[path]
+	if !ok {
+		return Stat{}, &PathError{Op: "stat", Path: path, Err: fs.ErrNotExist}
+	}
+	return st, nil
+}
+
+func (f *fakeFS) set(path string, st Stat) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats[path] = st
+}
+
+// setUsed sets the used bytes of the filesystem at path, keeping its size.
+func (f *fakeFS) setUsed(path string, used uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.stats[path]
+	st.Free, st.Avail = st.Size-used, st.Size-used
+	f.stats[path] = st
+}
+
+func (f *fakeFS) callsOf(path string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[path]
+}
+
+func disk(dev, size, used uint64) Stat {
+	return Stat{Dev: dev, Size: size, Free: size - used, Avail: size - used, Files: 1000, FilesFree: 900}
+}
+
+type rig struct {
+	t     *testing.T
+	fs    *fakeFS
+	clock *testkit.Clock
+	g     *Guard
+	log   *testkit.SyncBuffer
+}
+
+func newRig(t *testing.T, cfg Config) *rig {
+	t.Helper()
+	r := &rig{t: t, fs: newFakeFS(), clock: testkit.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), log: &testkit.SyncBuffer{}}
+	cfg.Stat, cfg.Now = r.fs.stat, r.clock.Now
+	cfg.Logger = slog.New(slog.NewTextHandler(r.log, nil))
+	if cfg.Timeout == 0 {
+		cfg.Timeout = time.Minute // a fake that answers never waits for it
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g = g
+	return r
+}
+
+func (r *rig) poll() Snapshot {
+	r.t.Helper()
+	return r.g.Poll(r.t.Context())
+}
+
+func (r *rig) only(s Snapshot) Filesystem {
+	r.t.Helper()
+	if len(s.Filesystems) != 1 {
+		r.t.Fatalf("%d filesystems, want 1: %+v", len(s.Filesystems), s)
+	}
+	return s.Filesystems[0]
+}
+
+// TestOneFilesystemWatchedOnce: paths that lead to one filesystem make one
+// Filesystem, named by the first path given, whether they come from the
+// flags or from writers.
+func TestOneFilesystemWatchedOnce(t *testing.T) {
+	r := newRig(t, Config{
+		Paths: []string{"/data", "/dev/shm", "/data/"},
+		Writers: func() []Writer {
+			return []Writer{{Name: "Pretrain", Dirs: []string{"/home/u/run", "/data/out"}}, {Name: "Eval", Dirs: []string{"/data/out"}}}
+		},
+	})
+	r.fs.set("/data", disk(1, 100*gib, 10*gib))
+	r.fs.set("/data/out", disk(1, 100*gib, 10*gib))
+	r.fs.set("/home/u/run", disk(2, 50*gib, 1*gib))
+	r.fs.set("/dev/shm", disk(3, 64*mib, 0))
+	s := r.poll()
+	if len(s.Filesystems) != 3 {
+		t.Fatalf("filesystems %+v, want 3", s.Filesystems)
+	}
+	want := []struct {
+		path    string
+		paths   []string
+		writers []string
+	}{
+		{"/data", []string{"/data", "/data/out"}, []string{"Pretrain", "Eval"}},
+		{"/dev/shm", []string{"/dev/shm"}, nil},
+		{"/home/u/run", []string{"/home/u/run"}, []string{"Pretrain"}},
+	}
+	for i, w := range want {
+		f := s.Filesystems[i]
+		if f.Path != w.path || strings.Join(f.Paths, ",") != strings.Join(w.paths, ",") || strings.Join(f.Writers, ",") != strings.Join(w.writers, ",") {
+			t.Errorf("filesystem %d: %s %v %v, want %s %v %v", i, f.Path, f.Paths, f.Writers, w.path, w.paths, w.writers)
+		}
+	}
+	if n := r.fs.callsOf("/data"); n != 1 {
+		t.Errorf("/data given twice was read %d times in one poll", n)
+	}
+}
+
+// TestMissingPathIsWatchedOnceItAppears: a path that does not exist yet is
+// said so at the start, and read once it appears.
+func TestMissingPathIsWatchedOnceItAppears(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data"}})
+	s := r.poll()
+	if len(s.Filesystems) != 0 || len(s.Missing) != 1 || s.Missing[0] != "/data" {
+		t.Fatalf("snapshot %+v, want /data missing", s)
+	}
+	if !strings.Contains(r.log.String(), "path does not exist yet; it is watched once it appears") {
+		t.Errorf("log does not say the path is watched once it appears:\n%s", r.log)
+	}
+	r.poll()
+	if n := strings.Count(r.log.String(), "does not exist yet"); n != 1 {
+		t.Errorf("said %d times that /data does not exist yet, want once", n)
+	}
+	r.fs.set("/data", disk(1, gib, 0))
+	if f := r.only(r.poll()); f.Path != "/data" || f.Stat.Size != gib {
+		t.Errorf("after it appeared: %+v", f)
+	}
+	if !strings.Contains(r.log.String(), "path appeared; watching it") {
+		t.Errorf("log does not say the path appeared:\n%s", r.log)
+	}
+}
+
+// TestHungStatfsIsBounded: a statfs that never answers costs the poll at
+// most the timeout, is reported unreadable, is not called again while it
+// hangs, and is read again once it answers.
+func TestHungStatfsIsBounded(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/mnt/nfs", "/data"}, Timeout: 20 * time.Millisecond})
+	release := make(chan struct{})
+	r.fs.hang["/mnt/nfs"] = release
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	r.fs.set("/mnt/nfs", disk(7, gib, 0))
+	r.fs.set("/data", disk(1, gib, 0))
+	for i := range 5 {
+		var s Snapshot
+		testkit.NoHang(t, "a poll with a hung statfs", func() { s = r.poll() })
+		if len(s.Unreadable) != 1 || s.Unreadable[0].Path != "/mnt/nfs" || !strings.Contains(s.Unreadable[0].Err, "statfs did not answer within 20ms") {
+			t.Fatalf("poll %d: unreadable %+v", i, s.Unreadable)
+		}
+		if f := r.only(s); f.Path != "/data" {
+			t.Fatalf("poll %d: read %+v", i, f)
+		}
+	}
+	if n := r.fs.callsOf("/mnt/nfs"); n != 1 {
+		t.Errorf("a hung path was called %d times in 5 polls; want 1: hung calls must not pile up", n)
+	}
+	if n := strings.Count(r.log.String(), "statfs did not answer"); n != 1 {
+		t.Errorf("the hang was logged %d times, want once:\n%s", n, r.log)
+	}
+	close(release)
+	testkit.WaitFor(t, 10*time.Second, func() bool { return len(r.poll().Filesystems) == 2 }, "the released path to be read")
+	if s := r.poll(); len(s.Unreadable) != 0 {
+		t.Errorf("still unreadable after it answered: %+v", s.Unreadable)
+	}
+	if !strings.Contains(r.log.String(), "path readable again") {
+		t.Errorf("log does not say the path recovered:\n%s", r.log)
+	}
+}
+
+// TestStatfsErrorIsUnreadable: a statfs that fails (EACCES, EIO) reports the
+// path unreadable with the error, and the other paths are read.
+func TestStatfsErrorIsUnreadable(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data", "/secret"}})
+	r.fs.set("/data", disk(1, gib, 0))
+	r.fs.errs["/secret"] = errors.New("permission denied")
+	s := r.poll()
+	if len(s.Unreadable) != 1 || s.Unreadable[0].Err != "statfs /secret: permission denied" || len(s.Filesystems) != 1 {
+		t.Fatalf("snapshot %+v", s)
+	}
+}
+
+// TestSaveSizeLearnedFromJumps: a save is the rise of the used bytes over
+// the polls it takes, ended by two quiet polls; growth under the jump size
+// (logs) is none; deleting the oldest checkpoint after a save does not
+// shrink it; the largest of the last three counts.
+func TestSaveSizeLearnedFromJumps(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data"}})
+	r.fs.set("/data", disk(1, 100*gib, 10*gib))
+	used := uint64(10 * gib)
+	step := func(add int64) Filesystem {
+		used = uint64(int64(used) + add)
+		r.fs.setUsed("/data", used)
+		r.clock.Advance(5 * time.Second)
+		return r.only(r.poll())
+	}
+	r.poll()
+	for range 10 {
+		if f := step(100 << 10); f.SaveBytes != 0 { // 100 KiB a poll: logs
+			t.Fatalf("logs growing learned a save of %d", f.SaveBytes)
+		}
+	}
+	// A 24 GiB save over three polls, a pause of one poll inside it.
+	step(10 * gib)
+	step(0)
+	step(8 * gib)
+	if f := step(6 * gib); f.SaveBytes != 0 {
+		t.Fatalf("a save not yet over counts: %d", f.SaveBytes)
+	}
+	step(0)
+	f := step(-24 * gib) // the oldest checkpoint deleted: a second quiet poll
+	if f.SaveBytes != 24*gib || f.SaveReported {
+		t.Fatalf("save learned %d (reported %v), want 24 GiB from the jumps", f.SaveBytes, f.SaveReported)
+	}
+	// A smaller save later: the largest of the last three stays.
+	step(12 * gib)
+	step(0)
+	if f := step(0); f.SaveBytes != 24*gib {
+		t.Fatalf("after a 12 GiB save: %d, want 24 GiB", f.SaveBytes)
+	}
+	for range 2 {
+		step(12 * gib)
+		step(-12 * gib)
+		step(0)
+	}
+	if f := step(0); f.SaveBytes != 12*gib {
+		t.Fatalf("after three 12 GiB saves: %d, want 12 GiB", f.SaveBytes)
+	}
+}
+
+// TestReportedSaveGoesToTheLastDir: a writer's reported save counts for the
+// filesystem of its last directory (the checkpoint directory), not its
+// working directory's, and wins over what the jumps suggest.
+func TestReportedSaveGoesToTheLastDir(t *testing.T) {
+	var mu sync.Mutex
+	w := Writer{Name: "Pretrain", Dirs: []string{"/home/u", "/data/out"}}
+	r := newRig(t, Config{Writers: func() []Writer { mu.Lock(); defer mu.Unlock(); return []Writer{w} }})
+	r.fs.set("/home/u", disk(2, 10*gib, gib))
+	r.fs.set("/data/out", disk(1, 100*gib, gib))
+	r.poll()
+	mu.Lock()
+	w.Saves, w.SaveBytes = 1, 30*gib
+	mu.Unlock()
+	s := r.poll()
+	home, data := s.Filesystems[0], s.Filesystems[1]
+	if home.SaveBytes != 0 || data.SaveBytes != 30*gib || !data.SaveReported {
+		t.Fatalf("home %+v\ndata %+v", home, data)
+	}
+	// The same report seen again is not a new save; a jump larger than
+	// it does not replace what the client says.
+	r.fs.setUsed("/data/out", 50*gib)
+	r.poll()
+	r.poll()
+	if f := r.poll().Filesystems[1]; f.SaveBytes != 30*gib {
+		t.Errorf("after a 49 GiB jump: %d, want the reported 30 GiB", f.SaveBytes)
+	}
+}
+
+// TestFillRateOverTheWindow: the rate is the growth since the point a
+// window ago, unknown before a third of the window is covered.
+func TestFillRateOverTheWindow(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data"}})
+	r.fs.set("/data", disk(1, 1000*gib, 0))
+	used := uint64(0)
+	var f Filesystem
+	for i := range 60 {
+		f = r.only(r.poll())
+		if i < 10 && f.RateSpan != 0 {
+			t.Fatalf("rate known after %dm: %v over %s", i, f.Rate, f.RateSpan)
+		}
+		r.clock.Advance(time.Minute)
+		rate := uint64(gib)
+		if i >= 30 {
+			rate = 2 * gib // the last 30 minutes grow twice as fast
+		}
+		used += rate
+		r.fs.setUsed("/data", used)
+	}
+	f = r.only(r.poll())
+	if f.RateSpan != 30*time.Minute {
+		t.Fatalf("rate over %s, want the 30m window", f.RateSpan)
+	}
+	if want := 2.0 * gib / 60; f.Rate != want {
+		t.Errorf("rate %v B/s, want %v (2 GiB a minute)", f.Rate, want)
+	}
+}
+
+// TestWriterPathsAreBounded: writers' directories beyond MaxWriterPaths
+// are not watched, so the path label stays bounded; it is said once.
+func TestWriterPathsAreBounded(t *testing.T) {
+	var ws []Writer
+	for i := range 64 {
+		ws = append(ws, Writer{Name: string(rune('A' + i)), Dirs: []string{filepath.Join("/runs", string(rune('A'+i)))}})
+	}
+	r := newRig(t, Config{Paths: []string{"/dev/shm"}, Writers: func() []Writer { return ws }})
+	for i, w := range ws {
+		r.fs.set(w.Dirs[0], disk(uint64(i+10), gib, 0))
+	}
+	r.fs.set("/dev/shm", disk(1, gib, 0))
+	s := r.poll()
+	r.poll()
+	if n := len(s.Filesystems); n != 1+MaxWriterPaths {
+		t.Errorf("%d filesystems, want %d", n, 1+MaxWriterPaths)
+	}
+	if n := strings.Count(r.log.String(), "the rest are not watched"); n != 1 {
+		t.Errorf("cap logged %d times:\n%s", n, r.log)
+	}
+}
+
+func TestNewRefusesRelativePaths(t *testing.T) {
+	if _, err := New(Config{Paths: []string{"data"}}); err == nil || err.Error() != `disk path "data" is not absolute` {
+		t.Errorf("New: %v", err)
+	}
+}
+
+// TestMetrics pins the exposition against testdata/metrics.golden (go test
+// -update rewrites it): one series set per filesystem, an error series for
+// each unreadable path, the save size once known.
+func TestMetrics(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data", "/data/ckpt", "/dev/shm", "/secret", "/not/yet"}})
+	r.fs.set("/data", Stat{Dev: 1, Size: 64 * mib, Free: 16 * mib, Avail: 15 * mib, Files: 16384, FilesFree: 16000})
+	r.fs.set("/data/ckpt", Stat{Dev: 1, Size: 64 * mib, Free: 16 * mib, Avail: 15 * mib, Files: 16384, FilesFree: 16000})
+	r.fs.set("/dev/shm", Stat{Dev: 2, Size: 64 * mib, Free: 64 * mib, Avail: 64 * mib, Files: 100, FilesFree: 3})
+	r.fs.errs["/secret"] = errors.New("permission denied")
+	r.g.trackers[1] = &tracker{reported: []uint64{24 * mib}}
+	r.poll()
+	golden := filepath.Join("testdata", "metrics.golden")
+	if *update {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(r.g.Collector())
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, mf := range families {
+			if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.CollectAndCompare(r.g.Collector(), strings.NewReader(string(want))); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(r.g.Collector()); n != 2*5+1+1 {
+		t.Errorf("%d series, want 12: five per filesystem, an error for /secret, one save size", n)
+	}
+}

@@ -1,0 +1,135 @@
+// Package pushtext is the one home of lavender's push texts: every kind of
+// event (swap, memory pressure, OOM kills, a phase that failed, stalled or
+// is done, …) is worded in one place, from the watchdog's facts or from
+// the same figures read off an Alertmanager alert, apart from delivery.
+// The Bark bridge pushes these texts; another channel could reuse them.
+//
+// A Text is a push's body and its short name in the run log:
+// "swap 54% full (16.3/32.0 GB) — consider intervening" and "swap 54%".
+// The bridge adds the prefix ("[lavender-2] ") and the client cuts the
+// whole to its limit.
+//
+// To add a kind: write its figures and its Text function in a file of its
+// own (pushtext/gpu.go beside swap.go), add its rule to the switch in
+// Alert below so the watchdog's alerts of that rule are worded by it, and
+// pin its wording in a table of pushtext_test.go. An Alertmanager alert of
+// the same kind reads its figures from annotations in barkbridge and calls
+// the same function.
+package pushtext
+
+import (
+	"strings"
+	"time"
+
+	"lavender/watchdog"
+)
+
+// DefaultPrefix starts every push, as in the predecessor.
+const DefaultPrefix = "[lavender-2]"
+
+// considerIntervening ends the texts that ask a person to act before the
+// kernel does; a resolution drops it.
+const considerIntervening = " — consider intervening"
+
+// Text is one push's wording: Body is what the phone shows (without the
+// prefix), Subject names the push in the run log ("BARK swap 54% sent …").
+type Text struct {
+	Body    string
+	Subject string
+	// urges: Body ends in " — consider intervening", which a resolution
+	// drops.
+	urges bool
+}
+
+// urging is t asking a person to act.
+func urging(body, subject string) Text {
+	return Text{Body: body + considerIntervening, Subject: subject, urges: true}
+}
+
+// Alert is the text of one watchdog alert: the switch below is where the
+// kinds are listed. A resolution says how long its incident lasted:
+// "resolved: swap 31% full (9.9/32.0 GB) after 42m". A rule with no text
+// of its own still reaches the phone, by name.
+func Alert(a watchdog.Alert) Text {
+	t := firing(a)
+	if a.Status == watchdog.Resolved {
+		return Resolved(t, a.Lasted())
+	}
+	return t
+}
+
+func firing(a watchdog.Alert) Text {
+	swap := swapFigures(a.Sample.Swap)
+	switch a.Rule {
+	case "swap":
+		return Swap(swap)
+	case "pressure":
+		return Pressure(PressureFigures{Ratio: a.Sample.Pressure.Some, Window: 10 * time.Second, Swap: swap, SwapKnown: true})
+	case "oom":
+		o := OOMFigures{Kills: a.Kills, Phase: a.Phase, Swap: swap, SwapKnown: true}
+		if a.Victim.Known() {
+			o.VictimName, o.VictimPID = a.Victim.Name, a.Victim.PID
+		}
+		return OOM(o)
+	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
+		return watchdogPhase(a)
+	case watchdog.KernelRuleGPU, watchdog.KernelRuleDisk:
+		return kernelFault(a)
+	}
+	return Text{Body: a.Rule + " " + string(a.Status), Subject: a.Rule}
+}
+
+// Join is the text of several alerts in one push, in the order given (the
+// watchdog's: swap, pressure, oom, phases): bodies joined by "; ", subjects
+// by " + ", e.g. "BARK pressure 23% + oom 1 kill sent ok=1 fail=0".
+func Join(ts []Text) Text {
+	bodies := make([]string, len(ts))
+	subjects := make([]string, len(ts))
+	for i, t := range ts {
+		bodies[i], subjects[i] = t.Body, t.Subject
+	}
+	return Text{Body: strings.Join(bodies, "; "), Subject: strings.Join(subjects, " + ")}
+}
+
+// Resolved is t once its incident is over, after lasted (0: unknown, and
+// the "after" is left out): "resolved: swap 31% full (9.9/32.0 GB) after
+// 42m", subject "resolved swap 31%".
+func Resolved(t Text, lasted time.Duration) Text {
+	body := t.Body
+	if t.urges {
+		body = strings.TrimSuffix(body, considerIntervening)
+	}
+	body = "resolved: " + body
+	if lasted > 0 {
+		body += " after " + watchdog.HumanDuration(lasted)
+	}
+	return Text{Body: body, Subject: "resolved " + t.Subject}
+}
+
+// Named is the text of an alert lavender has no wording for: its name,
+// and its summary after a colon when it has one.
+func Named(name, summary string) Text {
+	if summary != "" {
+		return Text{Body: name + ": " + summary, Subject: name}
+	}
+	return Text{Body: name, Subject: name}
+}
+
+// SelfTest is `bark send --test`'s text, naming the target's encryption
+// ("aes-256-gcm", or "" for none) so that a user who sees "Decryption
+// Failed" knows the key is wrong.
+func SelfTest(encryption string) Text {
+	if encryption == "" {
+		encryption = "not encrypted"
+	}
+	return Text{Body: "test push (" + encryption + ")", Subject: "test push"}
+}
+
+// WithPrefix starts text with prefix and a space; an empty prefix adds
+// nothing.
+func WithPrefix(prefix, text string) string {
+	if prefix == "" {
+		return text
+	}
+	return prefix + " " + text
+}

@@ -1,0 +1,384 @@
+"""A training phase as the exporter sees it: started, pinged with the loop's
+progress, ended ok or failed with a reason."""
+
+import atexit
+import logging
+import math
+import os
+import signal
+import sys
+import threading
+import time
+
+from . import _sender, _wire
+
+log = logging.getLogger("lavender")
+
+OK, FAILED = "ok", "failed"
+# How long an end waits for the size of a checkpoint saved just before it.
+SIZE_WAIT = 1.0
+
+
+class Phase:
+    """One phase. phase() makes one for a `with` block; the framework
+    callbacks make one and drive it from their hooks.
+
+    progress() and eval_progress() only store what they are given: the
+    sender thread reads it every `every` seconds and posts it, so the
+    training loop never waits on the network and may call them every step.
+    """
+
+    def __init__(self, name, every=60, total=None, dirs=(), rank=None, url=None, env=None):
+        env = os.environ if env is None else env
+        try:
+            every = float(every)
+        except (TypeError, ValueError):
+            raise ValueError("lavender: every must be a number of seconds, not %r" % (every,)) from None
+        if not every > 0 or math.isinf(every):
+            raise ValueError("lavender: every must be more than 0 seconds, not %r" % (every,))
+        # Under `lavender phase run` the wrapper owns the phase: report into it.
+        self.wrapped = env.get("LAVENDER_PHASE", "").strip()
+        self.name = self.wrapped or str(name).strip()
+        self.every = every
+        self.rank = _wire.rank_from_env(env) if rank is None else rank
+        self._sender = None
+        try:
+            base = _wire.normalize_url(env.get("LAVENDER_URL") if url is None else url)
+            self._sender = _sender.sender_for(base)
+        except ValueError as e:
+            log.warning("lavender: %s; phase %r is not reported (training goes on)", e, self.name)
+        self._lock = threading.Lock()
+        self._progress = (None, total, None)  # step, total, loss, replaced whole
+        self._eval = None  # (eval_step, eval_total) while an evaluation runs
+        self._save_bytes = None
+        self._sizers = []
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = None
+        self._dirs = _wire.absolute_dirs([cwd] + list(dirs))
+        self._state = "new"  # armed (hooks set, nothing sent), running, ended
+        self._pid = os.getpid()
+        self._sigterm = False
+        self._kicked = False
+        self._next_ping = math.inf
+
+    # ---- what the training code calls ----
+
+    def progress(self, step, total=None, loss=None):
+        """Records the steps done so far, the total if known, and the latest
+        loss (a float or a tensor: a tensor is detached here and read by the
+        sender, so this never waits on the GPU)."""
+        if loss is not None and hasattr(loss, "detach"):
+            try:
+                loss = loss.detach()
+            except Exception:
+                loss = None
+        if total is None:
+            total = self._progress[1]
+        if loss is None:
+            loss = self._progress[2]
+        self._progress = (step, total, loss)
+        if not self._kicked and self._state == "running":
+            # The first step is news (step 0 at the start of training): send
+            # it now, as it is, not a minute later.
+            self._kicked = True
+            if self._sender is not None and self.rank == 0:
+                body = {"phase": self.name, "event": "ping"}
+                self._add_progress(body, with_loss=isinstance(self._progress[2], (int, float)))
+                self._sender.post(body)
+
+    def loss(self, loss):
+        """Records the latest loss alone."""
+        step, total, _ = self._progress
+        if loss is not None and hasattr(loss, "detach"):
+            try:
+                loss = loss.detach()
+            except Exception:
+                return
+        self._progress = (step, total, loss)
+
+    def eval_progress(self, step, total=None):
+        """Records how far an evaluation has come (batches done, of total):
+        a moving eval step keeps a long evaluation from looking stalled."""
+        self._eval = (step, total)
+
+    def eval_end(self):
+        self._eval = None
+
+    def saved(self, path):
+        """Reports the size of a checkpoint just written to path (a file or a
+        directory), measured on a thread of its own."""
+        if self._state != "running" or self.rank != 0 or self._sender is None:
+            return
+        t = threading.Thread(target=self._measure, args=(path,), name="lavender-size", daemon=True)
+        self._sizers = [s for s in self._sizers if s.is_alive()] + [t]
+        t.start()
+
+    def add_dirs(self, *dirs):
+        """Adds directories the phase writes to (checkpoints, logs)."""
+        self._dirs = _wire.absolute_dirs(self._dirs + [d for d in dirs if d])
+
+    def fail(self, reason):
+        """Ends the phase failed; reason is an exception or a line of text."""
+        if isinstance(reason, BaseException):
+            reason = self._reason(reason)
+        self._end(FAILED, _wire.short(reason) if reason else None)
+
+    def end(self, ok=True, reason=None):
+        """Ends the phase: ok, or failed with reason."""
+        if ok and self._sigterm:
+            ok, reason = False, "SIGTERM"
+        self._end(OK if ok else FAILED, _wire.short(reason) if reason else None)
+
+    @property
+    def running(self):
+        return self._state == "running"
+
+    @property
+    def ended(self):
+        return self._state == "ended"
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None or (isinstance(exc, SystemExit) and exc.code in (None, 0) and not self._sigterm):
+            self.end()
+        else:
+            self.fail(exc)
+        return False
+
+    # ---- lifecycle ----
+
+    def arm(self, sigterm=True):
+        """Watches for failures (an uncaught exception, SIGTERM, an exit
+        before the end) without starting the phase: a failure before
+        training starts still ends it failed."""
+        with self._lock:
+            if self._state != "new":
+                return
+            self._state = "armed"
+        _hooks.add(self)
+        if sigterm:
+            _hooks.catch_sigterm()
+
+    def start(self):
+        self.arm()
+        with self._lock:
+            if self._state != "armed":
+                return
+            self._state = "running"
+        if self._sender is None or self.rank != 0:
+            return  # other ranks only ever report a failure
+        if not self.wrapped:
+            body = {"phase": self.name, "event": "start"}
+            body.update(_wire.identity())
+            if self._dirs:
+                body["dirs"] = self._dirs
+            self._add_progress(body, step_zero=True)
+            self._sender.post(body)
+        self._next_ping = time.monotonic() + self.every
+        if self.wrapped:
+            self._next_ping = 0  # the wrapper's phase learns dirs and progress now
+        self._sender.watch(self)
+
+    def _end(self, status, reason):
+        with self._lock:
+            if self._state == "ended":
+                return
+            was, self._state = self._state, "ended"
+        _hooks.remove(self)
+        if os.getpid() != self._pid or self._sender is None:
+            return  # a forked child (a DataLoader worker) reports nothing
+        self._sender.unwatch(self)
+        if status == OK and (was != "running" or self.rank != 0 or self.wrapped):
+            if self.wrapped and was == "running" and self.rank == 0:
+                self._sender.post(self._ping_body(), wait=_sender.END_WAIT)  # the last step
+            return
+        if self.rank == 0 and was == "running" and self._sizers:
+            # A save just before the end (the last checkpoint) is still news
+            # to the disk guard: wait a moment for its size.
+            deadline = time.monotonic() + SIZE_WAIT
+            for t in self._sizers:
+                t.join(max(deadline - time.monotonic(), 0))
+            if self._save_bytes is not None:
+                self._sender.post(self._ping_body())
+        if self.rank != 0:
+            reason = "rank %d: %s" % (self.rank, reason or "failed")
+        body = {"phase": self.name, "event": "end", "status": status}
+        if reason:
+            body["reason"] = _wire.short(reason)
+        if self.rank == 0:
+            self._add_progress(body)
+        self._sender.post(body, wait=_sender.END_WAIT)
+
+    def _reason(self, exc):
+        if self._sigterm:
+            return "SIGTERM"
+        if isinstance(exc, SystemExit):
+            return "SystemExit: exit status %s" % (exc.code,)
+        return _wire.reason_of(exc)
+
+    # ---- what the sender thread asks ----
+
+    def _ping_soon(self):
+        self._next_ping = 0
+        if self._sender is not None:
+            self._sender.kick()
+
+    def _ping_body(self):
+        body = {"phase": self.name, "event": "ping"}
+        self._add_progress(body)
+        ev = self._eval
+        if ev is not None:
+            es, et = _wire.count(ev[0]), _wire.count(ev[1], 1)
+            if es is not None:
+                body["eval_step"] = es
+                if et is not None and et >= es:
+                    body["eval_total"] = et
+        if self._dirs:
+            body["dirs"] = self._dirs
+        with self._lock:
+            saved, self._save_bytes = self._save_bytes, None
+        if saved is not None:
+            body["save_bytes"] = saved
+        return body
+
+    def _add_progress(self, body, step_zero=False, with_loss=True):
+        step, total, loss = self._progress
+        s, t = _wire.count(step), _wire.count(total, 1)
+        if s is None and step_zero and t is not None:
+            s = 0  # a known total and no step yet: training is at step 0
+        if s is not None:
+            body["step"] = s
+            if t is not None and t >= s:
+                body["total"] = t
+        if with_loss and loss is not None and self._sender is not None:
+            value = self._sender.read_value(loss)
+            if value is not None:
+                body["loss"] = value
+
+    def _measure(self, path):
+        try:
+            n = _size_of(path)
+        except OSError as e:
+            log.debug("lavender: size of %s: %s", path, e)
+            return
+        with self._lock:
+            self._save_bytes = n
+        if self._state == "running":
+            self._ping_soon()
+
+
+def _size_of(path):
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return os.stat(path).st_size
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+class _Hooks:
+    """The process-wide hooks every live phase shares: sys.excepthook and the
+    SIGTERM handler, each chained to what was there before, and one atexit
+    handler for phases the process leaves without ending."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.phases = []
+        self._prev_excepthook = None
+        self._prev_sigterm = None
+        self._sigterm_set = False
+        self._atexit = False
+
+    def add(self, phase):
+        with self._lock:
+            self.phases.append(phase)
+            if self._prev_excepthook is None:
+                self._prev_excepthook = sys.excepthook
+                sys.excepthook = self._excepthook
+            if not self._atexit:
+                self._atexit = True
+                atexit.register(self._at_exit)
+
+    def remove(self, phase):
+        with self._lock:
+            if phase in self.phases:
+                self.phases.remove(phase)
+            if self.phases:
+                return
+            if self._prev_excepthook is not None and sys.excepthook == self._excepthook:
+                sys.excepthook = self._prev_excepthook
+                self._prev_excepthook = None
+            if self._sigterm_set:
+                self._restore_sigterm()
+
+    def catch_sigterm(self):
+        """Installs the SIGTERM handler (the main thread only can); the
+        handler that was there is called after the phases learn of it."""
+        with self._lock:
+            if self._sigterm_set or threading.current_thread() is not threading.main_thread():
+                return
+            try:
+                self._prev_sigterm = signal.getsignal(signal.SIGTERM)
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+                self._sigterm_set = True
+            except (ValueError, OSError, AttributeError):
+                pass
+
+    def _restore_sigterm(self):
+        try:
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._prev_sigterm if self._prev_sigterm is not None else signal.SIG_DFL)
+        except (ValueError, OSError):
+            return
+        self._sigterm_set, self._prev_sigterm = False, None
+
+    def _excepthook(self, exc_type, exc, tb):
+        prev = self._prev_excepthook or sys.__excepthook__  # ending the last phase restores it
+        try:
+            for p in list(self.phases):
+                p.fail(exc)
+        finally:
+            prev(exc_type, exc, tb)
+
+    def _on_sigterm(self, signum, frame):
+        prev = self._prev_sigterm
+        phases = list(self.phases)
+        if prev == signal.SIG_IGN:
+            return
+        for p in phases:
+            p._sigterm = True
+        if callable(prev):
+            # The user's (or the framework's) handler decides: if it raises,
+            # the phase ends failed with "SIGTERM" where the exception lands.
+            prev(signum, frame)
+            return
+        # The default action: end every phase, then die by SIGTERM as the
+        # sender of the signal expects.
+        for p in phases:
+            p.fail("SIGTERM")
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the signal is delivered before this returns
+
+    def _at_exit(self):
+        for p in list(self.phases):
+            if p.running:
+                p.fail("the process exited before the phase ended")
+            else:
+                p._end(OK, None)  # armed, never started: nothing to say
+
+
+_hooks = _Hooks()

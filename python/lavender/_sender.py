@@ -1,0 +1,274 @@
+"""The one thread that talks to the exporter.
+
+Training code never waits on the network: start, end and save reports go
+into a small bounded queue, and the pings are built by this thread itself,
+every phase's `every` seconds, from what the phase last recorded. Every
+failure is caught here and reported once, when it begins, not once a
+ping."""
+
+import base64
+import collections
+import http.client
+import json
+import logging
+import os
+import ssl
+import threading
+import time
+import urllib.parse
+
+from . import _wire
+
+log = logging.getLogger("lavender")
+
+# A heartbeat is a few hundred bytes to a process on the same host: an
+# answer that takes longer than this is not coming.
+REQUEST_TIMEOUT = 2.0
+# How long end() waits for its heartbeat: a ping already in flight, then
+# the end itself.
+END_WAIT = 2 * REQUEST_TIMEOUT + 0.5
+MAX_OUTBOX = 64
+# How long the sender waits for a loss that lives on a GPU: reading it syncs
+# with the device, which a hung collective never lets happen.
+VALUE_WAIT = 0.5
+
+
+class _Item:
+    __slots__ = ("body", "done", "delivered")
+
+    def __init__(self, body):
+        self.body, self.done, self.delivered = body, threading.Event(), False
+
+
+class Sender:
+    """Posts heartbeats to one exporter from one daemon thread."""
+
+    def __init__(self, base_url, env=None, timeout=REQUEST_TIMEOUT):
+        env = os.environ if env is None else env
+        self.base_url = base_url
+        parts = urllib.parse.urlsplit(base_url)
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname, parts.port
+        self._path = parts.path + _wire.HEARTBEAT_PATH
+        self._timeout = timeout
+        self._headers = {"Content-Type": "application/json", "User-Agent": "lavender-client"}
+        self._ssl = None
+        self._setup_problem = None
+        self._configure(env)
+        self._cond = threading.Condition()
+        self._outbox = collections.deque()
+        self._phases = []
+        self._thread = None
+        self._failing = None  # what the last report said; None while heartbeats go through
+        self._reported = set()
+        self._last_status = None
+        self._reader = _ValueReader()
+
+    def _configure(self, env):
+        user = env.get("LAVENDER_USERNAME", "")
+        password_file = env.get("LAVENDER_PASSWORD_FILE", "")
+        if user or password_file:
+            try:
+                with open(password_file) as f:
+                    password = f.read().strip()
+                token = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+                self._headers["Authorization"] = "Basic " + token
+            except OSError as e:
+                self._setup_problem = "LAVENDER_PASSWORD_FILE: %s; sending without basic auth" % e.strerror
+        ca = env.get("LAVENDER_TLS_CA_FILE", "")
+        if self._https:
+            try:
+                self._ssl = ssl.create_default_context(cafile=ca or None)
+            except (OSError, ssl.SSLError) as e:
+                self._setup_problem = "LAVENDER_TLS_CA_FILE %s: %s" % (ca, e)
+                self._ssl = ssl.create_default_context()
+
+    # ---- used by phases, from any thread ----
+
+    def post(self, body, wait=0.0):
+        """Queues one heartbeat; waits up to wait seconds for it to be
+        answered and says whether it was."""
+        item = _Item(body)
+        with self._cond:
+            if len(self._outbox) >= MAX_OUTBOX:
+                self._once("outbox", "too many heartbeats waiting for %s; dropping one" % self.base_url)
+                return False
+            self._outbox.append(item)
+            self._ensure_thread()
+            self._cond.notify()
+        if wait > 0:
+            item.done.wait(wait)
+        return item.delivered
+
+    def watch(self, phase):
+        """Starts pinging phase every phase.every seconds."""
+        with self._cond:
+            if phase not in self._phases:
+                self._phases.append(phase)
+            self._ensure_thread()
+            self._cond.notify()
+
+    def unwatch(self, phase):
+        with self._cond:
+            if phase in self._phases:
+                self._phases.remove(phase)
+
+    def kick(self):
+        """Wakes the thread to look at the phases' due pings now."""
+        with self._cond:
+            self._cond.notify()
+
+    def read_value(self, value):
+        return self._reader.read(value)
+
+    # ---- the thread ----
+
+    def _ensure_thread(self):
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="lavender-sender", daemon=True)
+            self._thread.start()
+
+    def _next(self):
+        with self._cond:
+            while True:
+                if self._outbox:
+                    return self._outbox.popleft(), None
+                now = time.monotonic()
+                wait = None
+                for p in self._phases:
+                    if p._next_ping <= now:
+                        p._next_ping = now + p.every
+                        return None, p
+                    left = p._next_ping - now
+                    wait = left if wait is None else min(wait, left)
+                self._cond.wait(wait)
+
+    def _run(self):
+        if self._setup_problem:
+            self._once("setup", self._setup_problem)
+        while True:
+            try:
+                item, phase = self._next()
+                if item is not None:
+                    item.delivered = self._deliver(item.body)
+                    item.done.set()
+                else:
+                    body = phase._ping_body()
+                    if body is not None and not self._deliver(body) and len(body) > 2 and self._last_status == 400:
+                        # The progress was refused; the heartbeat itself must
+                        # not be, or the phase would look silent.
+                        self._deliver({"phase": body["phase"], "event": "ping"})
+            except Exception as e:  # the thread must outlive anything
+                self._once("thread", "heartbeat thread: %s" % _wire.reason_of(e))
+                time.sleep(0.1)
+
+    def _deliver(self, body):
+        """Posts body and says whether the exporter took it."""
+        self._last_status = None
+        event = "%s %r" % (body.get("event"), body.get("phase"))
+        try:
+            data = json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+            status, answer = self._request(data)
+        except Exception as e:  # refused, reset, timed out, garbage (BadStatusLine), TLS
+            self._fail(type(e).__name__, "%s: %s: %s" % (self.base_url, event, _wire.reason_of(e)))
+            return False
+        self._last_status = status
+        if 200 <= status < 300:
+            if self._failing is not None:
+                log.warning("lavender: heartbeats reach %s again", self.base_url)
+                self._failing = None
+            return True
+        if status == 409 and body.get("event") == "end":
+            # The phase had already ended failed (another rank, the
+            # wrapper): the server keeps the failure, as it should.
+            log.debug("lavender: %s: %s", event, answer)
+            return True
+        if 300 <= status < 400:
+            answer = "a redirect, which the heartbeat API never answers: is LAVENDER_URL the exporter's address?"
+        self._fail(status, "%s: %s: HTTP %d: %s" % (self.base_url, event, status, answer))
+        return False
+
+    def _request(self, data):
+        if self._https:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        try:
+            conn.request("POST", self._path or "/", data, self._headers)
+            resp = conn.getresponse()
+            raw = resp.read(4096)
+        finally:
+            conn.close()
+        answer = raw.decode("utf-8", "replace").strip()
+        try:
+            answer = json.loads(answer).get("error", answer)
+        except (ValueError, AttributeError):
+            pass
+        return resp.status, _wire.short(answer)[:200]
+
+    def _fail(self, kind, what):
+        # One line when heartbeats start failing, and again only when the
+        # failure changes kind or after they went through again.
+        if self._failing != kind:
+            self._failing = kind
+            log.warning("lavender: %s (training goes on; said once)", what)
+
+    def _once(self, key, what):
+        if key not in self._reported:
+            self._reported.add(key)
+            log.warning("lavender: %s", what)
+
+
+class _ValueReader:
+    """Reads a loss that may live on a GPU on a thread of its own, so a
+    device that never answers holds up neither training nor the pings."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._busy = False
+
+    def read(self, value):
+        if value is None or isinstance(value, (int, float)):
+            return _wire.loss_value(value)
+        if not getattr(value, "is_cuda", False):
+            return _wire.loss_value(value)
+        with self._lock:
+            if self._busy:
+                return None  # the last read never came back: the device is stuck
+            self._busy = True
+        out, done = [None], threading.Event()
+
+        def work():
+            try:
+                out[0] = _wire.loss_value(value)
+            finally:
+                with self._lock:
+                    self._busy = False
+                done.set()
+
+        threading.Thread(target=work, name="lavender-value", daemon=True).start()
+        done.wait(VALUE_WAIT)
+        return out[0]
+
+
+_senders = {}
+_senders_lock = threading.Lock()
+
+
+def sender_for(base_url):
+    with _senders_lock:
+        s = _senders.get(base_url)
+        if s is None:
+            s = _senders[base_url] = Sender(base_url)
+        return s
+
+
+def _forget_after_fork():
+    # A forked child (a DataLoader worker) has none of the parent's threads,
+    # and a lock may have been held at the fork.
+    global _senders, _senders_lock
+    _senders, _senders_lock = {}, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

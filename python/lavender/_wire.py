@@ -1,0 +1,146 @@
+"""What a heartbeat carries, and where it goes: the exporter's URL, the
+process's identity, the launcher's rank. Nothing here touches the network."""
+
+import math
+import operator
+import os
+import traceback
+import urllib.parse
+
+DEFAULT_URL = "http://127.0.0.1:9877"
+HEARTBEAT_PATH = "/api/v1/heartbeat"
+MAX_DIRS = 8
+MAX_REASON = 200
+
+# The launchers' rank variables, most specific first: torchrun, accelerate
+# and DeepSpeed set RANK; MPI launchers their own; SLURM_PROCID is the task,
+# which is the rank only when nothing above is set (srun starting torchrun
+# has one task per node); LOCAL_RANK alone means one node.
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK")
+
+
+def normalize_url(raw):
+    """The exporter's base URL from what a user typed: an empty value is the
+    default, a missing scheme is http, trailing slashes (and a pasted
+    heartbeat path) are dropped. Raises ValueError with the reason."""
+    text = (raw or "").strip()
+    if not text:
+        return DEFAULT_URL
+    if "://" not in text:
+        text = "http://" + text
+    parts = urllib.parse.urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError("LAVENDER_URL %r: the scheme must be http or https" % raw)
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("LAVENDER_URL %r: put credentials in LAVENDER_USERNAME and LAVENDER_PASSWORD_FILE, "
+                         "not in the URL" % raw)
+    if not parts.hostname:
+        raise ValueError("LAVENDER_URL %r: no host" % raw)
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError("LAVENDER_URL %r: bad port" % raw) from None
+    if parts.query or parts.fragment:
+        raise ValueError("LAVENDER_URL %r: a base URL has no query or fragment" % raw)
+    path = parts.path.rstrip("/")
+    if path.endswith(HEARTBEAT_PATH):
+        path = path[: -len(HEARTBEAT_PATH)].rstrip("/")
+    return urllib.parse.urlunsplit((scheme, parts.netloc, path, "", ""))
+
+
+def rank_from_env(env):
+    """The global rank the launcher gave this process, 0 when none did."""
+    for name in RANK_VARIABLES:
+        value = env.get(name, "").strip()
+        if value:
+            try:
+                return max(int(value), 0)
+            except ValueError:
+                continue
+    return 0
+
+
+def identity():
+    """pid, boot_id and pid_ns, as the server needs them to judge the pid;
+    boot_id and pid_ns are left out where the system has none."""
+    out = {"pid": os.getpid()}
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot_id = f.read().strip()
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except (OSError, ValueError):
+        return out
+    if boot_id and pid_ns:
+        out["boot_id"], out["pid_ns"] = boot_id, pid_ns
+    return out
+
+
+def absolute_dirs(dirs):
+    """Up to MAX_DIRS distinct absolute paths, in order."""
+    out = []
+    for d in dirs:
+        if not d:
+            continue
+        try:
+            d = os.path.abspath(os.fspath(d))
+        except (TypeError, ValueError, OSError):
+            continue
+        if d not in out:
+            out.append(d)
+    return out[:MAX_DIRS]
+
+
+def loss_value(loss):
+    """A loss as JSON carries it: a float, or "NaN", "Infinity",
+    "-Infinity"; None when it is not a number."""
+    if loss is None or isinstance(loss, (bool, str, bytes)):
+        return None
+    try:
+        x = float(loss)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+def is_finite_loss(value):
+    return value is None or isinstance(value, float)
+
+
+def count(value, least=0):
+    """value as an int of at least least (an int, a numpy or torch integer,
+    or an integral float such as 1200.0), or None if it is not one."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return None
+    try:
+        n = operator.index(value)
+    except TypeError:
+        try:
+            f = float(value)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        if not math.isfinite(f) or f != int(f):
+            return None
+        n = int(f)
+    return n if n >= least else None
+
+
+def reason_of(exc):
+    """The line a traceback ends with, on one line, cut to MAX_REASON
+    characters with "…": "ValueError: shape mismatch…"."""
+    try:
+        text = traceback.format_exception_only(type(exc), exc)[-1]
+    except Exception:  # a broken __str__ must not hide the failure
+        text = type(exc).__name__
+    return short(text)
+
+
+def short(text):
+    text = " ".join(str(text).split())
+    if len(text) > MAX_REASON:
+        text = text[: MAX_REASON - 1] + "…"
+    return text

@@ -1,0 +1,330 @@
+import logging
+import math
+import os
+import signal
+import socket
+import tempfile
+import time
+import unittest
+
+from lavender import _phase, _sender
+from lavender._phase import Phase
+
+from .servers import Recorder, Silent, run_python
+
+
+def ends(bodies):
+    return [b for b in bodies if b["event"] == "end"]
+
+
+class PhaseTest(unittest.TestCase):
+    def setUp(self):
+        self.exporter = Recorder()
+        self.addCleanup(self.exporter.close)
+
+    def phase(self, name="Pretrain 1/3", every=0.05, env=None, **kw):
+        e = {"LAVENDER_URL": self.exporter.url}
+        e.update(env or {})
+        return Phase(name, every=every, env=e, **kw)
+
+    def test_start_pings_and_end(self):
+        with self.phase(total=40) as p:
+            for step in range(1, 41):
+                p.progress(step, 40, loss=2.0 / step)
+                time.sleep(0.005)
+        start, *pings, end = self.exporter.bodies
+        self.assertEqual(start["event"], "start")
+        self.assertEqual((start["step"], start["total"]), (0, 40), "a known total starts at step 0")
+        self.assertEqual(start["pid"], os.getpid())
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            self.assertEqual(start["boot_id"], f.read().strip())
+        self.assertEqual(start["pid_ns"], os.readlink("/proc/self/ns/pid"))
+        self.assertEqual(start["dirs"], [os.getcwd()])
+        self.assertTrue(pings, "no ping while the loop ran")
+        self.assertTrue(all(b["event"] == "ping" and b["total"] == 40 and "loss" in b for b in pings), pings)
+        steps = [b["step"] for b in pings]
+        self.assertEqual(steps, sorted(steps))
+        self.assertEqual((end["event"], end["status"], end["step"], end["total"]), ("end", "ok", 40, 40))
+        self.assertAlmostEqual(end["loss"], 2.0 / 40)
+        self.assertTrue(all(path == "/api/v1/heartbeat" for path in self.exporter.paths))
+        self.assertEqual(self.exporter.headers[0]["Content-Type"], "application/json")
+
+    def test_no_step_until_known(self):
+        with self.phase(every=0.02):
+            time.sleep(0.1)
+        self.assertNotIn("step", self.exporter.bodies[0])
+        self.assertTrue(all("step" not in b for b in self.exporter.bodies), self.exporter.bodies)
+
+    def test_progress_zero_is_sent_at_once(self):
+        with self.phase(every=3600) as p:
+            p.progress(0)
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("step") == 0 for b in bs if b["event"] == "ping")))
+
+    def test_exception_ends_failed_with_reason(self):
+        with self.assertRaises(ValueError):
+            with self.phase() as p:
+                p.progress(3, 10)
+                raise ValueError("shape mismatch: [4, 8] vs [4, 9]\n  more text")
+        (end,) = ends(self.exporter.bodies)
+        self.assertEqual((end["status"], end["reason"], end["step"]), ("failed", "ValueError: shape mismatch: [4, 8] vs [4, 9] more text", 3))
+
+    def test_keyboard_interrupt_and_exit(self):
+        with self.assertRaises(KeyboardInterrupt):
+            with self.phase():
+                raise KeyboardInterrupt
+        with self.assertRaises(SystemExit):
+            with self.phase("Eval"):
+                raise SystemExit(3)
+        with self.assertRaises(SystemExit):
+            with self.phase("Done"):
+                raise SystemExit(0)
+        got = [(b["phase"], b["status"], b.get("reason")) for b in ends(self.exporter.bodies)]
+        self.assertEqual(got, [("Pretrain 1/3", "failed", "KeyboardInterrupt"),
+                               ("Eval", "failed", "SystemExit: exit status 3"), ("Done", "ok", None)])
+
+    def test_long_reason_is_cut(self):
+        with self.assertRaises(RuntimeError):
+            with self.phase():
+                raise RuntimeError("x" * 500)
+        reason = ends(self.exporter.bodies)[0]["reason"]
+        self.assertEqual(len(reason), 200)
+        self.assertTrue(reason.endswith("…"))
+
+    def test_non_finite_loss(self):
+        for loss, want in ((math.nan, "NaN"), (math.inf, "Infinity"), (-math.inf, "-Infinity")):
+            with self.subTest(loss=loss):
+                self.exporter.bodies.clear()
+                with self.phase() as p:
+                    p.progress(1, 10, loss=loss)
+                    self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("loss") == want for b in bs)))
+                self.assertEqual(ends(self.exporter.bodies)[0]["loss"], want)
+
+    def test_tensor_like_loss_is_detached_and_read_later(self):
+        class Tensor:
+            detached = 0
+
+            def __init__(self, v):
+                self.v = v
+
+            def detach(self):
+                Tensor.detached += 1
+                return Tensor(self.v)
+
+            def __float__(self):
+                return self.v
+
+        with self.phase() as p:
+            p.progress(1, 2, loss=Tensor(0.25))
+        self.assertEqual(Tensor.detached, 1)
+        self.assertEqual(ends(self.exporter.bodies)[0]["loss"], 0.25)
+
+    def test_eval_progress_and_dirs_and_save(self):
+        out = tempfile.mkdtemp()
+        ckpt = os.path.join(out, "checkpoint-5")
+        os.makedirs(ckpt)
+        with open(os.path.join(ckpt, "model.bin"), "wb") as f:
+            f.write(b"\0" * 3000)
+        with self.phase(dirs=[out]) as p:
+            p.progress(5, 10)
+            p.eval_progress(7, 20)
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("eval_step") == 7 for b in bs)))
+            p.eval_end()
+            p.saved(ckpt)
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("save_bytes") == 3000 for b in bs)))
+        pings = [b for b in self.exporter.bodies if b["event"] == "ping"]
+        self.assertEqual([b["eval_total"] for b in pings if "eval_step" in b][0], 20)
+        self.assertEqual(sum(1 for b in pings if "save_bytes" in b), 1, "a save is reported once")
+        self.assertEqual(self.exporter.bodies[0]["dirs"], [os.getcwd(), out])
+        self.assertNotIn("eval_step", ends(self.exporter.bodies)[0])
+
+    def test_inconsistent_progress_is_left_out(self):
+        with self.phase() as p:
+            p.progress(12, 10)  # a total below the step is not sent
+            p.progress("twelve")
+        end = ends(self.exporter.bodies)[0]
+        self.assertNotIn("step", end)
+        self.assertNotIn("total", end)
+
+    def test_refused_progress_still_pings(self):
+        self.exporter.status = lambda body: 400 if "step" in body and body["event"] == "ping" else 200
+        with self.assertLogs("lavender", logging.WARNING) as logs:
+            with self.phase() as p:
+                p.progress(1)
+                self.assertTrue(self.exporter.wait_for(lambda bs: any(b == {"phase": "Pretrain 1/3", "event": "ping"} for b in bs)))
+        self.assertIn("HTTP 400: refused by the test", "\n".join(logs.output))
+
+    def test_wrapper_phase(self):
+        env = {"LAVENDER_PHASE": "Finetune"}
+        with self.phase("inner name", env=env) as p:
+            p.progress(2, 4, loss=0.5)
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("step") == 2 for b in bs)))
+        with self.assertRaises(RuntimeError):
+            with self.phase("inner name", env=env):
+                raise RuntimeError("CUDA out of memory")
+        events = self.exporter.events()
+        self.assertNotIn(("start", None), events, "the wrapper owns the start")
+        self.assertNotIn(("end", "ok"), events, "the wrapper owns the ok end")
+        self.assertEqual(events[-1], ("end", "failed"))
+        self.assertTrue(all(b["phase"] == "Finetune" for b in self.exporter.bodies))
+        self.assertEqual(self.exporter.bodies[-1]["reason"], "RuntimeError: CUDA out of memory")
+
+    def test_other_ranks_report_only_failures(self):
+        with self.phase(env={"RANK": "1"}) as p:
+            p.progress(5, 10)
+            time.sleep(0.15)
+        self.assertEqual(self.exporter.bodies, [], "rank 1 reported a phase that went well")
+        with self.assertRaises(RuntimeError):
+            with self.phase(env={"SLURM_PROCID": "3"}):
+                raise RuntimeError("NCCL error: unhandled system error")
+        self.assertEqual(self.exporter.bodies, [{"phase": "Pretrain 1/3", "event": "end", "status": "failed",
+                                                 "reason": "rank 3: RuntimeError: NCCL error: unhandled system error"}])
+
+    def test_bad_url_disables_reporting(self):
+        with self.assertLogs("lavender", logging.WARNING) as logs:
+            with Phase("P", every=0.05, env={"LAVENDER_URL": "ftp://host"}) as p:
+                p.progress(1)
+        self.assertIn("scheme must be http or https", logs.output[0])
+
+    def test_every_must_be_positive(self):
+        for every in (0, -1, "soon"):
+            with self.assertRaises(ValueError):
+                Phase("P", every=every)
+
+
+class UnreachableTest(unittest.TestCase):
+    """Against a hung exporter, a garbage-speaking port and a closed port,
+    training runs at full speed, start and end cost at most seconds, and
+    one line says what is wrong."""
+
+    def run_against(self, url):
+        with self.assertLogs("lavender", logging.WARNING) as logs:
+            t0 = time.monotonic()
+            p = Phase("Pretrain 1/3", every=0.01, env={"LAVENDER_URL": url})
+            p.start()
+            started = time.monotonic() - t0
+            loop = time.monotonic()
+            for step in range(20000):
+                p.progress(step, 20000, loss=0.5)
+            loop = time.monotonic() - loop
+            time.sleep(0.3)
+            t1 = time.monotonic()
+            p.end()
+            ended = time.monotonic() - t1
+        return started, loop, ended, logs.output
+
+    def test_hung_exporter(self):
+        s = Silent()
+        self.addCleanup(s.close)
+        started, loop, ended, output = self.run_against(s.url)
+        self.assertLess(started, 0.1)
+        self.assertLess(loop, 1.0)
+        self.assertLessEqual(ended, _sender.END_WAIT + 0.5)
+        self.assertEqual(len(output), 1, output)
+        self.assertIn("timed out", output[0])
+
+    def test_garbage_answer(self):
+        s = Silent(garbage=True)
+        self.addCleanup(s.close)
+        _, _, ended, output = self.run_against(s.url)
+        self.assertLess(ended, _sender.END_WAIT + 0.5)
+        self.assertEqual(len(output), 1, output)
+        self.assertIn("BadStatusLine", output[0])
+
+    def test_closed_port(self):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))  # a port nobody listens on
+        self.addCleanup(sock.close)
+        _, _, ended, output = self.run_against("127.0.0.1:%d" % sock.getsockname()[1])  # no scheme: http
+        self.assertLess(ended, 1.0)
+        self.assertEqual(len(output), 1, output)
+        self.assertIn("ConnectionRefusedError", output[0])
+
+
+class ProcessTest(unittest.TestCase):
+    """Failures that end the process: uncaught exceptions, SIGTERM, exits."""
+
+    def setUp(self):
+        self.exporter = Recorder()
+        self.addCleanup(self.exporter.close)
+        self.env = {"LAVENDER_URL": self.exporter.url + "/"}  # a trailing slash is fine
+
+    def test_sigterm_with_default_handler_ends_phase_and_dies_by_sigterm(self):
+        code = ("import lavender, os, signal, time\n"
+                "with lavender.phase('Pretrain 1/3', every=0.05) as p:\n"
+                "    p.progress(7, 100)\n"
+                "    os.kill(os.getpid(), signal.SIGTERM)\n"
+                "    time.sleep(5)\n")
+        r = run_python(code, self.env)
+        self.assertEqual(r.returncode, -signal.SIGTERM, r.stderr)
+        end = ends(self.exporter.bodies)
+        self.assertEqual([(b["status"], b["reason"], b["step"]) for b in end], [("failed", "SIGTERM", 7)])
+
+    def test_sigterm_chains_the_users_handler(self):
+        code = ("import lavender, os, signal, sys, time\n"
+                "def stop(signum, frame):\n"
+                "    print('checkpoint saved')\n"
+                "    sys.exit(2)\n"
+                "signal.signal(signal.SIGTERM, stop)\n"
+                "with lavender.phase('Pretrain 1/3', every=0.05) as p:\n"
+                "    os.kill(os.getpid(), signal.SIGTERM)\n"
+                "    time.sleep(5)\n"
+                "print('not reached')\n")
+        r = run_python(code, self.env)
+        self.assertEqual((r.returncode, r.stdout), (2, "checkpoint saved\n"), r.stderr)
+        self.assertEqual([(b["status"], b["reason"]) for b in ends(self.exporter.bodies)], [("failed", "SIGTERM")])
+
+    def test_handlers_are_restored_after_the_phase(self):
+        code = ("import lavender, signal, sys\n"
+                "hook = sys.excepthook\n"
+                "with lavender.phase('P'):\n"
+                "    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL\n"
+                "assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL\n"
+                "assert sys.excepthook is hook\n")
+        r = run_python(code, self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_uncaught_exception_outside_a_block(self):
+        code = ("import lavender, sys\n"
+                "sys.excepthook = lambda t, e, tb: print('user hook saw', t.__name__)\n"
+                "p = lavender.Phase('Finetune', every=0.05)\n"
+                "p.start()\n"
+                "p.progress(3, 9)\n"
+                "raise ValueError('bad max_steps')\n")
+        r = run_python(code, self.env)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, "user hook saw ValueError\n", "the user's excepthook was not chained")
+        self.assertEqual([(b["status"], b["reason"]) for b in ends(self.exporter.bodies)],
+                         [("failed", "ValueError: bad max_steps")])
+
+    def test_failure_before_start(self):
+        code = ("import lavender\n"
+                "p = lavender.Phase('Finetune', every=0.05)\n"
+                "p.arm()\n"
+                "raise RuntimeError('accelerate prepare failed')\n")
+        run_python(code, self.env)
+        self.assertEqual(self.exporter.events(), [("end", "failed")], "a failure before training is still reported")
+
+    def test_exit_while_running(self):
+        code = ("import lavender, os\n"
+                "p = lavender.Phase('Finetune', every=0.05)\n"
+                "p.start()\n"
+                "raise SystemExit(0)\n")
+        run_python(code, self.env)
+        self.assertEqual([(b["status"], b["reason"]) for b in ends(self.exporter.bodies)],
+                         [("failed", "the process exited before the phase ended")])
+
+    def test_forked_child_reports_nothing(self):
+        code = ("import lavender, os\n"
+                "with lavender.phase('P', every=0.05) as p:\n"
+                "    pid = os.fork()\n"
+                "    if pid == 0:\n"
+                "        p.fail('child')\n"
+                "        os._exit(0)\n"
+                "    os.waitpid(pid, 0)\n")
+        r = run_python(code, self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([b.get("status") for b in ends(self.exporter.bodies)], ["ok"])
+
+
+if __name__ == "__main__":
+    unittest.main()
