@@ -138,7 +138,7 @@ type Progress struct {
 	ProgressAt time.Time `json:"last_progress,omitzero"`
 	// Advances counts the heartbeats whose step was above the one before.
 	Advances uint64 `json:"advances,omitzero"`
-	// Rate is the smoothed rate in steps per second; see the README's
+	// Rate is the smoothed rate in steps per second; see docs/phases.md,
 	// "Progress and ETA".
 	Rate float64 `json:"steps_per_second,omitzero"`
 	// GapSeconds is the interval between the last two advances; the rate

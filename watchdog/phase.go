@@ -2,7 +2,6 @@ package watchdog
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -68,7 +67,11 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	}
 	var rules []Rule
 	if want[PhaseRuleFailed] {
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, repeat: repeat, retry: retry})
+		window := repeat
+		if window == 0 {
+			window = DefaultRepeat
+		}
+		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, repeat: repeat, retry: retry, window: window})
 	}
 	if want[PhaseRuleStalled] && cfg.StallAfter > 0 {
 		rules = append(rules, &StallRule{after: cfg.StallAfter, repeat: repeat, retry: retry})
@@ -77,88 +80,6 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: PhaseOK, repeat: repeat, retry: retry})
 	}
 	return rules, nil
-}
-
-// PhaseEndRule pushes once for every phase that ends with its status:
-// "failed" for PhaseFailed, "done" for PhaseOK. The alert's Phase names the
-// phase, Began is its start, and PhaseDuration its length. Phases that had
-// already ended at the first sample are not news and never push. A push
-// that reached no target is retried with a backoff until one does.
-type PhaseEndRule struct {
-	name          string
-	status        PhaseStatus
-	repeat, retry time.Duration
-
-	baselined bool
-	seen      map[phaseEnd]bool // ends already pushed (or already old at the first sample)
-	pending   []Alert           // pushes not yet delivered
-	retryAt   time.Time
-	backoff   time.Duration
-}
-
-// phaseEnd identifies one end of one phase: a phase run again and ended
-// again is another end.
-type phaseEnd struct {
-	name  string
-	ended int64
-}
-
-// Name is "failed" or "done".
-func (r *PhaseEndRule) Name() string { return r.name }
-
-// Observe pushes for each phase that has ended with the rule's status
-// since the last sample.
-func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
-	seen := make(map[phaseEnd]bool, len(s.Phases))
-	var fresh []Alert
-	for _, p := range s.Phases {
-		if p.Status != r.status || p.Ended.IsZero() {
-			continue
-		}
-		key := phaseEnd{p.Name, p.Ended.UnixNano()}
-		seen[key] = true
-		if r.baselined && !r.seen[key] {
-			fresh = append(fresh, Alert{Rule: r.name, Status: Firing, Began: p.Started, At: now, Sample: s, Phase: p.Name})
-		}
-	}
-	// Only ends still in the table are remembered, so the set stays within
-	// the table's 64 phases.
-	r.baselined, r.seen = true, seen
-	if len(fresh) > 0 {
-		r.pending = append(r.pending, fresh...)
-		return fresh
-	}
-	if len(r.pending) > 0 && !now.Before(r.retryAt) {
-		return slices.Clone(r.pending)
-	}
-	return nil
-}
-
-// Pushed forgets a delivered push, or schedules a retry of what is pending.
-func (r *PhaseEndRule) Pushed(a Alert, delivered bool, now time.Time) {
-	i := slices.IndexFunc(r.pending, func(p Alert) bool { return p.Phase == a.Phase && p.Began.Equal(a.Began) })
-	if i < 0 {
-		return
-	}
-	if delivered {
-		r.pending = slices.Delete(r.pending, i, i+1)
-		if len(r.pending) == 0 {
-			r.retryAt, r.backoff = time.Time{}, 0
-		}
-		return
-	}
-	r.backoff = nextBackoff(r.backoff, r.retry, r.repeat)
-	r.retryAt = now.Add(r.backoff)
-}
-
-// State: armed unless a push waits for a target; Since is when the first
-// waiting phase started.
-func (r *PhaseEndRule) State() RuleState {
-	st := RuleState{Name: r.name, Armed: len(r.pending) == 0}
-	if len(r.pending) > 0 {
-		st.Since = r.pending[0].Began
-	}
-	return st
 }
 
 // StallRule pushes "stalled" for an active phase that has sent no heartbeat
@@ -283,6 +204,9 @@ func (a Alert) PhaseState() (PhaseState, bool) {
 // PhaseDuration is how long the phase of a failed or done alert ran, from
 // its start to its end.
 func (a Alert) PhaseDuration() time.Duration {
+	if a.End.Seq != 0 {
+		return a.End.Duration()
+	}
 	p, ok := a.PhaseState()
 	if !ok || p.Ended.IsZero() {
 		return a.Lasted()

@@ -61,6 +61,12 @@ type Alert struct {
 	Victim Victim // oom: the victim the kernel log named, if any
 	Phase  string // oom: the active phase, "" if none; phase rules: the phase; gpu, disk: the phase hit
 
+	// End is, for failed and done, the end the push reports (the latest
+	// of them when it counts several); Ends is how many it counts: more
+	// than 1 for "failed 3 times in 10m", which spans Began to At.
+	End  PhaseEnd
+	Ends int
+
 	// gpu, disk: the fault of the kernel log the push is about (the first
 	// record of it), and for the push at the end of a window the repeats
 	// it counts and how long the window lasted.

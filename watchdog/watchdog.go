@@ -168,7 +168,7 @@ func (w *Watchdog) Poll(ctx context.Context) {
 	now := w.cfg.Now()
 	if err != nil {
 		w.errs.Inc()
-		// The predecessor's line, which the README quotes.
+		// The predecessor's line, which docs/watchdog.md quotes.
 		w.cfg.Logger.Error(fmt.Sprintf("[swap watchdog] error: %s: %v", errorClass(err), err))
 		if w.cfg.History != nil {
 			w.cfg.History.RecordError(err)

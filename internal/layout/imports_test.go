@@ -1,5 +1,5 @@
 // Package layout holds the test that keeps lavender's packages layered: which
-// package may use which, transitively, as the README's Development section
+// package may use which, transitively, as CONTRIBUTING.md's package table
 // says. A new package must be added to the table before it builds here.
 package layout
 
