@@ -99,6 +99,7 @@ var watchdogWords = map[string]string{
 	watchdog.PhaseRuleFailed:  "phase failed",
 	watchdog.PhaseRuleStalled: "phase stalled",
 	watchdog.PhaseRuleDone:    "phase done",
+	watchdog.PhaseRuleLoss:    "loss diverged",
 }
 
 // label is how a summary lists the event: "SwapUsageHigh", "phase
@@ -409,12 +410,7 @@ func moreAlerts(n int) string {
 // no format characters (a right-to-left override would turn the text
 // around), bounded, cut with "…"; "" for a name of nothing printable.
 func summaryName(name string) string {
-	name = strings.Map(func(r rune) rune {
-		if textsafe.Hidden(r) {
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(name, "\uFFFD"))
+	name = textsafe.StripHidden(strings.ToValidUTF8(name, "\uFFFD"))
 	name = strings.Join(strings.FieldsFunc(name, func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.IsControl(r)
 	}), " ")

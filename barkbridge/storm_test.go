@@ -417,7 +417,7 @@ func TestSummaryName(t *testing.T) {
 		"  Swap\r\nUsage\u2028High ": "Swap Usage High",
 		"":                           "",
 		"\x00\x1b":                   "",
-		"Swap\u202eHigh\u200d":       "SwapHigh",
+		"Swap\u202eHigh\u200b":       "SwapHigh",
 		"bad\xffutf8":                "bad\uFFFDutf8",
 		strings.Repeat("Ü", 100):     strings.Repeat("Ü", 30) + "…",
 	} {
