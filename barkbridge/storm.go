@@ -99,6 +99,7 @@ var watchdogWords = map[string]string{
 	watchdog.PhaseRuleFailed:  "phase failed",
 	watchdog.PhaseRuleStalled: "phase stalled",
 	watchdog.PhaseRuleDone:    "phase done",
+	watchdog.PhaseRuleLoss:    "loss diverged",
 }
 
 // label is how a summary lists the event: "SwapUsageHigh", "phase

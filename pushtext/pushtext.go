@@ -74,6 +74,8 @@ func firing(a watchdog.Alert) Text {
 		return OOM(o)
 	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
 		return watchdogPhase(a)
+	case watchdog.PhaseRuleLoss:
+		return watchdogLoss(a)
 	case watchdog.KernelRuleGPU, watchdog.KernelRuleDisk:
 		return kernelFault(a)
 	}
