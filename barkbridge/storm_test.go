@@ -82,7 +82,7 @@ func TestStormSummaryText(t *testing.T) {
 		prefix string
 		want   string
 	}{
-		{"issue example", append(repeatName("SwapUsageHigh", 30), repeatName("PhaseStalled", 7)...), "[lavender-2]",
+		{"documented example", append(repeatName("SwapUsageHigh", 30), repeatName("PhaseStalled", 7)...), "[lavender-2]",
 			"[lavender-2] 37 more alerts in the last minute: SwapUsageHigh ×30, PhaseStalled ×7"},
 		{"ties by name", []string{"B", "A", "C", "C"}, "[lavender-2]",
 			"[lavender-2] 4 more alerts in the last minute: C ×2, A ×1, B ×1"},
