@@ -200,6 +200,13 @@ var exportedMetrics = map[string]bool{
 	"lavender_watchdog_armed":                         true,
 	"lavender_watchdog_polls_total":                   true,
 	"lavender_watchdog_errors_total":                  true,
+	"lavender_gpu_xid_errors_total":                   true,
+	"lavender_gpu_fallen_off_bus_total":               true,
+	"lavender_storage_errors_total":                   true,
+	"lavender_kernel_log_readable":                    true,
+	"lavender_kernel_log_records_total":               true,
+	"lavender_kernel_log_ignored_records_total":       true,
+	"lavender_kernel_log_overruns_total":              true,
 	"up":                                              true,
 }
 
