@@ -62,7 +62,7 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 // fires once per phase, so the phase is part of it.
 func incidentRule(a watchdog.Alert) string {
 	switch a.Rule {
-	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
+	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone, watchdog.PhaseRuleLoss:
 		return a.Rule + "\x00" + a.Phase
 	}
 	return a.Rule

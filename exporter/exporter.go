@@ -608,14 +608,17 @@ func (e *Exporter) Snapshot() (*Run, []Phase) {
 	return &run, phases
 }
 
-// answerPhase fills in what is derived from the clock: the duration and
-// the ETA. Neither is ever saved.
+// answerPhase fills in what is derived from the clock: the duration, the
+// ETA and the rate as of now (decayed while no step comes, as the ETA
+// uses it). None of them is ever saved.
 func answerPhase(p Phase, now time.Time) Phase {
 	p.DurationSeconds = phaseDuration(p, now).Seconds()
-	p.ETASeconds = 0
+	p.ETASeconds = nil
 	if eta, ok := phaseETA(p, now); ok {
-		p.ETASeconds = eta.Seconds()
+		secs := eta.Seconds()
+		p.ETASeconds = &secs
 	}
+	p.Rate = currentRate(p, now)
 	return p
 }
 

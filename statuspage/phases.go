@@ -88,10 +88,10 @@ func (p Phase) Fraction() float64 {
 
 // ETA is the estimated time to the total, and whether there is one.
 func (p Phase) ETA() (time.Duration, bool) {
-	if !p.Active() || p.Step == nil || p.Total == 0 || (p.ETASeconds <= 0 && p.StepNow() < p.Total) {
+	if !p.Active() || p.ETASeconds == nil {
 		return 0, false
 	}
-	return time.Duration(p.ETASeconds * float64(time.Second)), true
+	return time.Duration(*p.ETASeconds * float64(time.Second)), true
 }
 
 // HasETA reports whether the exporter could estimate the time to the total.

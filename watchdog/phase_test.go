@@ -34,7 +34,7 @@ func TestHumanDuration(t *testing.T) {
 
 // pushText is the push the bridge's formatter makes of a phase alert, from
 // the fields it is documented to use: a test that those fields suffice for
-// the texts.
+// the documented texts.
 func pushText(a Alert) string {
 	switch a.Rule {
 	case PhaseRuleFailed:
@@ -50,6 +50,14 @@ func pushText(a Alert) string {
 		return fmt.Sprintf("[lavender-2] phase %q done in %s", a.Phase, HumanDuration(a.PhaseDuration()))
 	case PhaseRuleStalled:
 		return fmt.Sprintf("[lavender-2] phase %q stalled: %s", a.Phase, a.StallKind())
+	case PhaseRuleLoss:
+		p, _ := a.PhaseState()
+		at := ""
+		if p.HasStep {
+			at = fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
+		}
+		return fmt.Sprintf("[lavender-2] phase %q loss is %s%s — training diverged",
+			a.Phase, fmt.Sprintf("%+v", p.Loss), at)
 	}
 	return "unexpected rule " + a.Rule
 }
@@ -225,8 +233,8 @@ func TestPhaseDoneRuleIsOptIn(t *testing.T) {
 	for _, r := range rules {
 		names = append(names, r.Name())
 	}
-	if got := strings.Join(names, ","); got != "failed,stalled" {
-		t.Errorf("default rules %s, want failed,stalled", got)
+	if got := strings.Join(names, ","); got != "failed,stalled,loss" {
+		t.Errorf("default rules %s, want failed,stalled,loss", got)
 	}
 	r := phaseRule(t, PhaseConfig{Notify: []string{"done"}}, PhaseRuleDone)
 	var l endLog

@@ -25,11 +25,11 @@ var mayUse = map[string][]string{
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
 	"phaseapi":  {},
-	"heartbeat": {"phaseapi", "proctree"},
-	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle"},
+	"heartbeat": {"phaseapi", "proctree", "internal/procfile"},
+	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/procfile"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
-	"proctree": {},
+	"proctree": {"internal/procfile"},
 	// The Bark client alone: targets, templates, encryption, sending,
 	// redaction. It knows nothing of Alertmanager, the watchdog, phases
 	// or the run log.
@@ -41,7 +41,7 @@ var mayUse = map[string][]string{
 	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	"diskguard": {},
@@ -69,6 +69,9 @@ var mayUse = map[string][]string{
 	// A fixed-size buffer of the newest values: the watchdog's samples
 	// and the bridge's recent pushes.
 	"internal/ring": {},
+	// The one bounded, non-blocking reader of procfs and sysfs files, so
+	// that a FIFO or /dev/zero in their place hangs and swells nothing.
+	"internal/procfile": {},
 	// Makes any text safe to show (valid UTF-8, no controls, no spoofing
 	// characters) and cuts it with "…"; the texts, the client and the
 	// bridge share it.
