@@ -73,6 +73,8 @@ func firing(a watchdog.Alert) Text {
 		return OOM(o)
 	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
 		return watchdogPhase(a)
+	case "disk":
+		return Disk(a)
 	}
 	return Text{Body: a.Rule + " " + string(a.Status), Subject: a.Rule}
 }

@@ -59,7 +59,12 @@ type Alert struct {
 
 	Kills  uint64 // oom: kills the push reports (since the last delivered oom push)
 	Victim Victim // oom: the victim the kernel log named, if any
-	Phase  string // oom: the active phase, "" if none; phase rules: the phase
+	Phase  string // oom: the active phase, "" if none; phase rules: the phase; disk fill: the phase that needs longer than the disk lasts
+
+	Disk     Disk          // disk: the filesystem, as the poll read it
+	DiskKind DiskKind      // disk: which of its conditions
+	ETA      time.Duration // disk fill: how long Phase still needs
+	MinFree  MinFree       // disk floor: the floor in force
 }
 
 // Lasted is how long the incident had lasted when the alert was raised.

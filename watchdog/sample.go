@@ -17,6 +17,9 @@ type Sample struct {
 	// rules (failed, stalled, done) and to say which phase an OOM kill hit.
 	// The history keeps it only in the latest sample (see History).
 	Phases []PhaseState
+	// Disks are the watched filesystems that could be read at the poll.
+	// The history keeps them only in the latest sample, as the phases.
+	Disks []Disk
 }
 
 // Swap is the host's swap use. TotalBytes == 0 means the host has no swap;
@@ -83,6 +86,9 @@ type PhaseState struct {
 	Step       int64
 	Total      int64
 	ProgressAt time.Time // when Step last moved
+	// ETA is the estimated time the active phase still needs to reach
+	// its Total; 0: unknown.
+	ETA time.Duration
 
 	// Reason is why the phase ended, as its end said, or "died without
 	// ending (pid 4242 gone)" when the server ended it.
