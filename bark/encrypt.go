@@ -267,10 +267,3 @@ func randomIV(r io.Reader, n int) (string, error) {
 	}
 	return string(iv), nil
 }
-
-// encryptedTemplate is a URL template with the message's place filled by a
-// fixed word, for an encrypted push: the message travels only inside the
-// ciphertext, which goes in a POST form or after the template's query.
-func encryptedTemplate(tmpl string) string {
-	return strings.ReplaceAll(tmpl, Placeholder, encryptedPathBody)
-}

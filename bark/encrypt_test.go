@@ -331,14 +331,29 @@ func TestEncryptionNeverPrintsKey(t *testing.T) {
 	}
 }
 
-func TestEncryptedTemplate(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"https://api.day.app/KEY/$0?level=passive", "https://api.day.app/KEY/encrypted?level=passive"},
-		{"https://bark.example/KEY?body=$0", "https://bark.example/KEY?body=encrypted"},
+// TestShapeEncrypted: an encrypted target's request URL keeps only what
+// bark-server reads (the device key, later the id), and a template that
+// would leave something the app reads in clear is refused.
+func TestShapeEncrypted(t *testing.T) {
+	for _, tc := range []struct{ in, clear, reason string }{
+		{"https://api.day.app/KEY/$0?level=passive", "https://api.day.app/KEY/encrypted", ""},
+		{"https://bark.example/KEY?body=$0", "https://bark.example/KEY/encrypted", ""},
+		{"https://bark.example/KEY/?title=$0&group=g", "https://bark.example/KEY/encrypted", ""},
+		{"http://host/KEY/$0?title=Secret%20Title&group=g1", "http://host/KEY/encrypted", ""},
+		{"https://u:p@bark.example:8443/KEY/$0", "https://u:p@bark.example:8443/KEY/encrypted", ""},
+		{"https://bark.example/push?device_key=KEY&body=$0", "https://bark.example/push?device_key=KEY", ""},
+		{"https://bark.example/bark/push?Device_Key=KEY&title=$0", "https://bark.example/bark/push?Device_Key=KEY", ""},
+		{"https://bark.example/KEY/title/$0", "", reasonEncryptedPath},
+		{"https://bark.example/KEY/title/sub/$0", "", reasonEncryptedPath},
+		{"https://bark.example/prefix/KEY/$0", "", reasonEncryptedPath},
+		{"https://bark.example/KEY/$0/body", "", reasonEncryptedPath},
+		{"https://bark.example/$0", "", reasonEncryptedPath},
+		{"https://bark.example/KEY/$0?ciphertext=abc", "", reasonEncryptedCipher},
+		{"https://bark.example/KEY/$0?IV=abc", "", reasonEncryptedCipher},
 	} {
-		got := encryptedTemplate(tc.in)
-		if got != tc.want {
-			t.Errorf("encryptedTemplate(%q) = %q, want %q", tc.in, got, tc.want)
+		s, reason := shapeEncrypted(tc.in)
+		if reason != tc.reason || s.clearURL != tc.clear {
+			t.Errorf("shapeEncrypted(%q) = %q, %q; want %q, %q", tc.in, s.clearURL, reason, tc.clear, tc.reason)
 		}
 	}
 }

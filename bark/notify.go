@@ -117,13 +117,16 @@ func (p Push) params() []queryParam {
 // holds nothing of it either, in either mode.
 func (t Target) newRequest(ctx context.Context, p Push) (*http.Request, *PushError) {
 	if p.Delete {
-		return t.newGET(ctx, encryptedTemplate(appendMissingParams(t.tmpl, p.params()...)))
+		if t.enc != nil {
+			return t.newGET(ctx, t.shape.deleteURL(p))
+		}
+		return t.newGET(ctx, fillMessage(appendMissingParams(t.tmpl, p.params()...), encryptedPathBody))
 	}
 	if t.enc == nil {
 		tmpl := appendMissingParams(t.tmpl, p.params()...)
 		return t.newGET(ctx, fillMessage(tmpl, p.Message))
 	}
-	reqURL, form, err := t.enc.encryptedRequest(t.tmpl, pushParams{Body: p.Message, Group: p.Group, URL: p.URL, ID: p.ID})
+	reqURL, form, err := t.enc.encryptedRequest(t.shape, pushParams{Body: p.Message, Group: p.Group, URL: p.URL, ID: p.ID})
 	if err != nil {
 		// encrypt's errors name the random source or the JSON, never the key.
 		return nil, &PushError{Class: "encryption", Detail: t.scrub(err.Error())}

@@ -218,3 +218,33 @@ func TestPushNeverFollowsRedirects(t *testing.T) {
 		}
 	}
 }
+
+// TestEmojiArriveWhole: the joiners, skin tones and flag tags that make one
+// emoji out of several code points reach Bark untouched, in clear and
+// encrypted, while a bidi override is still dropped.
+func TestEmojiArriveWhole(t *testing.T) {
+	const (
+		family   = "\U0001F468\u200D\U0001F469\u200D\U0001F467"
+		coder    = "\U0001F469\U0001F3FD\u200D\U0001F4BB"
+		scotland = "\U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F"
+		key      = "0123456789abcdef"
+	)
+	msg := "run done " + family + " " + coder + " " + scotland + " \u2764\uFE0F"
+	srv := barktest.New(t, "KEY", "ENC")
+	res := sendAll(t, map[string]string{"phone.bark.env": srv.Template("KEY") + "\n" + EncryptionKey + "=aes-128-cbc:" + key + "\n" + srv.Template("ENC")},
+		relaxedTimeout, nil, msg+"\u202E")
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("%s", r)
+		}
+	}
+	for _, p := range srv.Pushes() {
+		got := p.Body
+		if p.Encrypted() {
+			got = barktest.AppDecrypt(t, "cbc", key, p.IV, p.Ciphertext)["body"]
+		}
+		if got != msg {
+			t.Errorf("Bark got %q (%+q), want %q", got, got, msg)
+		}
+	}
+}

@@ -107,16 +107,7 @@ func scrubAPNs(s string) string {
 // the invisible format characters (bidi overrides and the like) that
 // textsafe.Sanitize also drops from pushes.
 func cleanLogText(s string) string {
-	s = Scrub(s)
-	if strings.ContainsFunc(s, textsafe.Hidden) {
-		s = strings.Map(func(r rune) rune {
-			if textsafe.Hidden(r) {
-				return -1
-			}
-			return r
-		}, s)
-	}
-	return s
+	return textsafe.StripHidden(Scrub(s))
 }
 
 // NewScrubHandler wraps h so that every message and attribute it logs is

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,7 +43,8 @@ type Target struct {
 	secrets []string // parts of the template to scrub from any detail text
 	// enc encrypts this target's pushes end to end (a BARK_ENCRYPTION line
 	// above the template in its file); nil sends them in clear.
-	enc *encryption
+	enc   *encryption
+	shape encryptedShape // the template taken apart for encryption; with enc only
 }
 
 // Encryption is the algorithm of the target's end-to-end encryption, e.g.
@@ -74,8 +76,54 @@ func (t Target) LogValue() slog.Value { return slog.StringValue(t.Name()) }
 // LoadResult is what LoadTargets found.
 type LoadResult struct {
 	Targets  []Target
-	Files    []string // every *.bark.env file read, base names, sorted
-	Warnings []string // e.g. a file readable by group or others
+	Bad      []*LineError // every line refused, in file and line order
+	Files    []string     // every *.bark.env file read, base names, sorted
+	Warnings []string     // e.g. a file readable by group or others
+}
+
+// LineError is a line of a target file that was refused: "phone.bark.env:7:
+// not configured: …". Reason is a fixed text (with numbers and names of
+// settings at most), never any part of the line, which holds a key.
+type LineError struct {
+	File   string
+	Line   int
+	Reason string
+}
+
+func (e *LineError) Error() string { return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Reason }
+
+// Report is one line per template line, good and bad alike, in file and
+// line order: "phone.bark.env:3 ok (api.day.app, aes-256-gcm)" or
+// "phone.bark.env:7: not configured: …". What `bark check` prints: one bad
+// line must not hide the good ones.
+func (r LoadResult) Report() []string {
+	type entry struct {
+		file string
+		line int
+		text string
+	}
+	entries := make([]entry, 0, len(r.Targets)+len(r.Bad))
+	for _, t := range r.Targets {
+		detail := t.Host()
+		if alg := t.Encryption(); alg != "" {
+			detail += ", " + alg
+		}
+		entries = append(entries, entry{t.File, t.Line, t.Name() + " ok (" + detail + ")"})
+	}
+	for _, e := range r.Bad {
+		entries = append(entries, entry{e.File, e.Line, e.Error()})
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int {
+		if c := strings.Compare(a.file, b.file); c != 0 {
+			return c
+		}
+		return a.line - b.line
+	})
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.text
+	}
+	return out
 }
 
 // LoadTargets reads every *.bark.env file in dir. Each non-blank line not
@@ -128,10 +176,11 @@ func LoadTargets(dir string) (LoadResult, error) {
 			continue
 		}
 		res.Files = append(res.Files, name)
-		ts, err := parseTargets(name, data)
+		ts, bad := parseLines(name, data)
 		res.Targets = append(res.Targets, ts...)
-		if err != nil {
-			errs = append(errs, err)
+		res.Bad = append(res.Bad, bad...)
+		for _, e := range bad {
+			errs = append(errs, e)
 		}
 	}
 	rememberSecrets(res.Targets)
@@ -169,10 +218,20 @@ func readBounded(path string) ([]byte, error) {
 // is bad, the templates under it are refused too, each with its own error:
 // their owner asked for encryption, so they must not quietly go in clear.
 func parseTargets(name string, data []byte) ([]Target, error) {
+	ts, bad := parseLines(name, data)
+	errs := make([]error, len(bad))
+	for i, e := range bad {
+		errs[i] = e
+	}
+	return ts, errors.Join(errs...)
+}
+
+// parseLines is parseTargets with each refused line on its own.
+func parseLines(name string, data []byte) ([]Target, []*LineError) {
 	data = bytes.TrimPrefix(data, []byte("\uFEFF")) // editors on Windows add a BOM
 	var (
 		targets []Target
-		errs    []error
+		errs    []*LineError
 		enc     *encryption
 		encKey  string // the key, only to scrub it from detail text
 		badEnc  int    // line of a bad BARK_ENCRYPTION setting in force; 0: none
@@ -185,7 +244,7 @@ func parseTargets(name string, data []byte) ([]Target, error) {
 		if value, ok := encryptionSetting(line); ok {
 			e, err := parseEncryption(value)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s:%d: %w", name, i+1, err))
+				errs = append(errs, &LineError{name, i + 1, err.Error()})
 				enc, encKey, badEnc = nil, "", i+1
 				continue
 			}
@@ -194,22 +253,27 @@ func parseTargets(name string, data []byte) ([]Target, error) {
 			continue
 		}
 		if badEnc != 0 {
-			errs = append(errs, fmt.Errorf("%s:%d: not loaded: the %s setting on line %d above it is bad, and this template must not go in clear", name, i+1, EncryptionKey, badEnc))
+			errs = append(errs, &LineError{name, i + 1, fmt.Sprintf("not loaded: the %s setting on line %d above it is bad, and this template must not go in clear", EncryptionKey, badEnc)})
 			continue
 		}
 		t, reason := parseTemplate(line)
 		if reason != "" {
-			errs = append(errs, fmt.Errorf("%s:%d: %s", name, i+1, reason))
+			errs = append(errs, &LineError{name, i + 1, reason})
 			continue
 		}
 		t.File, t.Line = name, i+1
 		if enc != nil {
-			t.enc = enc
+			shape, reason := shapeEncrypted(t.tmpl)
+			if reason != "" {
+				errs = append(errs, &LineError{name, i + 1, reason})
+				continue
+			}
+			t.enc, t.shape = enc, shape
 			t.secrets = append(t.secrets, encKey)
 		}
 		targets = append(targets, t)
 	}
-	return targets, errors.Join(errs...)
+	return targets, errs
 }
 
 // encryptionSetting returns the value of a BARK_ENCRYPTION=<value> line.
@@ -233,7 +297,7 @@ const (
 	reasonFragment      = "URL has a #fragment, which is never sent to the server"
 	reasonPlaceholderAt = "$0 must be in the URL's path or query"
 	reasonLevelSyntax   = "URL has a malformed query"
-	reasonNotConfigured = "not configured: " + examplePlaceholder + " is the example's placeholder; put your Bark device key in its place"
+	reasonNotConfigured = "not configured: replace " + examplePlaceholder + " with your Bark device key"
 )
 
 // examplePlaceholder stands for the device key in .bark.env.example: a copy

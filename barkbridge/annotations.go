@@ -195,5 +195,9 @@ func parseCount(v string) (int64, bool) {
 // its resolution says nothing ("resolved: PhaseFailed" only means the
 // rule's window passed), so it is never pushed.
 func eventAlert(name string) bool {
-	return name == PhaseFailedAlertname || name == OOMAlertname
+	switch name {
+	case PhaseFailedAlertname, OOMAlertname, GPUXidAlertname, GPUFallenOffAlertname, StorageErrorsAlertname:
+		return true
+	}
+	return false
 }

@@ -63,9 +63,9 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 // filesystem and condition.
 func incidentRule(a watchdog.Alert) string {
 	switch a.Rule {
-	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
+	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone, watchdog.PhaseRuleLoss:
 		return a.Rule + "\x00" + a.Phase
-	case "disk":
+	case watchdog.DiskSpaceRule:
 		return a.Rule + "\x00" + a.Disk.Path + "\x00" + string(a.DiskKind)
 	}
 	return a.Rule

@@ -150,6 +150,10 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 		if p, ok := phaseFromAnnotations(name, a.Annotations); ok {
 			return b.textDelivery(pushtext.Phase(p))
 		}
+	case name == GPUXidAlertname, name == GPUFallenOffAlertname, name == StorageErrorsAlertname:
+		if t, ok := kernelFaultText(name, a); ok {
+			return b.textDelivery(t)
+		}
 	}
 	return b.textDelivery(pushtext.Named(name, summary))
 }

@@ -159,10 +159,11 @@ func runTool(t *testing.T, dir, name string, args ...string) string {
 	return string(out)
 }
 
-// exportedMetrics are the series lavender exposes (issues 3 and 4), plus
-// Prometheus's own. Every PromQL expression in alerts.yml and the dashboard
-// may use only these, so a misspelt metric name fails here instead of
-// leaving a panel or an alert silently empty.
+// exportedMetrics are the series lavender exposes (swap, pressure, OOM
+// kills, phases, the bridge's), plus Prometheus's own. Every PromQL
+// expression in alerts.yml and the dashboard may use only these, so a
+// misspelt metric name fails here instead of leaving a panel or an alert
+// silently empty.
 var exportedMetrics = map[string]bool{
 	"lavender_swap_total_bytes":                       true,
 	"lavender_swap_used_bytes":                        true,
@@ -200,6 +201,13 @@ var exportedMetrics = map[string]bool{
 	"lavender_watchdog_armed":                         true,
 	"lavender_watchdog_polls_total":                   true,
 	"lavender_watchdog_errors_total":                  true,
+	"lavender_gpu_xid_errors_total":                   true,
+	"lavender_gpu_fallen_off_bus_total":               true,
+	"lavender_storage_errors_total":                   true,
+	"lavender_kernel_log_readable":                    true,
+	"lavender_kernel_log_records_total":               true,
+	"lavender_kernel_log_ignored_records_total":       true,
+	"lavender_kernel_log_overruns_total":              true,
 	"up":                                              true,
 }
 

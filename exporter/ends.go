@@ -112,7 +112,7 @@ func (e *Exporter) CheckProcesses() {
 			continue
 		}
 		p.Status, p.Ended = StatusFailed, now
-		p.Reason = fmt.Sprintf("died without ending (pid %d gone)", p.PID)
+		p.Reason = e.failedReasonLocked(p.Name, fmt.Sprintf("died without ending (pid %d gone)", p.PID), now)
 		e.appendLog(endLine(*p, "died"))
 		e.recordEndLocked(*p, true)
 		e.logger.Warn("phase process died without ending; phase ended as failed", "phase", p.Name, "pid", p.PID)

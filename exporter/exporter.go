@@ -86,6 +86,9 @@ type Exporter struct {
 	endSeq   uint64
 	endsView atomic.Pointer[[]PhaseEnd]
 	gone     map[phaseRunKey]time.Time
+	// faults are the newest faults of the kernel log that hit each phase
+	// (NoteFault), for the reason of a failed end.
+	faults map[string]phaseFault
 
 	refusedTotal *prometheus.CounterVec
 	refusedLogs  map[string]*throttle.Reporter
@@ -471,6 +474,9 @@ func (e *Exporter) endLocked(i int, name, status, reason string, now time.Time) 
 		return i
 	}
 	p.Status, p.Ended = status, now
+	if status == StatusFailed {
+		reason = e.failedReasonLocked(name, reason, now)
+	}
 	if reason != "" {
 		p.Reason = reason
 	}
@@ -602,14 +608,17 @@ func (e *Exporter) Snapshot() (*Run, []Phase) {
 	return &run, phases
 }
 
-// answerPhase fills in what is derived from the clock: the duration and
-// the ETA. Neither is ever saved.
+// answerPhase fills in what is derived from the clock: the duration, the
+// ETA and the rate as of now (decayed while no step comes, as the ETA
+// uses it). None of them is ever saved.
 func answerPhase(p Phase, now time.Time) Phase {
 	p.DurationSeconds = phaseDuration(p, now).Seconds()
-	p.ETASeconds = 0
+	p.ETASeconds = nil
 	if eta, ok := phaseETA(p, now); ok {
-		p.ETASeconds = eta.Seconds()
+		secs := eta.Seconds()
+		p.ETASeconds = &secs
 	}
+	p.Rate = currentRate(p, now)
 	return p
 }
 

@@ -240,11 +240,11 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 		if p.Started.IsZero() {
 			return phaseTable{}, fmt.Errorf("phase %q: no start time", name)
 		}
-		p.DurationSeconds, p.ETASeconds = 0, 0 // derived, never trusted from disk
+		p.DurationSeconds, p.ETASeconds = 0, nil // derived, never trusted from disk
 		if p.Step != nil && p.Total > 0 && *p.Step > p.Total {
 			return phaseTable{}, fmt.Errorf("phase %q: step %d past the total of %d", name, *p.Step, p.Total)
 		}
-		if !(p.Rate >= 0) || !(p.GapSeconds >= 0) || math.IsInf(p.Rate, 0) || math.IsInf(p.GapSeconds, 0) {
+		if !(p.Rate >= 0) || !(p.GapSeconds >= 0) || math.IsInf(p.Rate, 0) || math.IsInf(p.GapSeconds, 0) || !(p.RateWeight >= 0 && p.RateWeight <= 1) {
 			return phaseTable{}, fmt.Errorf("phase %q: bad step rate", name)
 		}
 		if err := checkSavedWork(p); err != nil {

@@ -345,6 +345,10 @@ func snapshotState(t *testing.T, env *testEnv) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "run %+v\n", run)
 	for _, p := range phases {
+		if p.ETASeconds != nil { // a fresh pointer every answer: print what it holds
+			fmt.Fprintf(&b, "eta %v ", *p.ETASeconds)
+			p.ETASeconds = nil
+		}
 		fmt.Fprintf(&b, "%+v\n", p)
 	}
 	files, _ := filepath.Glob(filepath.Join(env.dir, "*"))

@@ -77,7 +77,8 @@ func psiUnsupported(err error) bool {
 //	some avg10=0.22 avg60=0.17 avg300=1.11 total=58761459
 //	full avg10=0.23 avg60=0.16 avg300=1.08 total=58464525
 //
-// Both lines are required: the kernel has always written both for memory.
+// Both lines are required, once each: the kernel has always written both
+// for memory.
 func parsePressure(data []byte) (Pressure, error) {
 	p := Pressure{Available: true}
 	var haveSome, haveFull bool
@@ -87,16 +88,22 @@ func parsePressure(data []byte) (Pressure, error) {
 		kind, rest, _ := bytes.Cut(line, []byte{' '})
 		var avg10 *float64
 		var total *time.Duration
+		var seen *bool
 		switch string(kind) {
 		case "some":
-			avg10, total, haveSome = &p.SomeAvg10, &p.SomeTotal, true
+			avg10, total, seen = &p.SomeAvg10, &p.SomeTotal, &haveSome
 		case "full":
-			avg10, total, haveFull = &p.FullAvg10, &p.FullTotal, true
+			avg10, total, seen = &p.FullAvg10, &p.FullTotal, &haveFull
 		case "":
 			continue
 		default:
 			return Pressure{}, fmt.Errorf("unexpected line %q", clipLine(line))
 		}
+		if *seen {
+			// The kernel writes each once; which of two would be true?
+			return Pressure{}, fmt.Errorf("second %s line", kind)
+		}
+		*seen = true
 		var haveAvg, haveTotal bool
 		for _, field := range bytes.Fields(rest) {
 			key, value, ok := bytes.Cut(field, []byte{'='})
@@ -106,7 +113,8 @@ func parsePressure(data []byte) (Pressure, error) {
 			switch string(key) {
 			case "avg10":
 				pct, err := strconv.ParseFloat(string(value), 64)
-				if err != nil || pct < 0 || pct > 100 {
+				// Written so that NaN, which every comparison fails, is refused.
+				if err != nil || !(pct >= 0 && pct <= 100) {
 					return Pressure{}, fmt.Errorf("%s avg10 %q is not a percentage", kind, clipLine(value))
 				}
 				*avg10, haveAvg = pct/100, true

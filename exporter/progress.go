@@ -42,10 +42,15 @@ func checkProgress(step, total *uint64, known phaseapi.Progress) error {
 // of the run. The same step again changes nothing, so a stall shows.
 //
 // The rate is an exponentially weighted average over time: each interval
-// between two advances contributes its own rate (steps / seconds), weighted
-// by 1 - 2^(-interval/RateHalfLife) and at most 1/2, so a burst of quick
-// pings does not outvote minutes of history and one long pause moves the
-// rate at most halfway.
+// between two advances contributes its own rate (steps / seconds) with the
+// weight 1 - 2^(-interval/RateHalfLife), and what came before keeps its
+// weight (RateWeight) decayed by 2^(-interval/RateHalfLife). So intervals
+// count by their length, the newest most: the first interval (warm-up,
+// compilation, gradient accumulation filling up) counts for its few
+// seconds, not for everything until the next ones outvote it, and it counts
+// at most as much as the second. One interval moves the rate at most
+// halfway, so a single long pause (an evaluation, a checkpoint save) is
+// felt without erasing the rate the run had before.
 func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 	if total != nil {
 		p.Total = *total
@@ -56,7 +61,7 @@ func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 	s := *step
 	switch {
 	case p.Step == nil || s < *p.Step:
-		p.Rate, p.Advances, p.GapSeconds = 0, 0, 0
+		p.Rate, p.RateWeight, p.Advances, p.GapSeconds = 0, 0, 0, 0
 	case s == *p.Step:
 		return
 	default:
@@ -64,15 +69,20 @@ func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 		p.Advances++
 		if dt > 0 {
 			inst := float64(s-*p.Step) / dt
-			if p.Rate == 0 {
+			w := 1 - math.Exp2(-dt/RateHalfLife.Seconds())
+			history := p.RateWeight * (1 - w)
+			if p.Rate > 0 && history <= 0 {
+				history = w // a table saved before the weight was kept
+			}
+			if p.Advances == 2 {
+				history = min(history, w) // the first interval counts at most as much as the second
+			}
+			if p.Rate == 0 || history <= 0 {
 				p.Rate = inst
 			} else {
-				// One interval moves the rate at most halfway: a single
-				// long pause (an evaluation, a checkpoint save) is felt,
-				// but it does not erase the rate the run had before.
-				w := min(1-math.Exp2(-dt/RateHalfLife.Seconds()), 0.5)
-				p.Rate += w * (inst - p.Rate)
+				p.Rate += min(w/(history+w), 0.5) * (inst - p.Rate)
 			}
+			p.RateWeight = min(history+w, 1)
 			p.GapSeconds = dt
 		}
 	}
@@ -80,14 +90,22 @@ func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 	p.ProgressAt = now
 }
 
+// currentRate is the phase's rate as of now: while no step comes, the rate
+// decays. Once the wait exceeds the last interval between advances, it is
+// halved for every RateHalfLife of further waiting, so a hung run's rate
+// falls and its ETA grows instead of counting down to a finish that is not
+// coming. The API's steps_per_second and the ETA both use it.
+func currentRate(p Phase, now time.Time) float64 {
+	if !p.Active() || p.Rate <= 0 {
+		return p.Rate
+	}
+	waited := now.Sub(p.ProgressAt).Seconds() - p.GapSeconds
+	return p.Rate * math.Exp2(-max(waited, 0)/RateHalfLife.Seconds())
+}
+
 // phaseETA is the estimated time from now until the phase reaches its total,
 // and whether there is one: the phase runs, its total is known, and two
-// advancing heartbeats gave a rate.
-//
-// While no step comes, the rate decays: once the wait exceeds the last
-// interval between advances, the rate is halved for every RateHalfLife of
-// further waiting, so a hung run's ETA grows instead of counting down to a
-// finish that is not coming.
+// advancing heartbeats gave a rate. At the total it is 0, and there is one.
 func phaseETA(p Phase, now time.Time) (time.Duration, bool) {
 	if !p.Active() || p.Step == nil || p.Total == 0 || p.Advances < 2 || p.Rate <= 0 {
 		return 0, false
@@ -96,9 +114,7 @@ func phaseETA(p Phase, now time.Time) (time.Duration, bool) {
 	if remaining == 0 {
 		return 0, true
 	}
-	waited := now.Sub(p.ProgressAt).Seconds() - p.GapSeconds
-	rate := p.Rate * math.Exp2(-max(waited, 0)/RateHalfLife.Seconds())
-	secs := remaining / rate
+	secs := remaining / currentRate(p, now)
 	if secs > maxETA.Seconds() || math.IsInf(secs, 0) || math.IsNaN(secs) {
 		secs = maxETA.Seconds()
 	}

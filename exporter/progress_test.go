@@ -38,7 +38,10 @@ func (env *testEnv) eta(name string) (float64, bool) {
 	if !ok {
 		env.t.Fatalf("no phase %q", name)
 	}
-	return p.ETASeconds, p.ETASeconds > 0
+	if p.ETASeconds == nil {
+		return 0, false
+	}
+	return *p.ETASeconds, true
 }
 
 // run advances the clock by every and the step by perPing, n times.
@@ -88,22 +91,86 @@ func TestETAConstantRate(t *testing.T) {
 	}
 }
 
-// After the rate doubles, the ETA is halfway there after one half-life and
-// within a few percent after four.
+// After the rate doubles, the ETA is past halfway there after one
+// half-life and within a few percent after four.
 func TestETAFollowsRateChange(t *testing.T) {
 	env := newTestEnv(t)
 	env.step("Train", EventStart, 0, 100000)
 	env.run("Train", 10, time.Minute, 60) // 1 step/s
 	env.run("Train", 5, time.Minute, 120) // 2 steps/s for one half-life
 	p, _ := env.phase("Train")
-	if !near(p.Rate, 1.5, 0.01) {
-		t.Errorf("rate %v one half-life after doubling, want 1.5", p.Rate)
+	// Ten minutes of history weigh 1 - 2^-2 = 3/4, halved by the half-life
+	// since; the last five minutes weigh 1/2.
+	if want := (0.75*0.5*1 + 0.5*2) / (0.75*0.5 + 0.5); !near(p.Rate, want, 0.01) {
+		t.Errorf("rate %v one half-life after doubling, want %v", p.Rate, want)
 	}
 	env.run("Train", 15, time.Minute, 120)
 	p, _ = env.phase("Train")
 	left := float64(100000 - *p.Step)
 	if eta, _ := env.eta("Train"); !near(eta, left/2, 0.07) {
 		t.Errorf("ETA %v four half-lives after doubling, want about %v", eta, left/2)
+	}
+}
+
+// The first interval (warm-up, gradient accumulation filling up) counts
+// for its length, not for everything until later intervals outvote it: a
+// first interval three times as fast as the run leaves the ETA within a few
+// percent of the true one after ten intervals, where a first interval taken
+// as the rate left it a third too optimistic.
+func TestETAFirstIntervalDoesNotOutweigh(t *testing.T) {
+	for _, first := range []uint64{30, 1} { // three times as fast, ten times as slow
+		env := newTestEnv(t)
+		env.step("Train", EventStart, 0, 10000)
+		env.run("Train", 1, 30*time.Second, first)
+		env.run("Train", 10, 30*time.Second, 10) // the run's own pace: 1 step / 3 s
+		p, _ := env.phase("Train")
+		eta, _ := env.eta("Train")
+		want := float64(10000-*p.Step) * 3
+		if !near(eta, want, 0.12) {
+			t.Errorf("first interval %d steps in 30 s: ETA %v after ten intervals at 10 steps / 30 s, want about %v", first, eta, want)
+		}
+		env.run("Train", 1, 30*time.Second, 10)
+		if eta2, _ := env.eta("Train"); math.Abs(eta2-want+30) > math.Abs(eta-want) {
+			t.Errorf("first interval %d: ETA moved away from the run's pace: %v then %v, want towards %v", first, eta, eta2, want-30)
+		}
+	}
+}
+
+// The API's rate is the one the ETA uses: both decay while no step comes.
+// At the total the ETA is 0 in the API as on /metrics.
+func TestAPIRateAndETAAgree(t *testing.T) {
+	env := newTestEnv(t)
+	env.step("Train", EventStart, 0, 100)
+	env.run("Train", 3, time.Minute, 10)
+	p, _ := env.phase("Train")
+	rate, eta := p.Rate, *p.ETASeconds
+	env.clock.Advance(11 * time.Minute) // 10 min past the last interval: two half-lives
+	p, _ = env.phase("Train")
+	if !near(p.Rate, rate/4, 0.01) || p.ETASeconds == nil || !near(*p.ETASeconds, eta*4, 0.01) {
+		t.Errorf("after 11 min without a step: rate %v ETA %v; want %v and %v", p.Rate, p.ETASeconds, rate/4, eta*4)
+	}
+	if !near(float64(100-*p.Step)/p.Rate, *p.ETASeconds, 1e-9) {
+		t.Errorf("ETA %v is not steps left / steps_per_second %v", *p.ETASeconds, p.Rate)
+	}
+	env.step("Train", EventPing, 100, 0)
+	p, _ = env.phase("Train")
+	if p.ETASeconds == nil || *p.ETASeconds != 0 {
+		t.Errorf("at the total: ETA %v, want 0 as lavender_phase_eta_seconds says", p.ETASeconds)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister((*phaseCollector)(env.e))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "lavender_phase_eta_seconds" {
+			found = len(mf.Metric) == 1 && mf.Metric[0].GetGauge().GetValue() == 0
+		}
+	}
+	if !found {
+		t.Errorf("lavender_phase_eta_seconds is not 0 at the total")
 	}
 }
 
@@ -141,7 +208,7 @@ func TestETABackwardsStep(t *testing.T) {
 	env.run("Train", 10, time.Minute, 60)
 	env.clock.Advance(time.Minute)
 	p := env.step("Train", EventPing, 100, 0)
-	if *p.Step != 100 || p.ETASeconds != 0 || p.Advances != 0 {
+	if *p.Step != 100 || p.ETASeconds != nil || p.Advances != 0 {
 		t.Errorf("after going back: %+v; want step 100 and no ETA yet", p.Progress)
 	}
 	env.run("Train", 2, time.Minute, 180) // 3 steps/s now
@@ -162,7 +229,7 @@ func TestRestartKeepsProgress(t *testing.T) {
 	env.restart()
 	got, ok := env.phase("Train")
 	if !ok || got.Step == nil || *got.Step != 180 || got.Total != 1000 || !got.ProgressAt.Equal(want.ProgressAt) ||
-		got.Advances != 3 || got.Rate != want.Rate || got.ETASeconds != want.ETASeconds || got.ETASeconds == 0 {
+		got.Advances != 3 || got.Rate != want.Rate || got.ETASeconds == nil || want.ETASeconds == nil || *got.ETASeconds != *want.ETASeconds {
 		t.Errorf("after restart %+v, want %+v", got.Progress, want.Progress)
 	}
 	// A phase that reported step 0 keeps it: 0 is a step, not "none".

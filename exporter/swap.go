@@ -4,18 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/shirou/gopsutil/v3/common"
-	"github.com/shirou/gopsutil/v3/mem"
+
+	"lavender/internal/procfile"
 )
 
 // Swap is one reading of <procfs>/meminfo, reduced to what the swap alerts
@@ -33,40 +31,39 @@ type Swap struct {
 }
 
 // ReadSwap reads swap and available-memory figures from <procfs>/meminfo
-// (procfs "" means /proc). It is one file read and cheap enough to call
-// every few seconds.
+// (procfs "" means /proc). It is one bounded read (see readProcFile) and
+// cheap enough to call every few seconds. ctx is unused: the read cannot
+// block.
 //
-// It goes through gopsutil's VirtualMemoryWithContext with the procfs in the
-// context, because gopsutil's SwapMemory takes total and free from
-// sysinfo(2) and so ignores a fake procfs. gopsutil treats a missing or empty
-// meminfo as all zeros; a meminfo without MemTotal is therefore reported as
-// an error here rather than as a host with no memory and no swap.
+// The file is parsed here (parseMeminfo), not by gopsutil or
+// prometheus/procfs: both open it with a plain open(2), which waits for
+// ever on a FIFO put in its place, and neither takes bytes read another
+// way. gopsutil also reads a file without newlines (/dev/zero) without
+// bound, and procfs's parser panics on a line of one field.
 func ReadSwap(ctx context.Context, procfs string) (Swap, error) {
 	if procfs == "" {
 		procfs = DefaultProcFS
 	}
-	ctx = context.WithValue(ctx, common.EnvKey, common.EnvMap{common.HostProcEnvKey: procfs})
-	vm, err := mem.VirtualMemoryWithContext(ctx)
 	path := filepath.Join(procfs, "meminfo")
+	buf := procBufs.Get().(*[]byte)
+	defer procBufs.Put(buf)
+	data, err := readProcFile(path, buf)
+	if err != nil {
+		return Swap{}, fmt.Errorf("exporter: read meminfo: %w", err)
+	}
+	m, err := parseMeminfo(data)
 	if err != nil {
 		return Swap{}, fmt.Errorf("exporter: read %s: %w", path, err)
 	}
-	if vm.Total == 0 {
-		// gopsutil swallows the open error; find it only on this failure path.
-		if _, statErr := os.Stat(path); statErr != nil {
-			return Swap{}, fmt.Errorf("exporter: read meminfo: %w", statErr)
-		}
-		return Swap{}, fmt.Errorf("exporter: read %s: no MemTotal line", path)
-	}
-	if vm.SwapFree > vm.SwapTotal {
-		return Swap{}, fmt.Errorf("exporter: read %s: SwapFree %d kB exceeds SwapTotal %d kB", path, vm.SwapFree/1024, vm.SwapTotal/1024)
+	if m.SwapFree > m.SwapTotal {
+		return Swap{}, fmt.Errorf("exporter: read %s: SwapFree %d kB exceeds SwapTotal %d kB", path, m.SwapFree/1024, m.SwapTotal/1024)
 	}
 	s := Swap{
-		TotalBytes:        vm.SwapTotal,
-		FreeBytes:         vm.SwapFree,
-		UsedBytes:         vm.SwapTotal - vm.SwapFree,
-		CachedBytes:       vm.SwapCached,
-		MemAvailableRatio: clampRatio(float64(vm.Available) / float64(vm.Total)),
+		TotalBytes:        m.SwapTotal,
+		FreeBytes:         m.SwapFree,
+		UsedBytes:         m.SwapTotal - m.SwapFree,
+		CachedBytes:       m.SwapCached,
+		MemAvailableRatio: clampRatio(float64(m.MemAvailable) / float64(m.MemTotal)),
 	}
 	if s.TotalBytes > 0 {
 		s.UsedRatio = clampRatio(float64(s.UsedBytes) / float64(s.TotalBytes))
@@ -146,29 +143,14 @@ func ReadSwapActivity(procfs string) (SwapActivity, error) {
 // vmstat; one read into a buffer that fits the whole file costs one.
 var procBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// readProcFile reads path into *buf, growing it only for a file larger
-// than the buffer (then the result is correct but not atomic, as with
-// os.ReadFile).
+// readProcFile reads path into *buf through procfile.Read: opened without
+// blocking, refused unless it is a regular file (procfs files are; a FIFO
+// or a symlink to /dev/zero is not), and at most procfile.MaxBytes, so no
+// file put in its place can hang a scrape or the watchdog or grow the
+// heap. The buffer grows only for a file larger than it (then the result
+// is correct but not atomic, as with os.ReadFile).
 func readProcFile(path string, buf *[]byte) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	n := 0
-	for {
-		m, err := f.Read((*buf)[n:])
-		n += m
-		if err == io.EOF || (err == nil && m == 0) {
-			return (*buf)[:n], nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n == len(*buf) {
-			*buf = append(*buf, make([]byte, len(*buf))...)
-		}
-	}
+	return procfile.Read(path, buf, procfile.MaxBytes)
 }
 
 // Sources of swap figures, the values of the "file" label on

@@ -176,6 +176,9 @@ func TestReadSwapErrors(t *testing.T) {
 		{"binary", "\x00\x01\x02garbage\n\xff\xfe", "no MemTotal"},
 		{"bad number", "MemTotal: 100 kB\nSwapTotal: 1e9 kB\n", "invalid syntax"},
 		{"free over total", "MemTotal: 100 kB\nMemAvailable: 50 kB\nSwapTotal: 10 kB\nSwapFree: 20 kB\n", "exceeds SwapTotal"},
+		{"two SwapFree lines", "MemTotal: 100 kB\nMemAvailable: 50 kB\nSwapTotal: 10 kB\nSwapFree: 5 kB\nSwapFree: 1 kB\n", "SwapFree appears twice"},
+		{"a unit other than kB", "MemTotal: 100 MB\n", "not a count of kB"},
+		{"a value out of range", "MemTotal: 18446744073709551615 kB\n", "out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -258,7 +261,11 @@ func TestReadPressureErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, content, want string
 	}{
-		{"directory", "", "is a directory"},
+		{"directory", "", "not a regular file (a directory)"},
+		{"NaN avg10", "some avg10=NaN avg60=0 avg300=0 total=5\nfull avg10=0 avg60=0 avg300=0 total=5\n", "not a percentage"},
+		{"Inf avg10", "some avg10=0 avg60=0 avg300=0 total=5\nfull avg10=+Inf avg60=0 avg300=0 total=5\n", "not a percentage"},
+		{"two some lines", "some avg10=1 avg60=0 avg300=0 total=5\nfull avg10=0 avg60=0 avg300=0 total=5\nsome avg10=2 avg60=0 avg300=0 total=6\n", "second some line"},
+		{"two full lines", "some avg10=1 avg60=0 avg300=0 total=5\nfull avg10=0 avg60=0 avg300=0 total=5\nfull avg10=0 avg60=0 avg300=0 total=5\n", "second full line"},
 		{"empty", "-", "no some and full lines"},
 		{"some only", "some avg10=1.00 avg60=0.00 avg300=0.00 total=5\n", "no some and full lines"},
 		{"bad avg10", "some avg10=x avg60=0 avg300=0 total=5\nfull avg10=0 avg60=0 avg300=0 total=5\n", "not a percentage"},

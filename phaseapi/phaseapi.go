@@ -138,16 +138,19 @@ type Progress struct {
 	ProgressAt time.Time `json:"last_progress,omitzero"`
 	// Advances counts the heartbeats whose step was above the one before.
 	Advances uint64 `json:"advances,omitzero"`
-	// Rate is the smoothed rate in steps per second; see the README's
+	// Rate is the smoothed rate in steps per second; see docs/phases.md,
 	// "Progress and ETA".
 	Rate float64 `json:"steps_per_second,omitzero"`
+	// RateWeight is how much history stands behind Rate, 0–1: the weight
+	// the next interval's own rate is measured against.
+	RateWeight float64 `json:"rate_weight,omitzero"`
 	// GapSeconds is the interval between the last two advances; the rate
 	// starts to decay only once a wait exceeds it.
 	GapSeconds float64 `json:"advance_interval_seconds,omitzero"`
-	// ETASeconds is the estimated time to Total. It is set only in answers,
-	// while the phase runs with a known Total after two advancing
-	// heartbeats.
-	ETASeconds float64 `json:"eta_seconds,omitzero"`
+	// ETASeconds is the estimated time to Total, nil without one. It is
+	// set only in answers, while the phase runs with a known Total after
+	// two advancing heartbeats; at the total it is 0, as the metric says.
+	ETASeconds *float64 `json:"eta_seconds,omitempty"`
 }
 
 // HasStep reports whether the phase has reported a step.

@@ -13,13 +13,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"lavender/internal/procfile"
 )
 
 // DefaultRoot is where procfs is mounted unless configured otherwise.
@@ -181,19 +182,11 @@ func rootOr(root string) string {
 	return root
 }
 
-// readBounded reads at most limit bytes of path: procfs files are small,
-// and a file that is not (a fake /proc's mistake) must not be read whole.
+// readBounded reads path through procfile: procfs files are small, and a
+// file that is not, or that is a FIFO or a device (a fake /proc's mistake),
+// must neither be read whole nor block. A file over limit is an error.
 func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit))
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
+	return procfile.Read(path, nil, int(limit))
 }
 
 // userHZ is the unit of procfs's clock ticks, fixed at 100 on Linux

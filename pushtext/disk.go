@@ -13,7 +13,7 @@ import (
 // and the end of a path is the part that tells checkpoints from data.
 const maxDiskPathBytes = 60
 
-// Disk is the text of a disk alert, by its condition:
+// DiskSpace is the text of a disk-space alert, by its condition:
 //
 //	disk /data: 16 MB free, a checkpoint save takes 24 MB — the next save will fail
 //	disk /data: 120 GB free, fills in ~40m; "Pretrain 1/3" needs ~2h10m more
@@ -23,7 +23,7 @@ const maxDiskPathBytes = 60
 // A resolution says what is free now: "resolved: disk /data: 40 MB free
 // after 3m". Subjects name the condition and the filesystem: "disk save
 // /data".
-func Disk(a watchdog.Alert) Text {
+func DiskSpace(a watchdog.Alert) Text {
 	d := a.Disk
 	head := "disk " + diskPath(d.Path) + ": "
 	free := watchdog.HumanBytes(d.AvailBytes) + " free"

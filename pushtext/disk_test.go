@@ -22,21 +22,21 @@ func TestDiskTexts(t *testing.T) {
 		want string
 		subj string
 	}{
-		{"save", watchdog.Alert{Rule: "disk", Status: watchdog.Firing, Disk: data, DiskKind: watchdog.DiskSave},
+		{"save", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: data, DiskKind: watchdog.DiskSave},
 			"[lavender-2] disk /data: 16 MB free, a checkpoint save takes 24 MB — the next save will fail", "disk save /data"},
-		{"fill", watchdog.Alert{Rule: "disk", Status: watchdog.Firing, Disk: filling, DiskKind: watchdog.DiskFill, Phase: "Pretrain 1/3", ETA: 2*time.Hour + 10*time.Minute},
+		{"fill", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: filling, DiskKind: watchdog.DiskFill, Phase: "Pretrain 1/3", ETA: 2*time.Hour + 10*time.Minute},
 			`[lavender-2] disk /data: 120 GB free, fills in ~40m; "Pretrain 1/3" needs ~2h10m more`, "disk fill /data"},
-		{"floor as a share", watchdog.Alert{Rule: "disk", Status: watchdog.Firing, Disk: big, DiskKind: watchdog.DiskFloor, MinFree: watchdog.MinFree{Ratio: 0.05}},
+		{"floor as a share", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: big, DiskKind: watchdog.DiskFloor, MinFree: watchdog.MinFree{Ratio: 0.05}},
 			"[lavender-2] disk /data: 12 GB free (4% of 250 GB), under the 5% floor", "disk floor /data"},
-		{"floor as a size", watchdog.Alert{Rule: "disk", Status: watchdog.Firing, Disk: big, DiskKind: watchdog.DiskFloor, MinFree: watchdog.MinFree{Bytes: 20 << 30}},
+		{"floor as a size", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: big, DiskKind: watchdog.DiskFloor, MinFree: watchdog.MinFree{Bytes: 20 << 30}},
 			"[lavender-2] disk /data: 12 GB free (4% of 250 GB), under the 20 GB floor", "disk floor /data"},
-		{"inodes", watchdog.Alert{Rule: "disk", Status: watchdog.Firing, Disk: data, DiskKind: watchdog.DiskInodes},
+		{"inodes", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: data, DiskKind: watchdog.DiskInodes},
 			"[lavender-2] disk /data: 1% of inodes free (1.3k of 65k) — new files will fail", "disk inodes /data"},
-		{"resolved", watchdog.Alert{Rule: "disk", Status: watchdog.Resolved, Disk: data, DiskKind: watchdog.DiskSave, Began: began, At: began.Add(3 * time.Minute)},
+		{"resolved", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Resolved, Disk: data, DiskKind: watchdog.DiskSave, Began: began, At: began.Add(3 * time.Minute)},
 			"[lavender-2] resolved: disk /data: 16 MB free after 3m", "resolved disk save /data"},
-		{"resolved inodes", watchdog.Alert{Rule: "disk", Status: watchdog.Resolved, Disk: data, DiskKind: watchdog.DiskInodes, Began: began, At: began.Add(time.Hour)},
+		{"resolved inodes", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Resolved, Disk: data, DiskKind: watchdog.DiskInodes, Began: began, At: began.Add(time.Hour)},
 			"[lavender-2] resolved: disk /data: 1% of inodes free after 1h", "resolved disk inodes /data"},
-		{"long path", watchdog.Alert{Rule: "disk", Status: watchdog.Firing, Disk: long, DiskKind: watchdog.DiskSave},
+		{"long path", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: long, DiskKind: watchdog.DiskSave},
 			"[lavender-2] disk …" + strings.Repeat("x", 39) + "/run-7/checkpoints: 16 MB free, a checkpoint save takes 24 MB — the next save will fail", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,6 +23,9 @@ type PhaseFigures struct {
 	// (0: unknown). Without OnStep a stall is a silence.
 	OnStep      bool
 	Step, Total int64
+
+	// Ending says how a failed phase ended (see failed.go).
+	Ending
 }
 
 // Phase is `phase "Pretrain 1/3" failed after 4h12m`, `… stalled: no
@@ -34,7 +37,7 @@ func Phase(p PhaseFigures) Text {
 	d := watchdog.HumanDuration(p.Duration)
 	switch p.Event {
 	case watchdog.PhaseRuleFailed:
-		text += "failed after " + d
+		text += failed(p.Ending, d)
 	case watchdog.PhaseRuleDone:
 		text += "done in " + d
 	default:
@@ -71,6 +74,7 @@ func watchdogPhase(a watchdog.Alert) Text {
 	switch a.Rule {
 	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleDone:
 		p.Duration = a.PhaseDuration()
+		p.Ending = endingOf(a)
 		return Phase(p)
 	}
 	// The watchdog words the stall itself, from the sample that raised it.

@@ -18,6 +18,7 @@
 package pushtext
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,8 +74,12 @@ func firing(a watchdog.Alert) Text {
 		return OOM(o)
 	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
 		return watchdogPhase(a)
-	case "disk":
-		return Disk(a)
+	case watchdog.PhaseRuleLoss:
+		return watchdogLoss(a)
+	case watchdog.KernelRuleGPU, watchdog.KernelRuleDisk:
+		return kernelFault(a)
+	case watchdog.DiskSpaceRule:
+		return DiskSpace(a)
 	}
 	return Text{Body: a.Rule + " " + string(a.Status), Subject: a.Rule}
 }
@@ -115,14 +120,27 @@ func Named(name, summary string) Text {
 	return Text{Body: name, Subject: name}
 }
 
-// SelfTest is `bark send --test`'s text, naming the target's encryption
-// ("aes-256-gcm", or "" for none) so that a user who sees "Decryption
-// Failed" knows the key is wrong.
+// SelfTest is `bark send --test`'s text. It names the target's encryption
+// ("aes-256-gcm", or "" for none), so that a user who sees "Decryption
+// Failed" knows the key is wrong, and goes on with a sample of real texts
+// longer than any push may be, so that the client cuts it to the longest
+// push there is: a test that passes on a short text alone would prove
+// nothing of a long push (a ciphertext of many blocks, a full request).
 func SelfTest(encryption string) Text {
 	if encryption == "" {
 		encryption = "not encrypted"
 	}
-	return Text{Body: "test push (" + encryption + ")", Subject: "test push"}
+	const gib = 1 << 30
+	swap := SwapFigures{Ratio: 0.54, UsedBytes: 17501991731, TotalBytes: 32 * gib}
+	sample := []Text{
+		Swap(swap),
+		Pressure(PressureFigures{Ratio: 0.23, Window: 10 * time.Second, Swap: swap, SwapKnown: true}),
+		OOM(OOMFigures{Kills: 3, VictimName: "python3", VictimPID: 4242, Phase: "Pretrain 1/3", Swap: swap, SwapKnown: true}),
+	}
+	for i := range 8 {
+		sample = append(sample, Phase(PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: "Finetune shard " + strconv.Itoa(i+1), Duration: 10 * time.Minute, OnStep: true, Step: 1200, Total: 5000}))
+	}
+	return Text{Body: "test push (" + encryption + ") at the longest a push can be: " + Join(sample).Body, Subject: "test push"}
 }
 
 // WithPrefix starts text with prefix and a space; an empty prefix adds

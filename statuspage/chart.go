@@ -2,6 +2,7 @@ package statuspage
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -29,8 +30,12 @@ func newChart(samples []SwapSample, threshold, pressureThreshold float64, now ti
 	var pts, pressure []string
 	for _, s := range samples {
 		x := strconv.FormatFloat(min(max(float64(s.Time.Sub(start))/float64(window)*c.Width, 0), c.Width), 'f', 1, 64)
-		pts = append(pts, x+","+strconv.FormatFloat(c.y(s.UsedRatio), 'f', 1, 64))
-		if s.PressureSomeAvg10 != nil {
+		// A NaN would pass min and max (they return it) into the points,
+		// and the browser would drop the whole line.
+		if !math.IsNaN(s.UsedRatio) {
+			pts = append(pts, x+","+strconv.FormatFloat(c.y(s.UsedRatio), 'f', 1, 64))
+		}
+		if s.PressureSomeAvg10 != nil && !math.IsNaN(*s.PressureSomeAvg10) {
 			pressure = append(pressure, x+","+strconv.FormatFloat(c.y(*s.PressureSomeAvg10), 'f', 1, 64))
 		}
 	}

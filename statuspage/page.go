@@ -282,9 +282,17 @@ func onlyPath(path string, h http.Handler) http.Handler {
 // errorResponse is the API's error body, phaseapi.ErrorResponse.
 type errorResponse = phaseapi.ErrorResponse
 
+// writeJSON encodes v before the status goes out, so a value JSON cannot
+// hold (a NaN that got past a parser) is a 500 that says so, never a 200
+// with an empty body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body, _ = json.Marshal(errorResponse{Error: "status not encoded: " + err.Error()})
+	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(body, '\n'))
 }

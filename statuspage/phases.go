@@ -50,8 +50,8 @@ func PhaseState(p phaseapi.Phase) watchdog.PhaseState {
 		PID:           p.PID,
 		Dirs:          p.Dirs,
 	}
-	if p.Active() && p.ETASeconds > 0 {
-		s.ETA = time.Duration(p.ETASeconds * float64(time.Second))
+	if p.Active() && p.ETASeconds != nil && *p.ETASeconds > 0 {
+		s.ETA = time.Duration(*p.ETASeconds * float64(time.Second))
 	}
 	if p.Step != nil {
 		s.Step = clampInt64(*p.Step)
@@ -91,10 +91,10 @@ func (p Phase) Fraction() float64 {
 
 // ETA is the estimated time to the total, and whether there is one.
 func (p Phase) ETA() (time.Duration, bool) {
-	if !p.Active() || p.Step == nil || p.Total == 0 || (p.ETASeconds <= 0 && p.StepNow() < p.Total) {
+	if !p.Active() || p.ETASeconds == nil {
 		return 0, false
 	}
-	return time.Duration(p.ETASeconds * float64(time.Second)), true
+	return time.Duration(*p.ETASeconds * float64(time.Second)), true
 }
 
 // HasETA reports whether the exporter could estimate the time to the total.

@@ -195,8 +195,12 @@ func NewDiskRule(cfg DiskConfig) (*DiskRule, error) {
 	return &DiskRule{cfg: cfg, episodes: map[diskKey]*episode{}}, nil
 }
 
-// Name is "disk".
-func (r *DiskRule) Name() string { return "disk" }
+// DiskSpaceRule is the disk rule's name: the kernel log's storage faults
+// are the rule "disk" (KernelRuleDisk).
+const DiskSpaceRule = "disk-space"
+
+// Name is DiskSpaceRule.
+func (r *DiskRule) Name() string { return DiskSpaceRule }
 
 // Observe checks every condition of every filesystem the sample read.
 func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {

@@ -2,7 +2,6 @@ package watchdog
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -13,6 +12,7 @@ const (
 	PhaseRuleFailed  = "failed"
 	PhaseRuleStalled = "stalled"
 	PhaseRuleDone    = "done"
+	PhaseRuleLoss    = "loss"
 )
 
 // DefaultStallAfter is how long an active phase may go without a heartbeat,
@@ -21,12 +21,12 @@ const (
 const DefaultStallAfter = 10 * time.Minute
 
 // DefaultPhaseNotify is --phase.notify's default: done is opt-in.
-var DefaultPhaseNotify = []string{PhaseRuleFailed, PhaseRuleStalled}
+var DefaultPhaseNotify = []string{PhaseRuleFailed, PhaseRuleStalled, PhaseRuleLoss}
 
 // PhaseConfig tunes the phase rules. The error messages name the flags
 // that set these fields.
 type PhaseConfig struct {
-	// Notify lists the rules to run: failed, stalled, done. nil means
+	// Notify lists the rules to run: failed, stalled, loss, done. nil means
 	// DefaultPhaseNotify; an empty, non-nil list runs none.
 	Notify []string // --phase.notify
 	// StallAfter is the silence, or the time without a new step, after
@@ -37,7 +37,7 @@ type PhaseConfig struct {
 }
 
 // NewPhaseRules checks cfg and returns the phase rules it asks for, in the
-// order failed, stalled, done. cmd appends them to NewRules' rules and
+// order failed, stalled, loss, done. cmd appends them to NewRules' rules and
 // feeds Sample.Phases from the exporter's phase table.
 func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	notify := cfg.Notify
@@ -48,10 +48,10 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	for _, n := range notify {
 		n = strings.TrimSpace(n)
 		switch n {
-		case PhaseRuleFailed, PhaseRuleStalled, PhaseRuleDone:
+		case PhaseRuleFailed, PhaseRuleStalled, PhaseRuleLoss, PhaseRuleDone:
 			want[n] = true
 		default:
-			return nil, fmt.Errorf("--phase.notify: unknown event %q; want a list of failed, stalled and done", n)
+			return nil, fmt.Errorf("--phase.notify: unknown event %q; want a list of failed, stalled, loss and done", n)
 		}
 	}
 	if cfg.StallAfter < 0 {
@@ -68,97 +68,22 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	}
 	var rules []Rule
 	if want[PhaseRuleFailed] {
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, repeat: repeat, retry: retry})
+		window := repeat
+		if window == 0 {
+			window = DefaultRepeat
+		}
+		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, repeat: repeat, retry: retry, window: window})
 	}
 	if want[PhaseRuleStalled] && cfg.StallAfter > 0 {
 		rules = append(rules, &StallRule{after: cfg.StallAfter, repeat: repeat, retry: retry})
+	}
+	if want[PhaseRuleLoss] {
+		rules = append(rules, &LossRule{repeat: repeat, retry: retry})
 	}
 	if want[PhaseRuleDone] {
 		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: PhaseOK, repeat: repeat, retry: retry})
 	}
 	return rules, nil
-}
-
-// PhaseEndRule pushes once for every phase that ends with its status:
-// "failed" for PhaseFailed, "done" for PhaseOK. The alert's Phase names the
-// phase, Began is its start, and PhaseDuration its length. Phases that had
-// already ended at the first sample are not news and never push. A push
-// that reached no target is retried with a backoff until one does.
-type PhaseEndRule struct {
-	name          string
-	status        PhaseStatus
-	repeat, retry time.Duration
-
-	baselined bool
-	seen      map[phaseEnd]bool // ends already pushed (or already old at the first sample)
-	pending   []Alert           // pushes not yet delivered
-	retryAt   time.Time
-	backoff   time.Duration
-}
-
-// phaseEnd identifies one end of one phase: a phase run again and ended
-// again is another end.
-type phaseEnd struct {
-	name  string
-	ended int64
-}
-
-// Name is "failed" or "done".
-func (r *PhaseEndRule) Name() string { return r.name }
-
-// Observe pushes for each phase that has ended with the rule's status
-// since the last sample.
-func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
-	seen := make(map[phaseEnd]bool, len(s.Phases))
-	var fresh []Alert
-	for _, p := range s.Phases {
-		if p.Status != r.status || p.Ended.IsZero() {
-			continue
-		}
-		key := phaseEnd{p.Name, p.Ended.UnixNano()}
-		seen[key] = true
-		if r.baselined && !r.seen[key] {
-			fresh = append(fresh, Alert{Rule: r.name, Status: Firing, Began: p.Started, At: now, Sample: s, Phase: p.Name})
-		}
-	}
-	// Only ends still in the table are remembered, so the set stays within
-	// the table's 64 phases.
-	r.baselined, r.seen = true, seen
-	if len(fresh) > 0 {
-		r.pending = append(r.pending, fresh...)
-		return fresh
-	}
-	if len(r.pending) > 0 && !now.Before(r.retryAt) {
-		return slices.Clone(r.pending)
-	}
-	return nil
-}
-
-// Pushed forgets a delivered push, or schedules a retry of what is pending.
-func (r *PhaseEndRule) Pushed(a Alert, delivered bool, now time.Time) {
-	i := slices.IndexFunc(r.pending, func(p Alert) bool { return p.Phase == a.Phase && p.Began.Equal(a.Began) })
-	if i < 0 {
-		return
-	}
-	if delivered {
-		r.pending = slices.Delete(r.pending, i, i+1)
-		if len(r.pending) == 0 {
-			r.retryAt, r.backoff = time.Time{}, 0
-		}
-		return
-	}
-	r.backoff = nextBackoff(r.backoff, r.retry, r.repeat)
-	r.retryAt = now.Add(r.backoff)
-}
-
-// State: armed unless a push waits for a target; Since is when the first
-// waiting phase started.
-func (r *PhaseEndRule) State() RuleState {
-	st := RuleState{Name: r.name, Armed: len(r.pending) == 0}
-	if len(r.pending) > 0 {
-		st.Since = r.pending[0].Began
-	}
-	return st
 }
 
 // StallRule pushes "stalled" for an active phase that has sent no heartbeat
@@ -227,6 +152,12 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 // did not move for after. Silence comes first: a phase that sends nothing
 // is stalled on its heartbeat, whatever its step. The stalled rule and the
 // status page both ask it, so the page marks what the phone is told.
+//
+// An evaluation's progress counts as movement: a slow evaluation between
+// two steps is not a stall, a hung one is. A phase that told its total but
+// no step yet is at step 0 since its start, so a hang before the first step
+// (a first-batch data-loader or NCCL deadlock) stalls too. A phase that
+// never reports steps (a wrapped shell command) can stall only by silence.
 func Stalled(p PhaseState, now time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
 	if p.Status != PhaseActive || after <= 0 {
 		return time.Time{}, false, false
@@ -234,16 +165,37 @@ func Stalled(p PhaseState, now time.Time, after time.Duration) (since time.Time,
 	if now.Sub(p.LastHeartbeat) >= after {
 		return p.LastHeartbeat, false, true
 	}
-	if p.HasStep && p.LastHeartbeat.After(p.ProgressAt) && now.Sub(p.ProgressAt) >= after {
-		return p.ProgressAt, true, true
+	moved, steps := p.Moved()
+	if steps && p.LastHeartbeat.After(moved) && now.Sub(moved) >= after {
+		return moved, true, true
 	}
 	return time.Time{}, false, false
+}
+
+// Moved is when p last made progress, the step's or the evaluation's,
+// and whether p reports progress at all: a step, or a total before the
+// first step (then it is at step 0 since its start).
+func (p PhaseState) Moved() (time.Time, bool) {
+	var moved time.Time
+	switch {
+	case p.HasStep:
+		moved = p.ProgressAt
+	case p.Total > 0:
+		moved = p.Started
+	default:
+		return time.Time{}, false
+	}
+	if p.HasEval && p.EvalProgressAt.After(moved) {
+		moved = p.EvalProgressAt
+	}
+	return moved, true
 }
 
 // over reports whether what the stall waited for has come.
 func (st *stall) over(p PhaseState) bool {
 	if st.onStep {
-		return p.ProgressAt.After(st.began)
+		moved, _ := p.Moved()
+		return moved.After(st.began)
 	}
 	return p.LastHeartbeat.After(st.began)
 }
@@ -283,6 +235,9 @@ func (a Alert) PhaseState() (PhaseState, bool) {
 // PhaseDuration is how long the phase of a failed or done alert ran, from
 // its start to its end.
 func (a Alert) PhaseDuration() time.Duration {
+	if a.End.Seq != 0 {
+		return a.End.Duration()
+	}
 	p, ok := a.PhaseState()
 	if !ok || p.Ended.IsZero() {
 		return a.Lasted()
@@ -293,17 +248,27 @@ func (a Alert) PhaseDuration() time.Duration {
 // StallKind says what a stalled alert is about, as the push says it after
 // "stalled: ": "no heartbeat for 10m", or "step 1200/5000 for 10m" ("step
 // 1200 for 10m" without a total) when the heartbeats came but the step did
-// not move. The duration is how long the stall had lasted at the poll.
+// not move, "step 1200/5000, eval 37/200 for 10m" when an evaluation moved
+// last and then stopped. The duration is how long the stall had lasted at
+// the poll.
 func (a Alert) StallKind() string {
 	lasted := HumanDuration(a.Lasted())
 	p, ok := a.PhaseState()
-	if !ok || !p.HasStep || !a.Began.Equal(p.ProgressAt) || !p.LastHeartbeat.After(a.Began) {
+	moved, steps := p.Moved()
+	if !ok || !steps || !a.Began.Equal(moved) || !p.LastHeartbeat.After(a.Began) {
 		return "no heartbeat for " + lasted
 	}
+	where := fmt.Sprintf("step %d", p.Step)
 	if p.Total > 0 {
-		return fmt.Sprintf("step %d/%d for %s", p.Step, p.Total, lasted)
+		where += fmt.Sprintf("/%d", p.Total)
 	}
-	return fmt.Sprintf("step %d for %s", p.Step, lasted)
+	if p.HasEval && moved.Equal(p.EvalProgressAt) && p.EvalProgressAt.After(p.ProgressAt) {
+		where += fmt.Sprintf(", eval %d", p.EvalStep)
+		if p.EvalTotal > 0 {
+			where += fmt.Sprintf("/%d", p.EvalTotal)
+		}
+	}
+	return where + " for " + lasted
 }
 
 // HumanDuration writes d the way a person reads it: seconds under a

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,15 +34,30 @@ func TestHumanDuration(t *testing.T) {
 
 // pushText is the push the bridge's formatter makes of a phase alert, from
 // the fields it is documented to use: a test that those fields suffice for
-// the issue's texts.
+// the documented texts.
 func pushText(a Alert) string {
 	switch a.Rule {
 	case PhaseRuleFailed:
-		return fmt.Sprintf("[lavender-2] phase %q failed after %s", a.Phase, HumanDuration(a.PhaseDuration()))
+		text := fmt.Sprintf("[lavender-2] phase %q failed after %s", a.Phase, HumanDuration(a.PhaseDuration()))
+		if a.Ends > 1 {
+			text = fmt.Sprintf("[lavender-2] phase %q failed %d times in %s", a.Phase, a.Ends, HumanDuration(a.Lasted()))
+		}
+		if a.End.Reason != "" {
+			text += ": " + a.End.Reason
+		}
+		return text
 	case PhaseRuleDone:
 		return fmt.Sprintf("[lavender-2] phase %q done in %s", a.Phase, HumanDuration(a.PhaseDuration()))
 	case PhaseRuleStalled:
 		return fmt.Sprintf("[lavender-2] phase %q stalled: %s", a.Phase, a.StallKind())
+	case PhaseRuleLoss:
+		p, _ := a.PhaseState()
+		at := ""
+		if p.HasStep {
+			at = fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
+		}
+		return fmt.Sprintf("[lavender-2] phase %q loss is %s%s — training diverged",
+			a.Phase, fmt.Sprintf("%+v", p.Loss), at)
 	}
 	return "unexpected rule " + a.Rule
 }
@@ -54,14 +70,40 @@ type phaseStep struct {
 	why    string
 }
 
+// endStep is a poll of the end rules: the exporter's ends at the time.
+type endStep struct {
+	at     time.Duration
+	ends   []PhaseEnd
+	phases []PhaseState
+	failed bool
+	want   []string
+	why    string
+}
+
+func runEndScript(t *testing.T, rule Rule, steps []endStep) {
+	t.Helper()
+	script := make([]phaseStep, len(steps))
+	ends := make(map[int][]PhaseEnd, len(steps))
+	for i, st := range steps {
+		script[i] = phaseStep{st.at, st.phases, st.failed, st.want, st.why}
+		ends[i] = st.ends
+	}
+	runPhaseScriptWith(t, rule, script, func(i int) []PhaseEnd { return ends[i] })
+}
+
 // runPhaseScript drives rule through steps; each step's want lists
 // "status: push text" for every alert raised.
 func runPhaseScript(t *testing.T, rule Rule, steps []phaseStep) {
 	t.Helper()
+	runPhaseScriptWith(t, rule, steps, func(int) []PhaseEnd { return nil })
+}
+
+func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(int) []PhaseEnd) {
+	t.Helper()
 	for i, st := range steps {
 		now := t0.Add(st.at)
 		var got []string
-		for _, a := range rule.Observe(Sample{Time: now, Phases: st.phases}, now) {
+		for _, a := range rule.Observe(Sample{Time: now, Phases: st.phases, Ends: endsAt(i)}, now) {
 			got = append(got, fmt.Sprintf("%s: %s", a.Status, pushText(a)))
 			rule.Pushed(a, !st.failed, now)
 		}
@@ -106,22 +148,79 @@ const (
 	h = time.Hour
 )
 
+// endLog builds the exporter's list of ends as it grows: each call adds
+// ends and returns the whole list so far.
+type endLog struct{ ends []PhaseEnd }
+
+func (l *endLog) add(ends ...PhaseEnd) []PhaseEnd {
+	for _, e := range ends {
+		e.Seq = uint64(len(l.ends) + 1)
+		l.ends = append(l.ends, e)
+	}
+	return slices.Clone(l.ends)
+}
+
+func end(name string, status PhaseStatus, started, ended time.Duration, reason string) PhaseEnd {
+	return PhaseEnd{Phase: name, Status: status, Started: at(started), Ended: at(ended), Reason: reason}
+}
+
 func TestPhaseFailedRule(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleFailed)
-	old := ended("Old", PhaseFailed, -2*h, -h)
-	runPhaseScript(t, r, []phaseStep{
-		{0, []PhaseState{old, active("Pretrain 1/3", 0, 0)}, false, nil, "a phase that failed before the first sample is not news"},
-		{4 * h, []PhaseState{old, active("Pretrain 1/3", 0, 4*h)}, false, nil, "running"},
-		{4*h + 12*m + 5*time.Second, []PhaseState{old, ended("Pretrain 1/3", PhaseFailed, 0, 4*h+12*m), ended("Eval", PhaseOK, 4*h, 4*h+m)}, false,
-			[]string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 4h12m`}, "it failed; an ok end is not a failure"},
-		{4*h + 13*m, []PhaseState{old, ended("Pretrain 1/3", PhaseFailed, 0, 4*h+12*m)}, false, nil, "the same end pushes once"},
-		{5 * h, []PhaseState{old, active("Pretrain 1/3", 5*h, 5*h)}, false, nil, "run again"},
-		{5*h + 46*m, []PhaseState{old, ended("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second)}, true,
-			[]string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, "its second failure is news; no target takes it"},
-		{5*h + 46*m + 2*time.Second, []PhaseState{old, ended("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second)}, false, nil, "backoff"},
-		{5*h + 46*m + 5*time.Second, []PhaseState{old, ended("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second)}, false,
-			[]string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, "retried after the backoff, delivered"},
-		{5*h + 50*m, []PhaseState{old, ended("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second)}, false, nil, "delivered: never again"},
+	var l endLog
+	old := l.add(end("Old", PhaseFailed, -2*h, -h, ""))
+	const oom = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+	runEndScript(t, r, []endStep{
+		{at: 0, ends: old, why: "a phase that failed before the first sample is not news"},
+		{at: 4 * h, ends: l.add(), why: "running"},
+		{at: 4*h + 12*m + 5*time.Second, ends: l.add(end("Pretrain 1/3", PhaseFailed, 0, 4*h+12*m, oom), end("Eval", PhaseOK, 4*h, 4*h+m, "")),
+			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 4h12m: ` + oom}, why: "it failed; an ok end is not a failure"},
+		{at: 4*h + 13*m, ends: l.add(), why: "the same end pushes once"},
+		{at: 5*h + 46*m, ends: l.add(end("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second, "")), failed: true,
+			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, why: "its second failure is news; no target takes it"},
+		{at: 5*h + 46*m + 2*time.Second, ends: l.add(), why: "backoff"},
+		{at: 5*h + 46*m + 5*time.Second, ends: l.add(),
+			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, why: "retried after the backoff, delivered"},
+		{at: 5*h + 58*m, ends: l.add(), why: "delivered: never again, and its window closed quiet"},
+	})
+}
+
+// A failure followed within one poll by a restart of the same phase still
+// pushes: the phase table shows it running again, the ends keep the
+// failure.
+func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
+	var l endLog
+	runEndScript(t, r, []endStep{
+		{at: 0, phases: []PhaseState{active("R", 0, 0)}, ends: l.add(), why: "running"},
+		{at: 5 * time.Second, phases: []PhaseState{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", PhaseFailed, 0, 3*time.Second, "")),
+			want: []string{`firing: [lavender-2] phase "R" failed after 3s`}, why: "failed and started again between two polls"},
+	})
+}
+
+// An auto-resume loop that crashes again and again: the first failure
+// pushes at once, those within the next --watchdog.repeat are counted into
+// one push when it closes, and so on while the loop lasts; a phase quiet
+// for a window pushes its next failure at once again. Failures of another
+// phase are counted apart.
+func TestPhaseFailuresInAWindowAreCounted(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleFailed)
+	var l endLog
+	s := time.Second
+	runEndScript(t, r, []endStep{
+		{at: 0, ends: l.add(), why: "baseline"},
+		{at: 1 * m, ends: l.add(end("R", PhaseFailed, 0, 1*m-s, "RuntimeError: one")),
+			want: []string{`firing: [lavender-2] phase "R" failed after 59s: RuntimeError: one`}, why: "first failure: at once"},
+		{at: 2 * m, ends: l.add(end("R", PhaseFailed, 1*m, 2*m-s, "RuntimeError: two")), why: "held: within the window"},
+		{at: 3 * m, ends: l.add(end("R", PhaseFailed, 2*m, 3*m-s, "RuntimeError: three"), end("S", PhaseFailed, 0, 3*m-s, "")),
+			want: []string{`firing: [lavender-2] phase "S" failed after 2m`}, why: "another phase pushes on its own"},
+		{at: 11 * m, ends: l.add(),
+			want: []string{`firing: [lavender-2] phase "R" failed 3 times in 10m: RuntimeError: three`}, why: "R's window closes: one push counts them"},
+		{at: 15 * m, ends: l.add(end("R", PhaseFailed, 14*m, 15*m-s, "RuntimeError: four")), why: "the loop goes on: counted in the next window"},
+		{at: 21 * m, ends: l.add(),
+			want: []string{`firing: [lavender-2] phase "R" failed after 59s: RuntimeError: four`}, why: "next window: one failure in it reads as one"},
+		{at: 31 * m, ends: l.add(), why: "a quiet window ends the burst"},
+		{at: 40 * m, ends: l.add(end("R", PhaseFailed, 39*m, 40*m-s, ""), end("R", PhaseFailed, 40*m-s, 40*m-s/2, "OSError: [Errno 28] No space left on device")),
+			want: []string{`firing: [lavender-2] phase "R" failed 2 times in 1s: OSError: [Errno 28] No space left on device`}, why: "two in one poll of a quiet phase: at once, counted"},
 	})
 }
 
@@ -134,15 +233,18 @@ func TestPhaseDoneRuleIsOptIn(t *testing.T) {
 	for _, r := range rules {
 		names = append(names, r.Name())
 	}
-	if got := strings.Join(names, ","); got != "failed,stalled" {
-		t.Errorf("default rules %s, want failed,stalled", got)
+	if got := strings.Join(names, ","); got != "failed,stalled,loss" {
+		t.Errorf("default rules %s, want failed,stalled,loss", got)
 	}
 	r := phaseRule(t, PhaseConfig{Notify: []string{"done"}}, PhaseRuleDone)
-	runPhaseScript(t, r, []phaseStep{
-		{0, []PhaseState{active("Pretrain 1/3", 0, 0)}, false, nil, "running"},
-		{4*h + 13*m, []PhaseState{ended("Pretrain 1/3", PhaseOK, 0, 4*h+12*m), ended("Broken", PhaseFailed, h, 2*h)}, false,
-			[]string{`firing: [lavender-2] phase "Pretrain 1/3" done in 4h12m`}, "ok end; a failed one is not done"},
-		{4*h + 14*m, []PhaseState{ended("Pretrain 1/3", PhaseOK, 0, 4*h+12*m)}, false, nil, "once"},
+	var l endLog
+	runEndScript(t, r, []endStep{
+		{at: 0, ends: l.add(), why: "running"},
+		{at: 4*h + 13*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 0, 4*h+12*m, ""), end("Broken", PhaseFailed, h, 2*h, "")),
+			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" done in 4h12m`}, why: "ok end; a failed one is not done"},
+		{at: 4*h + 14*m, ends: l.add(), why: "once"},
+		{at: 4*h + 15*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 4*h+14*m, 4*h+14*m+30*time.Second, "")),
+			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" done in 30s`}, why: "done again: every end is news"},
 	})
 }
 

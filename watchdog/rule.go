@@ -59,12 +59,25 @@ type Alert struct {
 
 	Kills  uint64 // oom: kills the push reports (since the last delivered oom push)
 	Victim Victim // oom: the victim the kernel log named, if any
-	Phase  string // oom: the active phase, "" if none; phase rules: the phase; disk fill: the phase that needs longer than the disk lasts
+	Phase  string // oom: the active phase, "" if none; phase rules: the phase; gpu, disk: the phase hit; disk-space fill: the phase that needs longer than the disk lasts
 
-	Disk     Disk          // disk: the filesystem, as the poll read it
-	DiskKind DiskKind      // disk: which of its conditions
-	ETA      time.Duration // disk fill: how long Phase still needs
-	MinFree  MinFree       // disk floor: the floor in force
+	// End is, for failed and done, the end the push reports (the latest
+	// of them when it counts several); Ends is how many it counts: more
+	// than 1 for "failed 3 times in 10m", which spans Began to At.
+	End  PhaseEnd
+	Ends int
+
+	// gpu, disk: the fault of the kernel log the push is about (the first
+	// record of it), and for the push at the end of a window the repeats
+	// it counts and how long the window lasted.
+	Fault   KernelFault
+	Repeats int
+	Window  time.Duration
+
+	Disk     Disk          // disk-space: the filesystem, as the poll read it
+	DiskKind DiskKind      // disk-space: which of its conditions
+	ETA      time.Duration // disk-space fill: how long Phase still needs
+	MinFree  MinFree       // disk-space floor: the floor in force
 }
 
 // Lasted is how long the incident had lasted when the alert was raised.

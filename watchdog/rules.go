@@ -24,7 +24,8 @@ var DefaultRuleFlags = RuleFlags{
 }
 
 // NewRules builds the rules the flags ask for, in the order their alerts
-// appear in a push: swap, pressure, oom. Errors name the flag at fault.
+// appear in a push: swap, pressure, oom, gpu, disk. Errors name the flag
+// at fault.
 func NewRules(f RuleFlags) ([]Rule, error) {
 	swap, err := NewSwapRule(SwapConfig{Threshold: f.Threshold, Hysteresis: f.Hysteresis, Repeat: f.Repeat, Retry: f.Interval})
 	if err != nil {
@@ -46,5 +47,11 @@ func NewRules(f RuleFlags) ([]Rule, error) {
 		}
 		rules = append(rules, oom)
 	}
-	return rules, nil
+	// The kernel log's faults: quiet unless the log is read and a fault
+	// comes (Watchdog.Faults).
+	kernel, err := NewKernelRules(KernelConfig{Repeat: f.Repeat, Retry: f.Interval})
+	if err != nil {
+		return nil, err
+	}
+	return append(rules, kernel...), nil
 }

@@ -17,6 +17,10 @@ type Sample struct {
 	// rules (failed, stalled, done) and to say which phase an OOM kill hit.
 	// The history keeps it only in the latest sample (see History).
 	Phases []PhaseState
+	// Ends are the latest ends of phases, oldest first, numbered: a phase
+	// that fails and starts again within one poll shows running in Phases,
+	// and its failure only here.
+	Ends []PhaseEnd
 	// Disks are the watched filesystems that could be read at the poll.
 	// The history keeps them only in the latest sample, as the phases.
 	Disks []Disk

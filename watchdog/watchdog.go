@@ -64,6 +64,11 @@ type Watchdog struct {
 
 	stateMu sync.Mutex // guards states alone, so readers never wait behind a push
 	states  []RuleState
+
+	// The event path (Faults): alerts waiting for the event goroutine.
+	eventMu    sync.Mutex
+	events     []Alert
+	eventReady chan struct{}
 }
 
 // New checks cfg and registers the metrics.
@@ -94,7 +99,8 @@ func New(cfg Config) (*Watchdog, error) {
 		cfg.Now = time.Now
 	}
 	w := &Watchdog{
-		cfg: cfg,
+		cfg:        cfg,
+		eventReady: make(chan struct{}, 1),
 		polls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lavender_watchdog_polls_total",
 			Help: "Polls of the host made by the built-in watchdog.",
@@ -135,6 +141,12 @@ func New(cfg Config) (*Watchdog, error) {
 func (w *Watchdog) Run(ctx context.Context) {
 	t := time.NewTicker(w.cfg.Interval)
 	defer t.Stop()
+	events := make(chan struct{})
+	go func() {
+		defer close(events)
+		w.runEvents(ctx)
+	}()
+	defer func() { <-events }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -156,7 +168,7 @@ func (w *Watchdog) Poll(ctx context.Context) {
 	now := w.cfg.Now()
 	if err != nil {
 		w.errs.Inc()
-		// The predecessor's line, which the README quotes.
+		// The predecessor's line, which docs/watchdog.md quotes.
 		w.cfg.Logger.Error(fmt.Sprintf("[swap watchdog] error: %s: %v", errorClass(err), err))
 		if w.cfg.History != nil {
 			w.cfg.History.RecordError(err)

@@ -295,13 +295,13 @@ func TestNewRulesFollowsTheFlags(t *testing.T) {
 		}
 		return strings.Join(n, ",")
 	}
-	if got := names(DefaultRuleFlags); got != "swap,pressure,oom" {
+	if got := names(DefaultRuleFlags); got != "swap,pressure,oom,gpu,disk" {
 		t.Errorf("defaults give rules %s", got)
 	}
 	f := DefaultRuleFlags
 	f.PressureThreshold, f.OOM = 0, false
-	if got := names(f); got != "swap" {
-		t.Errorf("pressure 0 and no oom give rules %s, want swap", got)
+	if got := names(f); got != "swap,gpu,disk" {
+		t.Errorf("pressure 0 and no oom give rules %s, want swap,gpu,disk", got)
 	}
 }
 
@@ -388,7 +388,7 @@ oom firing kills=1 victim=python3/4242 phase="Pretrain 1/3"`
 		t.Errorf("alerts:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}
 	for _, st := range r.wd.State() {
-		if st.Name != "oom" && (st.Armed || !st.Since.Equal(r.now)) {
+		if st.Name != "oom" && st.Name != KernelRuleGPU && st.Name != KernelRuleDisk && (st.Armed || !st.Since.Equal(r.now)) {
 			t.Errorf("state after the push: %+v", st)
 		}
 	}
@@ -429,6 +429,8 @@ lavender_watchdog_errors_total 0
 lavender_watchdog_polls_total 1
 # HELP lavender_watchdog_rule_armed 1 while the watchdog rule will push on the next crossing of its threshold, 0 from its push until the incident ends.
 # TYPE lavender_watchdog_rule_armed gauge
+lavender_watchdog_rule_armed{rule="disk"} 1
+lavender_watchdog_rule_armed{rule="gpu"} 1
 lavender_watchdog_rule_armed{rule="oom"} 1
 lavender_watchdog_rule_armed{rule="pressure"} 1
 lavender_watchdog_rule_armed{rule="swap"} 0

@@ -22,7 +22,7 @@ type BarkCmd struct {
 // BarkSendCmd pushes one message, as given, to every target.
 type BarkSendCmd struct {
 	barkTargetFlags
-	Test    bool     `name:"test" help:"Send a test push naming each target's encryption, e.g. \"[lavender-2] test push (aes-256-gcm)\": \"Decryption Failed\" on the phone then means the key does not match the app's."`
+	Test    bool     `name:"test" help:"Send a test push naming each target's encryption, e.g. \"[lavender-2] test push (aes-256-gcm) …\", as long as the longest push: \"Decryption Failed\" on the phone then means the key (or, for GCM, the app's version) does not match."`
 	Message []string `arg:"" optional:"" help:"Words of the message; joined with spaces."`
 }
 
@@ -40,8 +40,8 @@ func (c *BarkSendCmd) send(ctx context.Context, g *Globals) error {
 	case !c.Test && msg == "":
 		return errors.New("bark send: the message is empty (or use --test)")
 	}
-	if c.BarkTimeout <= 0 {
-		return fmt.Errorf("--bark.timeout must be positive, not %s", c.BarkTimeout)
+	if err := c.validateTimeout(); err != nil {
+		return err
 	}
 	res, err := bark.LoadTargets(c.BarkConfigDir)
 	for _, w := range res.Warnings {
@@ -51,10 +51,14 @@ func (c *BarkSendCmd) send(ctx context.Context, g *Globals) error {
 	if errors.As(err, &dirErr) {
 		return fmt.Errorf("bark send: %w", err)
 	}
-	if err != nil {
+	switch {
+	case err != nil && len(res.Targets) == 0:
+		// Every line is bad (an example copied, its placeholder key still
+		// in place): say which and why, not that there is no file.
+		return fmt.Errorf("bark send: no usable Bark target: %w", err)
+	case err != nil:
 		g.Logger.Error("[bark] bad lines in the Bark config; sending to the good targets", "err", err, "good_targets", len(res.Targets))
-	}
-	if len(res.Targets) == 0 {
+	case len(res.Targets) == 0:
 		return fmt.Errorf("bark send: no Bark targets (*%s files) in %s", bark.ConfigSuffix, c.BarkConfigDir)
 	}
 	notifiers := make([]*bark.Notifier, len(res.Targets))
@@ -104,23 +108,31 @@ func (c *BarkCheckCmd) Run(g *Globals) error {
 	for _, w := range res.Warnings {
 		fmt.Fprintln(g.Stderr, "warning:", w)
 	}
-	if err != nil {
+	var dirErr *bark.ConfigDirError
+	if errors.As(err, &dirErr) {
 		return fmt.Errorf("bark check: %w", err)
 	}
-	for _, t := range res.Targets {
-		detail := t.Host()
-		if alg := t.Encryption(); alg != "" {
-			detail += ", " + alg
-		}
-		if _, err := fmt.Fprintf(g.Stdout, "%s ok (%s)\n", t.Name(), detail); err != nil {
+	for _, line := range res.Report() {
+		if _, err := fmt.Fprintln(g.Stdout, line); err != nil {
 			return err
 		}
 	}
-	if len(res.Targets) == 0 {
+	summary := plural(len(res.Targets), "Bark target") + " in " + plural(len(res.Files), "file")
+	if len(res.Bad) > 0 {
+		summary += ", " + plural(len(res.Bad), "bad line")
+	}
+	if len(res.Targets)+len(res.Bad) > 0 {
+		if _, err := fmt.Fprintln(g.Stdout, summary); err != nil {
+			return err
+		}
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("bark check: %w", err)
+	case len(res.Targets) == 0:
 		return fmt.Errorf("bark check: no Bark targets (*%s files) in %s", bark.ConfigSuffix, c.BarkConfigDir)
 	}
-	_, err = fmt.Fprintf(g.Stdout, "%s in %s\n", plural(len(res.Targets), "Bark target"), plural(len(res.Files), "file"))
-	return err
+	return nil
 }
 
 // plural is "1 file", "2 files".

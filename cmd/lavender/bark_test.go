@@ -76,6 +76,22 @@ func TestBarkCheck(t *testing.T) {
 	if strings.Contains(out+stderr+err.Error(), "SECRETKEY123") {
 		t.Error("bark check printed the key")
 	}
+
+	// One bad line hides none of the good ones: every line has its result,
+	// in file and line order.
+	mixed := barktest.ConfigDir(t, map[string]string{
+		"a.bark.env": "https://api.day.app/SECRETKEY123/$0\nhttps://api.day.app/SECRETKEY123/\nhttp://bark.lan:8080/SECRETKEY123/$0\n",
+		"b.bark.env": "https://api.day.app/YOUR_DEVICE_KEY/$0\n",
+	})
+	out, _, err = runCLI(t, "bark", "check", "--bark.config-dir", mixed)
+	want := "a.bark.env:1 ok (api.day.app)\n" +
+		"a.bark.env:2: no $0 placeholder for the message\n" +
+		"a.bark.env:3 ok (bark.lan:8080)\n" +
+		"b.bark.env:1: not configured: replace YOUR_DEVICE_KEY with your Bark device key\n" +
+		"2 Bark targets in 2 files, 2 bad lines\n"
+	if out != want || err == nil {
+		t.Errorf("mixed config: %v\n got %q\nwant %q", err, out, want)
+	}
 	if _, _, err := runCLI(t, "bark", "check", "--bark.config-dir", barktest.ConfigDir(t, nil)); err == nil {
 		t.Error("an empty config dir passed the check")
 	}
@@ -141,9 +157,8 @@ func TestRunLogDropsFormatChars(t *testing.T) {
 }
 
 // TestShippedExampleIsNotConfigured: `cp .bark.env.example phone.bark.env`
-// and nothing else must not pass the check, and once the key is in, the
-// line bark check and bark send name is the one the README's Quick start
-// promises.
+// and nothing else must not pass the check, and once the key is in, bark
+// check prints the line the README's Quick start promises.
 func TestShippedExampleIsNotConfigured(t *testing.T) {
 	example, err := os.ReadFile(filepath.Join("..", "..", ".bark.env.example"))
 	if err != nil {
@@ -155,24 +170,34 @@ func TestShippedExampleIsNotConfigured(t *testing.T) {
 		t.Errorf("bark check of the untouched example: %q %q %v", out, stderr, err)
 	}
 
+	// bark send says the same, not that there is no file.
+	_, _, err = runCLI(t, "bark", "send", "--bark.config-dir", dir, "hello")
+	if err == nil || !strings.Contains(err.Error(), "phone.bark.env:7: not configured: replace YOUR_DEVICE_KEY with your Bark device key") || strings.Contains(err.Error(), "no Bark targets") {
+		t.Errorf("bark send with the untouched example: %v", err)
+	}
+
 	configured := strings.ReplaceAll(string(example), "YOUR_DEVICE_KEY", "Xy12AbCdEfGhIjKlMnOpQr")
 	dir = barktest.ConfigDir(t, map[string]string{"phone.bark.env": configured})
 	out, _, err = runCLI(t, "bark", "check", "--bark.config-dir", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, _, _ := strings.Cut(out, " ")
+	first, _, _ := strings.Cut(out, "\n")
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `bark send "hello"`; !strings.Contains(string(readme), want) {
-		t.Fatalf("README has no %q", want)
-	}
+	var promised bool
 	for _, line := range strings.Split(string(readme), "\n") {
-		if strings.Contains(line, `bark send "hello"`) && strings.Contains(line, "a test push") && !strings.Contains(line, `"`+name+` ok"`) {
-			t.Errorf("README promises %q, but the example gives %q", line, name+" ok")
+		if strings.Contains(line, "lavender bark check") && strings.Contains(line, "#") {
+			promised = true
+			if _, comment, _ := strings.Cut(line, "#"); !strings.Contains(comment, first) {
+				t.Errorf("README promises %q, but bark check of the configured example prints %q", strings.TrimSpace(comment), first)
+			}
 		}
+	}
+	if !promised {
+		t.Error("README's Quick start shows no `lavender bark check  # <what it prints>` line")
 	}
 }
 
@@ -249,8 +274,17 @@ func TestBarkSendTestAndCheckEncryption(t *testing.T) {
 		texts = append(texts, p.Body)
 	}
 	slices.Sort(texts)
-	if strings.Join(texts, "|") != "[lavender-2] test push (not encrypted)|encrypted [lavender-2] test push (aes-256-gcm)" {
+	// Each names its target's encryption and is as long as the longest
+	// push, so the test encrypts and sends what a real push does.
+	if len(texts) != 2 || !strings.HasPrefix(texts[0], "[lavender-2] test push (not encrypted) at the longest a push can be: swap 54% full") ||
+		!strings.HasPrefix(texts[1], "encrypted [lavender-2] test push (aes-256-gcm) at the longest") {
 		t.Errorf("pushes %q", texts)
+	}
+	const maxPush = 512 // bark.MaxMessageBytes; the server here is named bark
+	for _, text := range texts {
+		if n := len(strings.TrimPrefix(text, "encrypted ")); n != maxPush || !strings.HasSuffix(text, "…") {
+			t.Errorf("test push of %d bytes, want the longest, %d: %q", n, maxPush, text)
+		}
 	}
 	if _, _, err := runCLI(t, "bark", "send", "--test", "--bark.config-dir", dir, "hello"); err == nil {
 		t.Error("--test with a message: no error")

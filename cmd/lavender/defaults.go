@@ -42,6 +42,7 @@ var defaultVars = kong.Vars{
 	"phase_url":           heartbeat.DefaultURL,
 	"phase_timeout":       flagDuration(heartbeat.DefaultTimeout),
 	"phase_every":         flagDuration(heartbeat.DefaultPingInterval),
+	"runtime_gogc":        fmt.Sprint(defaultGOGC),
 }
 
 // flagVars are every flag default kong interpolates.

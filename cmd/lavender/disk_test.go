@@ -75,7 +75,7 @@ func TestServeDiskTwoSavesOnATmpfs(t *testing.T) {
 	if lines := r.barkLines(); len(lines) != 1 || !strings.HasPrefix(lines[0], "BARK disk save /") || !strings.HasSuffix(lines[0], " sent ok=1 fail=0") {
 		t.Errorf("run log BARK lines %q", lines)
 	}
-	if v := r.metric("lavender_watchdog_rule_armed", testkit.Labels{"rule": "disk"}); v != 0 {
+	if v := r.metric("lavender_watchdog_rule_armed", testkit.Labels{"rule": "disk-space"}); v != 0 {
 		t.Errorf("disk rule armed = %v during the incident", v)
 	}
 	for i := 1; i <= 2; i++ {

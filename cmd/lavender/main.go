@@ -161,10 +161,10 @@ func routeStdLog(logger *slog.Logger) (restore func()) {
 	}
 }
 
-// run parses args and runs the chosen command; main and tests share it.
-func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
-	var cli CLI
-	parser, err := kong.New(&cli,
+// newParser is the kong parser of cli; run uses it, and the tests that
+// render the flag reference read its model.
+func newParser(cli *CLI, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, error) {
+	return kong.New(cli,
 		kong.Name("lavender"),
 		kong.Description("Keeps long ML training runs alive: swap and phase metrics, silent Bark pushes, and a 1 KB log per run."),
 		kong.UsageOnError(),
@@ -175,6 +175,12 @@ func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
 		kong.Vars{"version": versionText()},
 		flagVars(),
 	)
+}
+
+// run parses args and runs the chosen command; main and tests share it.
+func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
+	var cli CLI
+	parser, err := newParser(&cli, stdout, stderr, exit)
 	if err != nil {
 		return err
 	}

@@ -209,7 +209,7 @@ func TestServePhaseResumeKeepsProgress(t *testing.T) {
 
 func TestServePhaseFlagErrors(t *testing.T) {
 	for _, tt := range []struct{ arg, want string }{
-		{"--phase.notify=failed,finished", `--phase.notify: unknown event "finished"; want a list of failed, stalled and done`},
+		{"--phase.notify=failed,finished", `--phase.notify: unknown event "finished"; want a list of failed, stalled, loss and done`},
 		{"--phase.stall-after=30s", "--phase.stall-after must be at least 1m (or 0 to turn it off), not 30s"},
 		{"--phase.stall-after=-1m", "--phase.stall-after must not be negative, not -1m0s"},
 	} {

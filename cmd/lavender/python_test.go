@@ -13,27 +13,27 @@ import (
 	"lavender/internal/testkit"
 )
 
-// snippetRE finds the README's tested code: a python fence between
+// snippetRE finds docs/python.md's tested code: a python fence between
 // <!-- snippet: NAME --> and <!-- /snippet -->.
 var snippetRE = regexp.MustCompile("(?s)<!-- snippet: ([a-z-]+) -->\\s*```python\n(.*?)```\\s*<!-- /snippet -->")
 
-// readmeSnippets returns the README's snippets by name.
-func readmeSnippets(t *testing.T) map[string]string {
+// pythonDocSnippets returns docs/python.md's snippets by name.
+func pythonDocSnippets(t *testing.T) map[string]string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "python.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for _, m := range snippetRE.FindAllSubmatch(readme, -1) {
+	for _, m := range snippetRE.FindAllSubmatch(page, -1) {
 		if _, dup := out[string(m[1])]; dup {
-			t.Fatalf("README: snippet %q twice", m[1])
+			t.Fatalf("docs/python.md: snippet %q twice", m[1])
 		}
 		out[string(m[1])] = string(m[2])
 	}
 	for _, name := range []string{"client", "plain-loop", "hf-callback", "lightning-callback"} {
 		if out[name] == "" {
-			t.Fatalf("README has no snippet %q between <!-- snippet: %s --> and <!-- /snippet -->", name, name)
+			t.Fatalf("docs/python.md has no snippet %q between <!-- snippet: %s --> and <!-- /snippet -->", name, name)
 		}
 	}
 	return out
@@ -63,21 +63,21 @@ type driveResult struct {
 	Error *string `json:"error"`
 }
 
-// TestREADMEPythonSnippets runs the README's Python recipes (the context
+// TestPythonDocSnippets runs docs/python.md's Python recipes (the context
 // manager with a plain loop, the Hugging Face callback with Trainer,
 // SFTTrainer and DPOTrainer, the Lightning callback) with python3 against
 // a real exporter, through stand-in frameworks that call the hooks in their
 // order, and checks what the exporter recorded.
-func TestREADMEPythonSnippets(t *testing.T) {
+func TestPythonDocSnippets(t *testing.T) {
 	python := python3(t)
-	snippets := readmeSnippets(t)
+	snippets := pythonDocSnippets(t)
 	stubs, err := filepath.Abs(filepath.Join("testdata", "python"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	header := `{"Content-Type": "application/json"}`
 	if !strings.Contains(snippets["client"], header) {
-		t.Fatalf("the README's client no longer sets %s; the API refuses urllib's default type with 415", header)
+		t.Fatalf("docs/python.md's client no longer sets %s; the API refuses urllib's default type with 415", header)
 	}
 
 	// run writes the client as lavender_phase.py and the snippet beside it,

@@ -26,7 +26,7 @@ import (
 // A GOGC in the environment is left as the runtime applied it.
 type runtimeFlags struct {
 	GoMaxProcs int  `name:"runtime.gomaxprocs" default:"1" env:"LAVENDER_RUNTIME_GOMAXPROCS,GOMAXPROCS" help:"Number of CPUs Go may run lavender's code on at once (GOMAXPROCS); 0 keeps Go's default of one per CPU."`
-	GoGC       *int `name:"runtime.gogc" placeholder:"PERCENT" help:"Garbage collector target percentage (GOGC). Default 75, or GOGC from the environment when set (GOGC=off turns the collector off)."`
+	GoGC       *int `name:"runtime.gogc" placeholder:"${runtime_gogc}" help:"Garbage collector target percentage (GOGC). Default ${runtime_gogc}, or GOGC from the environment when set (GOGC=off turns the collector off)."`
 }
 
 const defaultGOGC = 75

@@ -94,6 +94,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if err != nil {
 		return err
 	}
+	klog.handlers = append(klog.handlers, watchFaults(exp, wd, g.Clock))
 
 	c.openRun(exp, g)
 	exp.Register(srv.mux)

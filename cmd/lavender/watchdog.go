@@ -26,7 +26,7 @@ type watchdogFlags struct {
 	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold, or a phase stays stalled; 0 for none."`
 	WatchdogHysteresis        float64       `name:"watchdog.hysteresis" default:"${watchdog_hysteresis}" help:"The watchdog re-arms once swap or pressure falls this far below its threshold."`
 
-	PhaseNotify     []string      `name:"phase.notify" default:"${phase_notify}" placeholder:"EVENT,..." help:"Phase events the watchdog pushes: failed (a phase ends failed), stalled (no heartbeat, or no new step, for --phase.stall-after), done (a phase ends ok; opt-in). Empty: none."`
+	PhaseNotify     []string      `name:"phase.notify" default:"${phase_notify}" help:"Phase events the watchdog pushes: failed (a phase ends failed), stalled (no heartbeat, or no new step, for --phase.stall-after), loss (a phase's loss turns NaN or infinite), done (a phase ends ok; opt-in). Empty: none."`
 	PhaseStallAfter time.Duration `name:"phase.stall-after" default:"${phase_stall_after}" help:"How long an active phase may send no heartbeat, or ping without a new step, before it counts as stalled (at least 1m); 0 turns the stalled push off."`
 }
 
@@ -131,9 +131,18 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 		}
 		v := klog.victim()
 		s.OOM.Victim = watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}
+		// A phase whose process died without an end ends now, failed, so
+		// this very poll pushes it.
+		exp.CheckProcesses()
 		_, phases := exp.Snapshot()
 		for _, p := range phases {
 			s.Phases = append(s.Phases, statuspage.PhaseState(p))
+		}
+		for _, e := range exp.Ends() {
+			s.Ends = append(s.Ends, watchdog.PhaseEnd{
+				Seq: e.Seq, Phase: e.Phase, Status: watchdog.PhaseStatus(e.Status), Reason: e.Reason,
+				Started: e.Started, Ended: e.Ended, Died: e.Died, PID: e.PID,
+			})
 		}
 		return s, nil
 	}

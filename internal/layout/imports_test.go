@@ -1,5 +1,5 @@
 // Package layout holds the test that keeps lavender's packages layered: which
-// package may use which, transitively, as the README's Development section
+// package may use which, transitively, as CONTRIBUTING.md's package table
 // says. A new package must be added to the table before it builds here.
 package layout
 
@@ -17,7 +17,7 @@ const module = "lavender"
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
 	"runlog":   {},
-	"watchdog": {"internal/ring"},
+	"watchdog": {"kmsg", "internal/ring"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
@@ -26,10 +26,10 @@ var mayUse = map[string][]string{
 	// other: a client does not pull in the collectors.
 	"phaseapi":  {},
 	"heartbeat": {"phaseapi"},
-	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle"},
+	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/procfile"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
-	"proctree": {},
+	"proctree": {"internal/procfile"},
 	// The Bark client alone: targets, templates, encryption, sending,
 	// redaction. It knows nothing of Alertmanager, the watchdog, phases
 	// or the run log.
@@ -37,11 +37,11 @@ var mayUse = map[string][]string{
 	// Every push text, worded from the watchdog's facts; the arrows point
 	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
 	// text and no Bark, and the texts know no delivery.
-	"pushtext":   {"watchdog", "internal/ring", "internal/textsafe"},
-	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"pushtext":   {"watchdog", "kmsg", "internal/ring", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	"diskguard": {},
@@ -69,6 +69,9 @@ var mayUse = map[string][]string{
 	// A fixed-size buffer of the newest values: the watchdog's samples
 	// and the bridge's recent pushes.
 	"internal/ring": {},
+	// The one bounded, non-blocking reader of procfs and sysfs files, so
+	// that a FIFO or /dev/zero in their place hangs and swells nothing.
+	"internal/procfile": {},
 	// Makes any text safe to show (valid UTF-8, no controls, no spoofing
 	// characters) and cuts it with "…"; the texts, the client and the
 	// bridge share it.

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"lavender/internal/runlogtest"
+	"lavender/internal/testkit"
+	"lavender/phaseapi"
+	"lavender/proctree"
+)
+
+// startPhaseServeOn is startPhaseServe on a fake procfs the test prepared.
+func startPhaseServeOn(t *testing.T, clock *testkit.Clock, host *testkit.Procfs, args ...string) *watchdogRig {
+	t.Helper()
+	r := startServeOpts(t, host, serveOpts{clock: clock.Now},
+		append([]string{"--watchdog.interval=20ms", "--watchdog.repeat=1h"}, args...)...)
+	return &watchdogRig{serveRig: r, host: host}
+}
+
+// phaseNamed is one phase of GET /api/v1/phases.
+func (r *watchdogRig) phaseNamed(name string) phaseapi.Phase {
+	r.t.Helper()
+	code, body := testkit.MustDo(r.t, nil, "GET", r.base+phaseapi.PhasesPath, nil, "", "")
+	var resp phaseapi.PhasesResponse
+	if err := json.Unmarshal([]byte(body), &resp); code != 200 || err != nil {
+		r.t.Fatalf("GET phases: %d %s: %v", code, body, err)
+	}
+	for _, p := range resp.Phases {
+		if p.Name == name {
+			return p
+		}
+	}
+	r.t.Fatalf("no phase %q in %s", name, body)
+	return phaseapi.Phase{}
+}
+
+// TestServePhaseDiedWithoutEnding: a phase whose process dies without an
+// end (SIGKILL, a segfault) pushes within a poll that it died, and ends
+// failed, instead of a stall push ten minutes later. The pid is a real one:
+// a child started, killed and reaped. A pid from another host (another boot
+// id) is never judged, however dead it looks here.
+func TestServePhaseDiedWithoutEnding(t *testing.T) {
+	clock := newFakeClock()
+	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26)})
+	host.LinkRealHost()
+	r := startPhaseServeOn(t, clock, host)
+	here, err := proctree.ReadHost("")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	child := exec.Command("sleep", "600")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := child.Process.Pid
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	host.LinkProcess(pid)
+	r.beat("Finetune", fmt.Sprintf(`"event":"start","pid":%d,"boot_id":%q,"pid_ns":%q`, pid, here.BootID, here.PIDNS))
+	r.beat("Remote", fmt.Sprintf(`"event":"start","pid":%d,"boot_id":"another-host","pid_ns":%q`, pid, here.PIDNS))
+	r.waitPolls(3)
+	for _, d := range []time.Duration{6 * time.Minute, 6 * time.Minute} { // never 10m silent
+		clock.Advance(d)
+		r.beat("Finetune", `"event":"ping"`)
+		r.beat("Remote", `"event":"ping"`)
+	}
+	r.wantPushes(nil, nil) // alive: nothing to say
+	if p := r.phaseNamed("Finetune"); p.PIDStartTicks == 0 {
+		t.Errorf("the living process's start time was not recorded: %+v", p.Process)
+	}
+
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait() // reaped: the pid is gone
+	r.waitPolls(2)   // seen gone once: the wrapper may be about to send the end
+	clock.Advance(2 * time.Second)
+	died := fmt.Sprintf(`[lavender-2] phase "Finetune" died without ending after 12m (pid %d gone)`, pid)
+	r.wantPushes([]string{died}, []string{"BARK failed Finetune sent ok=1 fail=0"})
+
+	p := r.phaseNamed("Finetune")
+	if p.Status != phaseapi.StatusFailed || p.Reason != fmt.Sprintf("died without ending (pid %d gone)", pid) {
+		t.Errorf("Finetune: %s %q, want failed with the reason", p.Status, p.Reason)
+	}
+	if p := r.phaseNamed("Remote"); p.Status != phaseapi.StatusActive {
+		t.Errorf("Remote, a pid of another host: %s, want never judged (active)", p.Status)
+	}
+	if text := runlogtest.Text(t, r.logDir); !strings.Contains(text, " END   Finetune 722s died\n") {
+		t.Errorf("run log lacks the END line of the death:\n%s", text)
+	}
+}
+
+// TestServePhaseFailedEndsAreEvents: `phase start R; phase end R --failed;
+// sleep 1; phase start R` pushes the failure although R runs again by the
+// next poll; a failed end after an ok end pushes; an ok end after a failed
+// one is refused with 409 and counted.
+func TestServePhaseFailedEndsAreEvents(t *testing.T) {
+	clock := newFakeClock()
+	r := startPhaseServe(t, clock, "")
+	var stdout, stderr testkit.SyncBuffer
+	phase := func(args ...string) error {
+		cli := parseCLI(t, append(append([]string{"phase"}, args...), "--url", r.base)...)
+		g := testGlobals(&stdout, &stderr)
+		switch args[0] {
+		case "start":
+			return cli.Phase.Start.Run(g)
+		case "end":
+			return cli.Phase.End.Run(g)
+		}
+		t.Fatalf("phase %s", args[0])
+		return nil
+	}
+	for _, args := range [][]string{{"start", "R"}, {"end", "R", "--failed"}} {
+		if err := phase(args...); err != nil {
+			t.Fatalf("phase %s: %v", args, err)
+		}
+	}
+	time.Sleep(time.Second)
+	if err := phase("start", "R"); err != nil {
+		t.Fatal(err)
+	}
+	rFailed := `[lavender-2] phase "R" failed after 0s`
+	r.wantPushes([]string{rFailed}, []string{"BARK failed R sent ok=1 fail=0"})
+
+	r.beat("Eval", `"event":"start"`)
+	clock.Advance(time.Minute)
+	r.beat("Eval", `"event":"end"`)
+	r.beat("Eval", `"event":"end","status":"failed","reason":"rank 1: OSError: [Errno 28] No space left on device"`)
+	evalFailed := `[lavender-2] phase "Eval" failed after 1m: rank 1: OSError: [Errno 28] No space left on device`
+	r.wantPushes([]string{rFailed, evalFailed}, []string{"BARK failed R sent ok=1 fail=0", "BARK failed Eval sent ok=1 fail=0"})
+
+	if err := phase("end", "Eval"); err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "never undoes a failure") {
+		t.Errorf("ok end after a failed one: %v, want a 409 that says why", err)
+	}
+	if v := r.metric("lavender_heartbeats_refused_total", testkit.Labels{"reason": "ok_after_failed"}); v != 1 {
+		t.Errorf("refused{reason=ok_after_failed} = %v, want 1", v)
+	}
+}

@@ -1,0 +1,223 @@
+package exporter
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/internal/runlogtest"
+	"lavender/phaseapi"
+	"lavender/runlog"
+)
+
+// fakeProcs is a procfs with a boot id, a pid namespace, a boot time and
+// the stat files the test writes.
+type fakeProcs struct {
+	t   *testing.T
+	dir string
+}
+
+const (
+	fakeBootID = "6f1e0c7a-boot"
+	fakePIDNS  = "pid:[4026531836]"
+)
+
+func newFakeProcs(t *testing.T, btime time.Time) *fakeProcs {
+	f := &fakeProcs{t: t, dir: t.TempDir()}
+	f.write("sys/kernel/random/boot_id", fakeBootID+"\n")
+	f.write("stat", fmt.Sprintf("cpu  1 2 3 4\nbtime %d\nprocesses 100\n", btime.Unix()))
+	for _, name := range []string{"meminfo", "vmstat"} {
+		data, err := os.ReadFile(filepath.Join("testdata/procfs/swap54", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.write(name, string(data))
+	}
+	if err := os.MkdirAll(filepath.Join(f.dir, "self", "ns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fakePIDNS, filepath.Join(f.dir, "self", "ns", "pid")); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fakeProcs) write(name, content string) {
+	f.t.Helper()
+	path := filepath.Join(f.dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// proc writes the stat of pid: its state and its start in ticks after boot.
+func (f *fakeProcs) proc(pid int, state string, startTicks uint64) {
+	f.t.Helper()
+	f.write(fmt.Sprintf("%d/stat", pid), fmt.Sprintf("%d (python3 (train)) %s 1 %d 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 %d 100 10 18446744073709551615\n", pid, state, pid, startTicks))
+}
+
+func (f *fakeProcs) gone(pid int) {
+	f.t.Helper()
+	if err := os.RemoveAll(filepath.Join(f.dir, fmt.Sprint(pid))); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// A process is judged dead when it is gone, a zombie, or its pid names a
+// later process (reused), at two checks a second apart; only a pid of this
+// boot and pid namespace is judged.
+func TestCheckProcesses(t *testing.T) {
+	clock := newFakeClock()
+	btime := t0.Add(-time.Hour)
+	procs := newFakeProcs(t, btime)
+	e, err := New(Config{ProcFS: procs.dir, Runlog: runlog.Options{Dir: t.TempDir()}, Clock: clock.Now, PageSize: testPageSize},
+		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ticks of t0 - 1m: every process below started before its phase.
+	before := uint64(59 * 60 * 100)
+	start := func(name string, pid int64, bootID string) {
+		t.Helper()
+		if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: EventStart, PID: &pid, BootID: bootID, PIDNS: fakePIDNS}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	procs.proc(100, "S", before) // alive throughout
+	procs.proc(200, "S", before) // gone later
+	procs.proc(300, "S", before) // its pid is reused later
+	procs.proc(400, "Z", before) // a zombie nobody reaps
+	procs.proc(500, "S", before+2*3600*100)
+	start("Alive", 100, fakeBootID)
+	start("Gone", 200, fakeBootID)
+	start("Reused", 300, fakeBootID)
+	start("Zombie", 400, fakeBootID)
+	start("Later", 500, fakeBootID)    // the pid named a process that started after the phase: reused before the first look
+	start("Elsewhere", 600, "another") // no such pid here, but another boot: never judged
+	e.CheckProcesses()
+	procs.gone(200)
+	procs.proc(300, "R", before+100*100)
+	clock.Advance(500 * time.Millisecond)
+	e.CheckProcesses()
+	clock.Advance(500 * time.Millisecond)
+	e.CheckProcesses()
+
+	status := func() string {
+		_, phases := e.Snapshot()
+		var out []string
+		for _, p := range phases {
+			out = append(out, p.Name+" "+p.Status+" "+p.Reason)
+		}
+		return strings.Join(out, "\n")
+	}
+	want := strings.Join([]string{
+		"Alive active ",
+		"Gone failed died without ending (pid 200 gone)",
+		"Reused failed died without ending (pid 300 gone)",
+		"Zombie failed died without ending (pid 400 gone)",
+		"Later failed died without ending (pid 500 gone)",
+		"Elsewhere active ",
+	}, "\n")
+	// Gone and Reused were seen gone a second ago: not yet ended.
+	if got := status(); got == want {
+		t.Fatalf("phases ended at the first sight of a gone process")
+	}
+	clock.Advance(time.Second)
+	e.CheckProcesses()
+	if got := status(); got != want {
+		t.Errorf("phases:\n%s\nwant\n%s", got, want)
+	}
+	var died []string
+	for _, end := range e.Ends() {
+		if end.Died {
+			died = append(died, end.Phase)
+		}
+	}
+	if got := strings.Join(died, ","); got != "Zombie,Later,Gone,Reused" {
+		t.Errorf("died ends %s, want Zombie,Later (ended first), then Gone,Reused", got)
+	}
+	// An end that comes for a phase seen gone once wins: the wrapper's
+	// reason, not a death.
+	procs.proc(700, "S", before)
+	start("Wrapped", 700, fakeBootID)
+	e.CheckProcesses()
+	procs.gone(700)
+	e.CheckProcesses()
+	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Wrapped", Event: EventEnd, Status: StatusFailed, Reason: "killed by SIGKILL"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	e.CheckProcesses()
+	if p, _ := findPhase(e, "Wrapped"); p.Reason != "killed by SIGKILL" {
+		t.Errorf("Wrapped: reason %q, want the end's own", p.Reason)
+	}
+}
+
+func findPhase(e *Exporter, name string) (Phase, bool) {
+	_, phases := e.Snapshot()
+	for _, p := range phases {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Phase{}, false
+}
+
+// A start whose pid descends from the running phase's process (a script
+// the wrapper runs, announcing itself) joins the phase instead of
+// restarting it; a start from elsewhere restarts it. Real processes: this
+// test's own and a child of it.
+func TestStartFromInsideJoins(t *testing.T) {
+	dir := t.TempDir()
+	e, err := New(Config{Runlog: runlog.Options{Dir: dir}}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.host.Known() {
+		t.Skip("this host's /proc names no boot id or pid namespace")
+	}
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	start := func(pid int) Phase {
+		t.Helper()
+		p64 := int64(pid)
+		p, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Train", Event: EventStart, PID: &p64, BootID: e.host.BootID, PIDNS: e.host.PIDNS, Step: ptr(uint64(5))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := start(os.Getpid())
+	joined := start(child.Process.Pid)
+	if joined.Heartbeats != 2 || !joined.Started.Equal(first.Started) || joined.PID != int64(os.Getpid()) {
+		t.Errorf("a start from a descendant: %d heartbeats, started %v (was %v), pid %d; want it joined", joined.Heartbeats, joined.Started, first.Started, joined.PID)
+	}
+	restarted := start(1) // init is no descendant of this test
+	if restarted.Heartbeats != 1 || restarted.PID != 1 {
+		t.Errorf("a start from elsewhere: %d heartbeats, pid %d; want a restart", restarted.Heartbeats, restarted.PID)
+	}
+	var starts int
+	for _, l := range runlogtest.Entries(t, dir) {
+		if l == "START Train" {
+			starts++
+		}
+	}
+	if starts != 2 {
+		t.Errorf("%d START lines, want 2 (the join writes none)", starts)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,91 @@
+package exporter
+
+import (
+	"regexp"
+	"time"
+
+	"lavender/proctree"
+)
+
+// FaultWindow is how soon after a fault of the kernel log that hit a phase
+// (an Xid on the GPU its process used, its disk gone read-only) a failed
+// end of the phase counts as dying of it: the fault becomes the phase's
+// reason, unless the end gave a specific one.
+const FaultWindow = 2 * time.Minute
+
+// phaseFault is the newest fault that hit a phase.
+type phaseFault struct {
+	reason string
+	at     time.Time
+}
+
+// maxPhaseFaults bounds the faults kept: one per phase name, the oldest
+// forgotten first.
+const maxPhaseFaults = 64
+
+// genericReason matches the reasons that say how a process ended, not why:
+// the fault that killed it says more.
+var genericReason = regexp.MustCompile(`(?i)^(died without ending|exit(ed)?( with)? (status|code)|signal |killed|terminated|SIG[A-Z]+$|$)`)
+
+// NoteFault records that a fault of the kernel log hit phase at at, in the
+// words of reason ("GPU 0000:3b:00 Xid 79: fallen off the bus"). A failed
+// end of the phase within FaultWindow takes it as its reason, unless the
+// end names a specific one.
+func (e *Exporter) NoteFault(phase, reason string, at time.Time) {
+	if phase == "" || reason == "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.faults == nil {
+		e.faults = map[string]phaseFault{}
+	}
+	if _, ok := e.faults[phase]; !ok && len(e.faults) >= maxPhaseFaults {
+		oldest := ""
+		for name, f := range e.faults {
+			if oldest == "" || f.at.Before(e.faults[oldest].at) {
+				oldest = name
+			}
+		}
+		delete(e.faults, oldest)
+	}
+	e.faults[phase] = phaseFault{reason: reason, at: at}
+}
+
+// failedReasonLocked is the reason a failed end of phase name at now
+// records: the fault that hit it within FaultWindow, unless reason is
+// specific.
+func (e *Exporter) failedReasonLocked(name, reason string, now time.Time) string {
+	f, ok := e.faults[name]
+	if !ok || now.Sub(f.at) > FaultWindow || f.at.Sub(now) > time.Second || !genericReason.MatchString(reason) {
+		return reason
+	}
+	return f.reason
+}
+
+// PhaseOfPID names the running phase whose process is pid or an ancestor
+// of it, read from procfs now; ok is false when pid is no phase's. Only
+// phases whose pid this exporter may judge (started on this host and pid
+// namespace) are candidates.
+func (e *Exporter) PhaseOfPID(pid int) (name string, ok bool) {
+	if pid <= 0 {
+		return "", false
+	}
+	e.mu.Lock()
+	var pids []int
+	names := map[int]string{}
+	for _, p := range e.table.phases {
+		if p.Active() && e.judgeable(p.Process) {
+			pids = append(pids, int(p.PID))
+			names[int(p.PID)] = p.Name
+		}
+	}
+	e.mu.Unlock()
+	if len(pids) == 0 {
+		return "", false
+	}
+	if anc, ok := proctree.AncestorAmong(e.procfs, pid, pids); ok {
+		return names[anc], true
+	}
+	return "", false
+}

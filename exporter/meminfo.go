@@ -1,0 +1,80 @@
+package exporter
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// meminfo holds the lines of <procfs>/meminfo lavender reads, in bytes.
+type meminfo struct {
+	MemTotal, MemAvailable          uint64
+	SwapTotal, SwapFree, SwapCached uint64
+}
+
+// parseMeminfo reads "Key:   value kB" lines. Lines lavender does not use
+// are skipped, as are lines of no such shape; a used line whose value is
+// not a count, or that appears twice, is an error, and so is a file
+// without MemTotal. A kernel before 3.14 has no MemAvailable: it is then
+// MemFree + Buffers + Cached, which counts page cache the kernel may not
+// be able to drop, so the ratio is optimistic there.
+func parseMeminfo(data []byte) (meminfo, error) {
+	var m meminfo
+	var free, buffers, cached uint64
+	var seen uint // bit i: the i-th key of the switch below
+	for len(data) > 0 {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte{'\n'})
+		key, rest, ok := bytes.Cut(line, []byte{':'})
+		if !ok {
+			continue
+		}
+		var dst *uint64
+		var bit uint
+		switch string(key) { // no allocation: the compiler special-cases this
+		case "MemTotal":
+			dst, bit = &m.MemTotal, 1<<0
+		case "MemAvailable":
+			dst, bit = &m.MemAvailable, 1<<1
+		case "SwapTotal":
+			dst, bit = &m.SwapTotal, 1<<2
+		case "SwapFree":
+			dst, bit = &m.SwapFree, 1<<3
+		case "SwapCached":
+			dst, bit = &m.SwapCached, 1<<4
+		case "MemFree":
+			dst, bit = &free, 1<<5
+		case "Buffers":
+			dst, bit = &buffers, 1<<6
+		case "Cached":
+			dst, bit = &cached, 1<<7
+		default:
+			continue
+		}
+		if seen&bit != 0 {
+			return meminfo{}, fmt.Errorf("%s appears twice", key)
+		}
+		seen |= bit
+		fields := bytes.Fields(rest)
+		if len(fields) == 0 || len(fields) > 2 || (len(fields) == 2 && string(fields[1]) != "kB") {
+			return meminfo{}, fmt.Errorf("%s: %q is not a count of kB", key, clipLine(rest))
+		}
+		kb, err := strconv.ParseUint(string(fields[0]), 10, 64)
+		if err != nil {
+			return meminfo{}, fmt.Errorf("%s: %w", key, err)
+		}
+		if kb > math.MaxUint64/1024 {
+			return meminfo{}, fmt.Errorf("%s: %d kB is out of range", key, kb)
+		}
+		*dst = kb * 1024
+	}
+	if m.MemTotal == 0 {
+		return meminfo{}, errors.New("no MemTotal line")
+	}
+	if seen&(1<<1) == 0 {
+		m.MemAvailable = free + buffers + cached
+	}
+	return m, nil
+}

@@ -1,0 +1,50 @@
+package pushtext
+
+import (
+	"strconv"
+	"time"
+
+	"lavender/watchdog"
+)
+
+// Ending is how a failed phase ended, beyond its duration.
+type Ending struct {
+	// Reason is why, as its end said ("RuntimeError: CUDA out of memory.
+	// Tried to allocate 2.00 GiB", "killed by SIGKILL"); "" if unknown.
+	Reason string
+	// Died marks a phase whose process (PID) was gone and no end came.
+	Died bool
+	PID  int64
+	// Count > 1 is a push that counts several failures within Window.
+	Count  int
+	Window time.Duration
+}
+
+// endingOf reads the ending off a failed or done alert.
+func endingOf(a watchdog.Alert) Ending {
+	e := Ending{Reason: a.End.Reason, Died: a.End.Died, PID: a.End.PID}
+	if a.Ends > 1 {
+		e.Count, e.Window = a.Ends, a.Lasted()
+	}
+	return e
+}
+
+// failed is what follows the name of a failed phase: "failed after 2h13m:
+// RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", "died
+// without ending after 12m (pid 4242 gone)", or, counting several, "failed
+// 3 times in 10m: " and the latest reason.
+func failed(e Ending, d string) string {
+	var text string
+	switch {
+	case e.Count > 1:
+		text = "failed " + strconv.Itoa(e.Count) + " times in " + watchdog.HumanDuration(e.Window)
+	case e.Died:
+		return "died without ending after " + d + " (pid " + strconv.FormatInt(e.PID, 10) + " gone)"
+	default:
+		text = "failed after " + d
+	}
+	if reason := oneLine(e.Reason); reason != "" {
+		text += ": " + reason
+	}
+	return text
+}

@@ -1,0 +1,54 @@
+package pushtext
+
+import (
+	"testing"
+	"time"
+
+	"lavender/kmsg"
+	"lavender/watchdog"
+)
+
+// TestKernelTexts pins the words of every GPU and disk push.
+func TestKernelTexts(t *testing.T) {
+	xid := func(n int, pid int, name, phase string, byPID bool) watchdog.Alert {
+		return watchdog.Alert{Rule: watchdog.KernelRuleGPU, Status: watchdog.Firing, Fault: watchdog.KernelFault{
+			Fault: kmsg.Fault{Kind: kmsg.Xid, GPU: "0000:3b:00", Xid: n, PID: pid, Name: name, Message: "A future Xid\x1b[31m the catalog does not know, with a long tail of driver words after it"},
+			Phase: phase, ByPID: byPID}}
+	}
+	disk := func(kind kmsg.StorageKind, phase string) watchdog.Alert {
+		return watchdog.Alert{Rule: watchdog.KernelRuleDisk, Status: watchdog.Firing, Fault: watchdog.KernelFault{
+			Fault: kmsg.Fault{Kind: kmsg.Storage, Device: "nvme1n1p1", Storage: kind}, Phase: phase}}
+	}
+	mig := xid(94, 4242, "python3", "Pretrain 1/3", true)
+	mig.Fault.GPU, mig.Fault.Instance = "0000:86:00", "GPU-I:02"
+	repeated := xid(13, 4242, "python3", "Pretrain 1/3", true)
+	repeated.Status, repeated.Repeats, repeated.Window = watchdog.Reminder, 41, 10*time.Minute
+	lost := watchdog.Alert{Rule: watchdog.KernelRuleGPU, Fault: watchdog.KernelFault{Fault: kmsg.Fault{Kind: kmsg.FallenOffBus, GPU: "0000:18:00"}}}
+	xid154 := xid(154, 0, "", "", false)
+	xid154.Fault.Message = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+	storm := disk(kmsg.IOError, "Pretrain 1/3")
+	storm.Fault.Device, storm.Repeats, storm.Window = "sda", 1, 3*time.Minute
+	for _, tc := range []struct {
+		a             watchdog.Alert
+		body, subject string
+	}{
+		{xid(79, 4242, "python3", "Pretrain 1/3", true),
+			`GPU 0000:3b:00 Xid 79: fallen off the bus — reboot the host; phase "Pretrain 1/3" (python3, pid 4242) was using it`, "gpu 0000:3b:00 xid 79"},
+		{mig, `GPU 0000:86:00 (GPU-I:02) Xid 94: contained memory error — restart the training; phase "Pretrain 1/3" (python3, pid 4242) was using it`, "gpu 0000:86:00 xid 94"},
+		{xid(48, 0, "", "Finetune", false), `GPU 0000:3b:00 Xid 48: double-bit ECC error — reset the GPU (nvidia-smi -r); phase "Finetune" was running`, "gpu 0000:3b:00 xid 48"},
+		{xid(31, 777, "pt_main_thread", "", false), `GPU 0000:3b:00 Xid 31: GPU memory page fault — restart the training; pt_main_thread (pid 777) was using it`, "gpu 0000:3b:00 xid 31"},
+		{xid(201, 0, "", "", false), `GPU 0000:3b:00 Xid 201 (not in lavender's Xid catalog): A future Xid [31m the catalog does not know, with a long tail of driver words…`, "gpu 0000:3b:00 xid 201"},
+		{xid154, `GPU 0000:3b:00 Xid 154: recovery action changed — reset the GPU (nvidia-smi -r)`, "gpu 0000:3b:00 xid 154"},
+		{repeated, `GPU 0000:3b:00 Xid 13 again 41 times in 10m: graphics engine exception — restart the training; phase "Pretrain 1/3" (python3, pid 4242) was using it`, "gpu 0000:3b:00 xid 13 ×41"},
+		{lost, `GPU 0000:18:00: fallen off the bus — reboot the host`, "gpu 0000:18:00"},
+		{disk(kmsg.ReadOnly, ""), `disk nvme1n1p1 remounted read-only — checkpoints will fail`, "disk nvme1n1p1 read_only"},
+		{disk(kmsg.Shutdown, "Pretrain 1/3"), `disk nvme1n1p1 filesystem shut down — checkpoints will fail; phase "Pretrain 1/3" was running`, "disk nvme1n1p1 shutdown"},
+		{disk(kmsg.NVMeDown, ""), `disk nvme1n1p1 NVMe controller is down — checkpoints will fail`, "disk nvme1n1p1 nvme_down"},
+		{storm, `disk sda I/O error again in 3m — checkpoints may fail; phase "Pretrain 1/3" was running`, "disk sda io_error ×1"},
+	} {
+		got := Alert(tc.a)
+		if got.Body != tc.body || got.Subject != tc.subject {
+			t.Errorf("got  %q / %q\nwant %q / %q", got.Body, got.Subject, tc.body, tc.subject)
+		}
+	}
+}

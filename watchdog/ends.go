@@ -1,0 +1,175 @@
+package watchdog
+
+import (
+	"slices"
+	"time"
+)
+
+// PhaseEnd is one end of one phase, as the exporter recorded it. Ends are
+// events: every one is pushed, even when the phase runs again by the next
+// poll.
+type PhaseEnd struct {
+	// Seq numbers the ends in the order they came; a rule pushes those
+	// above the highest it has seen.
+	Seq     uint64
+	Phase   string
+	Status  PhaseStatus // PhaseOK or PhaseFailed
+	Reason  string
+	Started time.Time
+	Ended   time.Time
+	// Died is set when the server ended the phase: its process (PID) was
+	// gone and no end had come.
+	Died bool
+	PID  int64
+}
+
+// Duration is how long the phase ran.
+func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 0) }
+
+// PhaseEndRule pushes for every end of a phase with its status: "failed"
+// for PhaseFailed, "done" for PhaseOK. Ends from before the first sample
+// are not news and never push. A push that reached no target is retried
+// with a backoff until one does.
+//
+// With a window (the failed rule's is --watchdog.repeat), a phase that
+// fails again soon after a push is not pushed at every failure: the
+// failures within the window are counted, and when it closes one push says
+// "failed 3 times in 10m" with the latest reason; a new window opens with
+// that push, so a crash loop pushes once per window. Failures that arrive
+// in one poll for a quiet phase push at once, counted together.
+type PhaseEndRule struct {
+	name          string
+	status        PhaseStatus
+	repeat, retry time.Duration
+	window        time.Duration // 0: every end pushes on its own
+
+	baselined bool
+	lastSeq   uint64
+	bursts    map[string]*burst // by phase: failures since its last push
+	pending   []Alert           // pushes not yet delivered
+	retryAt   time.Time
+	backoff   time.Duration
+}
+
+// burst is one phase's window of repeated failures.
+type burst struct {
+	since, until time.Time
+	count        int // ends within the window, the opening one included
+	held         int // ends not pushed yet
+	last         PhaseEnd
+}
+
+// Name is "failed" or "done".
+func (r *PhaseEndRule) Name() string { return r.name }
+
+// Observe pushes for the ends with the rule's status since the last sample.
+func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
+	if !r.baselined {
+		r.baselined = true
+		for _, e := range s.Ends {
+			r.lastSeq = max(r.lastSeq, e.Seq)
+		}
+		return nil
+	}
+	var order []string
+	fresh := map[string][]PhaseEnd{}
+	for _, e := range s.Ends {
+		if e.Seq <= r.lastSeq {
+			continue
+		}
+		r.lastSeq = e.Seq
+		if e.Status != r.status {
+			continue
+		}
+		if _, ok := fresh[e.Phase]; !ok {
+			order = append(order, e.Phase)
+		}
+		fresh[e.Phase] = append(fresh[e.Phase], e)
+	}
+	var out []Alert
+	for _, name := range order {
+		out = append(out, r.ended(name, fresh[name], s, now)...)
+	}
+	out = append(out, r.closeWindows(s, now)...)
+	if len(out) > 0 {
+		r.pending = append(r.pending, out...)
+		return out
+	}
+	if len(r.pending) > 0 && !now.Before(r.retryAt) {
+		return slices.Clone(r.pending)
+	}
+	return nil
+}
+
+// ended takes the new ends of one phase: a push at once, unless a window
+// of this phase is open, which counts them instead.
+func (r *PhaseEndRule) ended(name string, ends []PhaseEnd, s Sample, now time.Time) []Alert {
+	last := ends[len(ends)-1]
+	if r.window <= 0 {
+		var out []Alert
+		for _, e := range ends {
+			out = append(out, Alert{Rule: r.name, Status: Firing, Began: e.Ended, At: now, Sample: s, Phase: name, End: e, Ends: 1})
+		}
+		return out
+	}
+	if b := r.bursts[name]; b != nil && now.Before(b.until) {
+		b.count += len(ends)
+		b.held += len(ends)
+		b.last = last
+		return nil
+	}
+	if r.bursts == nil {
+		r.bursts = map[string]*burst{}
+	}
+	b := &burst{since: ends[0].Ended, until: now.Add(r.window), count: len(ends), last: last}
+	r.bursts[name] = b
+	return []Alert{{Rule: r.name, Status: Firing, Began: b.since, At: now, Sample: s, Phase: name, End: last, Ends: len(ends)}}
+}
+
+// closeWindows pushes the count of every window that closed with failures
+// in it, and opens the next; a window that closed quiet is forgotten.
+func (r *PhaseEndRule) closeWindows(s Sample, now time.Time) []Alert {
+	var out []Alert
+	for name, b := range r.bursts {
+		if now.Before(b.until) {
+			continue
+		}
+		if b.held == 0 {
+			delete(r.bursts, name)
+			continue
+		}
+		out = append(out, Alert{Rule: r.name, Status: Firing, Began: b.since, At: now, Sample: s, Phase: name, End: b.last, Ends: b.count})
+		*b = burst{since: now, until: now.Add(r.window), last: b.last}
+	}
+	slices.SortFunc(out, func(a, b Alert) int { return a.End.Ended.Compare(b.End.Ended) })
+	return out
+}
+
+// Pushed forgets a delivered push, or schedules a retry of what is pending.
+func (r *PhaseEndRule) Pushed(a Alert, delivered bool, now time.Time) {
+	i := slices.IndexFunc(r.pending, func(p Alert) bool {
+		return p.Phase == a.Phase && p.Began.Equal(a.Began) && p.End.Seq == a.End.Seq
+	})
+	if i < 0 {
+		return
+	}
+	if delivered {
+		r.pending = slices.Delete(r.pending, i, i+1)
+		if len(r.pending) == 0 {
+			r.retryAt, r.backoff = time.Time{}, 0
+		}
+		return
+	}
+	r.backoff = nextBackoff(r.backoff, r.retry, r.repeat)
+	r.retryAt = now.Add(r.backoff)
+}
+
+// State: armed unless a push waits for a target; Since is when the first
+// waiting end came.
+func (r *PhaseEndRule) State() RuleState {
+	st := RuleState{Name: r.name, Armed: len(r.pending) == 0}
+	if len(r.pending) > 0 {
+		st.Since = r.pending[0].Began
+	}
+	return st
+}

@@ -1,0 +1,162 @@
+package watchdog
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"lavender/kmsg"
+)
+
+func kernelRules(t *testing.T, repeat time.Duration) (gpu, disk *KernelRule) {
+	t.Helper()
+	rules, err := NewKernelRules(KernelConfig{Repeat: repeat, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules[0].(*KernelRule), rules[1].(*KernelRule)
+}
+
+func xid79(usec uint64) KernelFault {
+	return KernelFault{Fault: kmsg.Fault{Kind: kmsg.Xid, GPU: "0000:3b:00", Xid: 79, PID: 4242, Name: "python3", Usec: usec},
+		Phase: "Pretrain 1/3", ByPID: true}
+}
+
+// TestKernelRuleFoldsRepeats: the first record pushes at once; repeats in
+// the window are one push at its end that counts them; a window without
+// repeats ends the incident, and the next record pushes at once again.
+func TestKernelRuleFoldsRepeats(t *testing.T) {
+	gpu, disk := kernelRules(t, 10*time.Minute)
+	now := t0
+	got := gpu.Fault(xid79(1), now)
+	if len(got) != 1 || got[0].Status != Firing || got[0].Rule != "gpu" || got[0].Fault.Xid != 79 || got[0].Phase != "Pretrain 1/3" {
+		t.Fatalf("first record: %+v", got)
+	}
+	if disk.Fault(xid79(1), now) != nil {
+		t.Error("the disk rule took a GPU fault")
+	}
+	gpu.Pushed(got[0], true, now)
+	for i := range 41 {
+		if a := gpu.Fault(xid79(uint64(10_000_000+i)), now.Add(time.Duration(i)*time.Second)); a != nil {
+			t.Fatalf("repeat %d pushed: %+v", i, a)
+		}
+	}
+	// Another Xid on the same GPU is a fault of its own.
+	other := xid79(2)
+	other.Xid = 48
+	if a := gpu.Fault(other, now.Add(time.Minute)); len(a) != 1 {
+		t.Fatalf("Xid 48 after 79: %+v", a)
+	}
+	gpu.Pushed(Alert{Rule: "gpu", Fault: other, Began: now.Add(time.Minute)}, true, now.Add(time.Minute))
+	if a := gpu.Observe(Sample{}, now.Add(9*time.Minute)); a != nil {
+		t.Fatalf("pushed before the window ended: %+v", a)
+	}
+	end := now.Add(10 * time.Minute)
+	a := gpu.Observe(Sample{}, end)
+	if len(a) != 1 || a[0].Status != Reminder || a[0].Repeats != 41 || a[0].Window != 10*time.Minute || a[0].Fault.Xid != 79 {
+		t.Fatalf("end of the window: %+v", a)
+	}
+	gpu.Pushed(a[0], true, end)
+	// The next window has no repeats: it ends quietly, and so does the
+	// incident.
+	if a := gpu.Observe(Sample{}, end.Add(10*time.Minute)); a != nil {
+		t.Fatalf("a window without repeats pushed: %+v", a)
+	}
+	if a := gpu.Fault(xid79(99_000_000), end.Add(11*time.Minute)); len(a) != 1 || a[0].Status != Firing {
+		t.Fatalf("after the incident: %+v", a)
+	}
+}
+
+// TestKernelRuleEcho: the driver's "GPU has fallen off the bus" right after
+// Xid 79 is the same report, neither a push nor a repeat.
+func TestKernelRuleEcho(t *testing.T) {
+	gpu, _ := kernelRules(t, 10*time.Minute)
+	a := gpu.Fault(xid79(5_000_000), t0)
+	gpu.Pushed(a[0], true, t0)
+	echo := KernelFault{Fault: kmsg.Fault{Kind: kmsg.FallenOffBus, GPU: "0000:3b:00", Usec: 5_000_010}}
+	if got := gpu.Fault(echo, t0); got != nil {
+		t.Fatalf("echo pushed: %+v", got)
+	}
+	if got := gpu.Observe(Sample{}, t0.Add(10*time.Minute)); got != nil {
+		t.Errorf("echo counted as a repeat: %+v", got)
+	}
+}
+
+// TestKernelRuleRetries: a push no target took is retried with a backoff,
+// carrying the repeats that came meanwhile.
+func TestKernelRuleRetries(t *testing.T) {
+	_, disk := kernelRules(t, 10*time.Minute)
+	ro := KernelFault{Fault: kmsg.Fault{Kind: kmsg.Storage, Device: "nvme1n1p1", Storage: kmsg.ReadOnly}}
+	a := disk.Fault(ro, t0)
+	if len(a) != 1 {
+		t.Fatalf("read-only: %+v", a)
+	}
+	disk.Pushed(a[0], false, t0)
+	disk.Fault(ro, t0.Add(time.Second))
+	if got := disk.Observe(Sample{}, t0.Add(4*time.Second)); got != nil {
+		t.Fatalf("retried before the backoff: %+v", got)
+	}
+	got := disk.Observe(Sample{}, t0.Add(5*time.Second))
+	if len(got) != 1 || got[0].Status != Firing || got[0].Repeats != 1 {
+		t.Fatalf("retry: %+v", got)
+	}
+	if st := disk.State(); st.Armed || !st.Since.Equal(t0) {
+		t.Errorf("state while retrying: %+v", st)
+	}
+}
+
+// TestKernelRuleBounded: a log naming endless devices keeps at most
+// maxIncidents of them.
+func TestKernelRuleBounded(t *testing.T) {
+	_, disk := kernelRules(t, 10*time.Minute)
+	for i := range 3 * maxIncidents {
+		disk.Fault(KernelFault{Fault: kmsg.Fault{Kind: kmsg.Storage, Device: "sd" + string(rune('a'+i%26)) + string(rune('0'+i/26%10)) + string(rune('0'+i/260)), Storage: kmsg.IOError}}, t0.Add(time.Duration(i)))
+	}
+	if n := len(disk.incidents); n > maxIncidents {
+		t.Errorf("%d incidents kept", n)
+	}
+}
+
+// chanPusher hands every push to a channel.
+type chanPusher struct {
+	pushes chan []Alert
+}
+
+func (p *chanPusher) Push(_ context.Context, alerts []Alert) (int, int) {
+	p.pushes <- alerts
+	return 1, 0
+}
+
+// TestFaultsPushWithoutAPoll: a fault handed to Faults pushes from the
+// event goroutine while the poll interval is an hour away.
+func TestFaultsPushWithoutAPoll(t *testing.T) {
+	rules, err := NewRules(RuleFlags{Interval: time.Hour, Threshold: 0.5, Hysteresis: 0.05, Repeat: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &chanPusher{pushes: make(chan []Alert, 8)}
+	wd, err := New(Config{Interval: time.Hour, Rules: rules, Push: p, Logger: slog.New(slog.DiscardHandler),
+		Read: func(context.Context) (Sample, error) { return Sample{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { wd.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	wd.Faults([]KernelFault{xid79(1), xid79(2), {Fault: kmsg.Fault{Kind: kmsg.Storage, Device: "nvme1n1p1", Storage: kmsg.ReadOnly}}})
+	select {
+	case got := <-p.pushes:
+		if len(got) != 2 || got[0].Rule != "gpu" || got[1].Rule != "disk" {
+			t.Fatalf("push: %+v", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no push without a poll")
+	}
+	for _, st := range wd.State() {
+		if (st.Name == "gpu" || st.Name == "disk") && st.Armed {
+			t.Errorf("%s armed after its push", st.Name)
+		}
+	}
+}

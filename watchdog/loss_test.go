@@ -1,0 +1,77 @@
+package watchdog
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func withLoss(p PhaseState, loss float64) PhaseState {
+	p.HasLoss, p.Loss = true, loss
+	return p
+}
+
+func withEval(p PhaseState, step, total int64, movedAt time.Duration) PhaseState {
+	p.HasEval, p.EvalStep, p.EvalTotal, p.EvalProgressAt = true, step, total, at(movedAt)
+	return p
+}
+
+// The loss rule pushes once per run of a phase when its loss turns NaN or
+// infinite, whatever it does next; a run already over at the first sample
+// is old news.
+func TestPhaseLossRule(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleLoss)
+	nan, inf := math.NaN(), math.Inf(1)
+	train := func(last time.Duration, step int64, loss float64) PhaseState {
+		return withLoss(withStep(active("Pretrain 1/3", 0, last), step, 5000, last), loss)
+	}
+	old := withLoss(ended("Old", PhaseOK, -2*h, -h), nan)
+	runPhaseScript(t, r, []phaseStep{
+		{0, []PhaseState{old, train(0, 0, 2.5)}, false, nil, "a finite loss; an old run's NaN is not news"},
+		{10 * m, []PhaseState{old, train(10*m, 1200, nan)}, false,
+			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is NaN at step 1200/5000 — training diverged`}, "NaN"},
+		{11 * m, []PhaseState{old, train(11*m, 1210, nan)}, false, nil, "still NaN: once"},
+		{12 * m, []PhaseState{old, train(12*m, 1220, 2.0)}, false, nil, "finite again"},
+		{13 * m, []PhaseState{old, train(13*m, 1230, inf)}, false, nil, "non-finite again in the same run: still once"},
+		{2 * h, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, true,
+			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is -Inf at step 5/5000 — training diverged`}, "a new run diverges; no target takes it"},
+		{2*h + 2*time.Second, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false, nil, "backoff"},
+		{2*h + 5*time.Second, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false,
+			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is -Inf at step 5/5000 — training diverged`}, "retried, delivered"},
+		{3 * h, []PhaseState{old, withLoss(ended("Finetune", PhaseOK, 2*h+h/2, 3*h), inf)}, false,
+			[]string{`firing: [lavender-2] phase "Finetune" loss is +Inf — training diverged`}, "a short run that ended with an infinite loss"},
+	})
+}
+
+// An evaluation's progress is movement: a slow evaluation between two steps
+// is not a stall, a hung one is, and the push says where it hung.
+func TestPhaseStallWithEvaluation(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
+	evaluating := func(now time.Duration, evalStep int64, evalAt time.Duration) []PhaseState {
+		return []PhaseState{withEval(withStep(active("Finetune", 0, now), 1200, 5000, 0), evalStep, 200, evalAt)}
+	}
+	runPhaseScript(t, r, []phaseStep{
+		{12 * m, evaluating(12*m, 150, 11*m), false, nil, "a 12-minute evaluation that moves"},
+		{25 * m, evaluating(25*m, 199, 24*m), false, nil, "still moving"},
+		{35 * m, evaluating(35*m, 199, 24*m), false,
+			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 1200/5000, eval 199/200 for 11m`}, "the evaluation hung"},
+	})
+}
+
+// A phase that told its total and no step yet is at step 0 since its
+// start: a hang before the first step stalls, as a phase with step 0 does.
+// One that tells no total and no step can stall only by silence.
+func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, PhaseRuleStalled)
+	total := active("Total only", 0, 0)
+	total.Total = 5000
+	pinged := func(p PhaseState, last time.Duration) PhaseState { p.LastHeartbeat = at(last); return p }
+	runPhaseScript(t, r, []phaseStep{
+		{50 * time.Second, []PhaseState{pinged(total, 50*time.Second), withStep(active("Step 0", 0, 50*time.Second), 0, 5000, 0),
+			active("Shell", 0, 50*time.Second)}, false, nil, "pinging, under a minute"},
+		{65 * time.Second, []PhaseState{pinged(total, 60*time.Second), withStep(active("Step 0", 0, 60*time.Second), 0, 5000, 0),
+			active("Shell", 0, 60*time.Second)}, false, []string{
+			`firing: [lavender-2] phase "Total only" stalled: step 0/5000 for 1m`,
+			`firing: [lavender-2] phase "Step 0" stalled: step 0/5000 for 1m`}, "a hang before the first step stalls; the shell phase does not"},
+	})
+}
