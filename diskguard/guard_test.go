@@ -258,9 +258,11 @@ func TestSaveSizeLearnedFromJumps(t *testing.T) {
 			t.Fatalf("logs growing learned a save of %d", f.SaveBytes)
 		}
 	}
-	// A 24 GiB save over three polls, a pause of two polls inside it.
-	step(0)
-	step(0)
+	// A 24 GiB save over three polls, a pause of two polls inside it,
+	// after the logs have been quiet for a while.
+	for range quietPolls {
+		step(0)
+	}
 	step(10 * gib)
 	step(0)
 	step(0)
@@ -289,6 +291,23 @@ func TestSaveSizeLearnedFromJumps(t *testing.T) {
 	}
 	if f := step(0); f.SaveBytes != 12*gib {
 		t.Fatalf("after three 12 GiB saves: %d, want 12 GiB", f.SaveBytes)
+	}
+}
+
+// TestSaveThatStartedBeforeThePoll: a save whose first bytes, under the
+// jump size, landed a poll or two before its jump counts from before them.
+func TestSaveThatStartedBeforeThePoll(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data"}})
+	r.fs.set("/data", disk(1, 64*mib, 0))
+	used := uint64(0)
+	for _, add := range []uint64{0, 0, 0, 300 << 10, 400 << 10, 24*mib - 700<<10, 0, 0, 0} {
+		used += add
+		r.fs.setUsed("/data", used)
+		r.clock.Advance(5 * time.Second)
+		r.poll()
+	}
+	if f := r.only(r.poll()); f.SaveBytes != 24*mib {
+		t.Errorf("save %d, want 24 MiB", f.SaveBytes)
 	}
 }
 

@@ -26,7 +26,7 @@ type tracker struct {
 	lastSeen time.Time
 	have     bool
 	lastUsed uint64
-	prevUsed uint64 // the reading before lastUsed
+	recent   []uint64 // the last quietPolls+1 readings, newest last
 
 	inBurst   bool
 	burstBase uint64 // used bytes before the burst
@@ -62,9 +62,10 @@ func (t *tracker) observe(st Stat, now time.Time, window time.Duration) {
 		switch {
 		case used >= t.lastUsed+minJump(st.Size):
 			if !t.inBurst {
-				// A save that began just before the last poll already shows
-				// in it, under the jump size: the one before is its base.
-				t.inBurst, t.burstBase, t.burstPeak = true, min(t.lastUsed, t.prevUsed), used
+				// A save that began a poll or two before its first jump
+				// (a writer slow to get going) already shows in them, under
+				// the jump size: its base is the least of the last few.
+				t.inBurst, t.burstBase, t.burstPeak = true, slices.Min(t.recent), used
 			}
 			t.burstPeak, t.quiet, t.lastJump = max(t.burstPeak, used), 0, now
 		case t.inBurst:
@@ -75,10 +76,9 @@ func (t *tracker) observe(st Stat, now time.Time, window time.Duration) {
 			}
 		}
 	}
-	if !t.have {
-		t.prevUsed = used
-	} else {
-		t.prevUsed = t.lastUsed
+	t.recent = append(t.recent, used)
+	if len(t.recent) > quietPolls+1 {
+		t.recent = t.recent[1:]
 	}
 	t.have, t.lastUsed, t.lastSeen = true, used, now
 

@@ -54,7 +54,11 @@ func TestServeDiskTwoSavesOnATmpfs(t *testing.T) {
 		t.Fatalf("lavender_disk_size_bytes = %v at ready, want 64 MiB", got)
 	}
 	save(1)
-	if !testkit.Poll(20*time.Second, func() bool { return r.diskMetric("lavender_disk_save_bytes", dir) == 24*mib }) {
+	// A poll may catch the write's first bytes before the jump shows; the
+	// guard looks back a few polls for its base, but a writer held off the
+	// CPU for longer leaves a little out.
+	learned := func() bool { v := r.diskMetric("lavender_disk_save_bytes", dir); return v >= 23*mib && v <= 24*mib }
+	if !testkit.Poll(20*time.Second, learned) {
 		t.Fatalf("the guard learned a save of %v bytes, want 24 MiB", r.diskMetric("lavender_disk_save_bytes", dir))
 	}
 	r.waitPolls(3)
