@@ -44,8 +44,8 @@ func stuckPhaseAlert(name string, step, total int64, lasted time.Duration) watch
 			LastHeartbeat: pushedAt.Add(-30 * time.Second), HasStep: true, Step: step, Total: total, ProgressAt: moved}}}}
 }
 
-// TestPushPhaseTexts: every phase text of issue 17, through the real
-// sender, a Bark-compatible server and the run log.
+// TestPushPhaseTexts: every phase text (failed, stalled, step stalled,
+// done), through the real sender, a Bark-compatible server and the run log.
 func TestPushPhaseTexts(t *testing.T) {
 	long := strings.Repeat("Pretrain on the full corpus ", 2) + "1/3" // 59 bytes: the line must shorten it
 	tests := []struct {

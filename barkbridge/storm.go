@@ -262,33 +262,6 @@ func (l *stormLimiter) Due(now time.Time) []stormSummary {
 	return out
 }
 
-// NextDue is the earliest time a summary will be due, for a caller that
-// sets a timer rather than polling; ok is false when nothing is held. A
-// summary that is due already gives the zero time.
-func (l *stormLimiter) NextDue() (at time.Time, ok bool) {
-	if l == nil {
-		return time.Time{}, false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, st := range l.targets {
-		if st.heldTotal == 0 {
-			continue
-		}
-		// Held alerts mean the window was full: a slot frees when the
-		// oldest push in it turns a window old. If one freed already
-		// (an Allow pruned it), the summary is due now: the zero time.
-		var t time.Time
-		if len(st.sent) >= l.max {
-			t = st.sent[len(st.sent)-l.max].Add(l.window)
-		}
-		if !ok || t.Before(at) {
-			at, ok = t, true
-		}
-	}
-	return at, ok
-}
-
 // run calls Due every tick until ctx ends and sends what it returns. send
 // is called from run's goroutine only, one summary at a time.
 func (l *stormLimiter) run(ctx context.Context, tick time.Duration, now func() time.Time, send func(context.Context, stormSummary)) {

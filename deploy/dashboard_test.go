@@ -182,7 +182,7 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	// The panels issue 6 asks for, each identified by the series it must
+	// The panels docs/prometheus.md lists, each identified by the series it must
 	// show and the panel type that shows it.
 	required := []struct {
 		title, typ string

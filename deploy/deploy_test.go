@@ -159,10 +159,11 @@ func runTool(t *testing.T, dir, name string, args ...string) string {
 	return string(out)
 }
 
-// exportedMetrics are the series lavender exposes (issues 3 and 4), plus
-// Prometheus's own. Every PromQL expression in alerts.yml and the dashboard
-// may use only these, so a misspelt metric name fails here instead of
-// leaving a panel or an alert silently empty.
+// exportedMetrics are the series lavender exposes (swap, pressure, OOM
+// kills, phases, the bridge's), plus Prometheus's own. Every PromQL
+// expression in alerts.yml and the dashboard may use only these, so a
+// misspelt metric name fails here instead of leaving a panel or an alert
+// silently empty.
 var exportedMetrics = map[string]bool{
 	"lavender_swap_total_bytes":                       true,
 	"lavender_swap_used_bytes":                        true,

@@ -79,7 +79,7 @@ func needAlertmanager(t *testing.T) string {
 }
 
 const (
-	// e2eWant54 is issue 6's message for 54 % of 32 GiB, as the predecessor
+	// e2eWant54 is the swap push for 54 % of 32 GiB, as the predecessor
 	// wrote it; the test also derives it from the figures it writes.
 	e2eWant54 = "[lavender-2] swap 54% full (17.3/32.0 GB) — consider intervening"
 	// e2ePushBudget is how long the chain may take from lavender's start to
@@ -119,7 +119,7 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth, sendResol
 	want := fmt.Sprintf("[lavender-2] swap %d%% full (%.1f/%.1f GB) — consider intervening",
 		int(math.Round(high.Ratio()*100)), float64(high.UsedBytes())/(1<<30), float64(high.TotalBytes())/(1<<30))
 	if want != e2eWant54 {
-		t.Fatalf("fake meminfo gives %q, want the issue's %q: fix the test's figures", want, e2eWant54)
+		t.Fatalf("fake meminfo gives %q, want the predecessor's %q: fix the test's figures", want, e2eWant54)
 	}
 
 	c.bark = barktest.New(t)

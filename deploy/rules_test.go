@@ -174,7 +174,7 @@ func TestRenderPrometheusRuleKeepsRules(t *testing.T) {
 	}
 }
 
-// TestAlertsShape checks what issue 6 asks of each alert and what barkbridge
+// TestAlertsShape checks what the docs promise of each alert and what barkbridge
 // relies on; promtool's unit tests (alerts_test.yml) check the behaviour.
 func TestAlertsShape(t *testing.T) {
 	f := loadAlerts(t)

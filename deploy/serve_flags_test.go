@@ -125,7 +125,7 @@ func covers(allow []netip.Prefix, p netip.Prefix) bool {
 }
 
 // TestDeployWriteAllow: lavender takes writes from its own host only unless
-// told otherwise (issue 13.3), so each deploy flavour must allow the
+// told otherwise, so each deploy flavour must allow the
 // networks its writers come from: in compose, Alertmanager and the host's
 // training code on the compose network (the host arrives through the
 // network's gateway); in Kubernetes, Alertmanager's and the training pods'

@@ -156,7 +156,7 @@ func TestAPIBadRequests(t *testing.T) {
 
 // Lavender's own bodies are read strictly: a misspelt, case-variant or
 // repeated key, or a lone surrogate, is a 400 that names the problem and
-// changes nothing (issues 14.6 and 14.7). encoding/json would ignore the
+// changes nothing, so a typo never passes. encoding/json would ignore the
 // typo, match "Event" to event with the last key winning, and turn \ud800
 // into U+FFFD.
 func TestAPIStrictJSON(t *testing.T) {

@@ -146,7 +146,7 @@ func TestEndLineKeepsItsMark(t *testing.T) {
 		}
 	}
 
-	// And through the run log, as the issue saw it.
+	// And through the run log, as a user reads it.
 	env := newTestEnv(t)
 	env.beat(long, EventStart, "")
 	env.clock.Advance(3 * time.Second)

@@ -157,7 +157,7 @@ func equalLines(a, b []string) bool {
 	return strings.Join(a, " ") == strings.Join(b, " ")
 }
 
-// TestWrapperSignalsReachTheCommandOnce (issue 13.12): the command sees
+// TestWrapperSignalsReachTheCommandOnce: the command sees
 // exactly one SIGINT per Ctrl-C, and exactly one SIGTERM per
 // `kill -TERM <wrapper>` and per `kill -TERM -<pgid>`. Before, the command
 // shared the wrapper's process group: the terminal's SIGINT and a group's

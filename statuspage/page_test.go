@@ -449,7 +449,8 @@ func TestPageStates(t *testing.T) {
 			}
 		}
 		// A known path with a wrong method is 405 with Allow; a path that
-		// does not exist is 404 whatever the method (issue 14.5).
+		// does not exist is 404 whatever the method, never a 405 that
+		// would suggest it exists.
 		for _, tc := range []struct {
 			path  string
 			code  int

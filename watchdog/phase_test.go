@@ -34,7 +34,7 @@ func TestHumanDuration(t *testing.T) {
 
 // pushText is the push the bridge's formatter makes of a phase alert, from
 // the fields it is documented to use: a test that those fields suffice for
-// the texts.
+// the documented texts.
 func pushText(a Alert) string {
 	switch a.Rule {
 	case PhaseRuleFailed:

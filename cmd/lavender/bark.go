@@ -40,8 +40,8 @@ func (c *BarkSendCmd) send(ctx context.Context, g *Globals) error {
 	case !c.Test && msg == "":
 		return errors.New("bark send: the message is empty (or use --test)")
 	}
-	if c.BarkTimeout <= 0 {
-		return fmt.Errorf("--bark.timeout must be positive, not %s", c.BarkTimeout)
+	if err := c.validateTimeout(); err != nil {
+		return err
 	}
 	res, err := bark.LoadTargets(c.BarkConfigDir)
 	for _, w := range res.Warnings {

@@ -51,9 +51,17 @@ type barkFlags struct {
 // timeout: decoding, the run log, and writing the answer.
 const webhookMargin = 2 * time.Second
 
-func (f *barkFlags) validateBark() error {
+// validateTimeout checks --bark.timeout, for every command that pushes.
+func (f *barkTargetFlags) validateTimeout() error {
 	if f.BarkTimeout <= 0 {
 		return fmt.Errorf("--bark.timeout must be positive, not %s", f.BarkTimeout)
+	}
+	return nil
+}
+
+func (f *barkFlags) validateBark() error {
+	if err := f.validateTimeout(); err != nil {
+		return err
 	}
 	if f.BarkTimeout+webhookMargin > writeTimeout {
 		return fmt.Errorf("--bark.timeout %s leaves no room under the server's %s write timeout; use at most %s",

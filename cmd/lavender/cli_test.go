@@ -9,7 +9,7 @@ import (
 	"lavender/internal/barktest"
 )
 
-// TestFlagErrorsNameTheFlag (issue 14.12): a bad flag value is reported by
+// TestFlagErrorsNameTheFlag: a bad flag value is reported by
 // the flag's name, never by the internal package that would reject it
 // (`barkbridge: watchdog threshold 1.5 …`, `exporter: run-log max bytes …`).
 func TestFlagErrorsNameTheFlag(t *testing.T) {
@@ -42,7 +42,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 
 // TestPhaseErrorWithoutBody: an exporter (or a proxy in front of it) that
 // answers an error with an empty body gives a message without a dangling
-// colon (issue 14.12: `exporter answered 404 Not Found: `).
+// colon (not `exporter answered 404 Not Found: `).
 func TestPhaseErrorWithoutBody(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
@@ -54,7 +54,8 @@ func TestPhaseErrorWithoutBody(t *testing.T) {
 	}
 }
 
-// TestBarkCheckPlurals (issue 14.12): `1 Bark targets in 1 files` was wrong.
+// TestBarkCheckPlurals: one target in one file is `1 Bark target in 1 file`,
+// not `1 Bark targets in 1 files`.
 func TestBarkCheckPlurals(t *testing.T) {
 	for _, tc := range []struct {
 		files map[string]string
@@ -70,7 +71,7 @@ func TestBarkCheckPlurals(t *testing.T) {
 	}
 }
 
-// TestFlagsBelongToTheirCommands (issue 14.13): the phase commands' and
+// TestFlagsBelongToTheirCommands: the phase commands' and
 // runlog new's environment variables say what they belong to (a stray
 // LAVENDER_FAILED or LAVENDER_TIMEOUT in a training job's environment no
 // longer marks phases failed or changes timeouts), and commands list only

@@ -360,3 +360,43 @@ func TestDocsLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// issueCitationRE matches a comment or page that justifies something by an
+// internal issue number (the word, then a number), which a reader has no
+// way to look up.
+var issueCitationRE = regexp.MustCompile(`(?i)\bissues? #?[0-9]+`)
+
+// TestNoIssueNumberCitations: the code, the tests and the pages say the
+// behaviour they keep, never an issue number.
+func TestNoIssueNumberCitations(t *testing.T) {
+	err := filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != repoRoot && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".py", ".yml", ".yaml", ".sh":
+		default:
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if m := issueCitationRE.FindString(line); m != "" && !strings.Contains(line, "issueCitationRE") {
+				rel, _ := filepath.Rel(repoRoot, path)
+				t.Errorf("%s:%d cites %q; say the behaviour instead: %s", filepath.ToSlash(rel), i+1, m, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -125,7 +125,7 @@ func (c *loadCounts) String() string {
 		c.sent, strings.Join(parts, " "), c.errs, c.firstErr, pct(0.5), pct(0.99), pct(1))
 }
 
-// TestLoad is the issue's load run: 60 s of 200 webhooks/s, 50 scrapes/s
+// TestLoad is the load run docs/reliability.md reports: 60 s of 200 webhooks/s, 50 scrapes/s
 // and 20 heartbeats/s together against a real `lavender serve` process with
 // a healthy Bark stand-in. It shows no 5xx, flat RSS and goroutines, a run
 // log within its cap at every sample, and every push accounted for in the
@@ -296,7 +296,7 @@ func TestLoad(t *testing.T) {
 			t.Errorf("%s: %d transport errors, first: %s", name, c.errs, c.firstErr)
 		}
 	}
-	// The rates are what the issue asks for; a machine that cannot keep up
+	// The rates are the ones docs/reliability.md reports; a machine that cannot keep up
 	// is reported rather than failed (no timed assertions), but the run must
 	// have sent what it scheduled.
 	for name, want := range map[string]int{"webhooks": webhookRate, "scrapes": scrapeRate, "heartbeats": heartbeatRate} {

@@ -204,7 +204,7 @@ func TestServeStartsWhenLogsDirIsAFile(t *testing.T) {
 	}
 }
 
-// TestRunlogAcrossTimeZones runs the binary as the issue did: serve's run
+// TestRunlogAcrossTimeZones runs the binary as a user would: serve's run
 // made in UTC, `runlog new` in New York (a name that sorts earlier), then
 // `runlog append` from Tokyo goes to the new run, stamped in its zone.
 func TestRunlogAcrossTimeZones(t *testing.T) {

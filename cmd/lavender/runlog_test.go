@@ -122,8 +122,7 @@ func TestRunlogErrors(t *testing.T) {
 
 // TestVersion: `lavender version` and `lavender --version` (as Prometheus
 // tools accept it) print the same report, without lines the build left
-// empty (issue 14.11: "build user:" and "build date:" were blank and
-// "tags: unknown").
+// empty (no blank "build user:" or "build date:", no "tags: unknown").
 func TestVersion(t *testing.T) {
 	out, _, err := runCLI(t, "version")
 	if err != nil {
@@ -149,7 +148,7 @@ func TestVersion(t *testing.T) {
 }
 
 // TestBareCommandPrintsUsage: `lavender` alone lists the commands, one line
-// each, and exits 1 (issue 14.11; it printed only `expected one of …`).
+// each, and exits 1, rather than kong's bare `expected one of …`.
 func TestBareCommandPrintsUsage(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := runExiting(nil, &stdout, &stderr)

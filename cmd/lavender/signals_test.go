@@ -29,7 +29,7 @@ func initLinesAfter(trace, pkg string) int {
 	return -1
 }
 
-// TestSIGHUPDuringStart (issue 13.15) runs the real binary and sends SIGHUP
+// TestSIGHUPDuringStart runs the real binary and sends SIGHUP
 // every 200 µs from the moment os/signal is initialised (the first moment
 // any Go program can register for a signal) until serve is ready. Before
 // the fix, serve exited with status 129 in most tries: its reload handler

@@ -45,7 +45,8 @@ func checkRoutes(t *testing.T, base string, cases []routeCase) {
 }
 
 // TestUnknownPathIs404: a path that does not exist answers 404 whatever the
-// method; 405 (with Allow) is only for a known path (issue 14.5).
+// method; 405 (with Allow) is only for a known path, so it never suggests
+// that a path exists.
 func TestUnknownPathIs404(t *testing.T) {
 	t.Run("serve", func(t *testing.T) {
 		procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.1)})
@@ -97,7 +98,7 @@ func writeReq(t *testing.T, client *http.Client, base, path, body string, header
 	return resp.StatusCode, string(data)
 }
 
-// TestWritesFromOtherSitesAndHosts (issue 13.3): a web page the operator
+// TestWritesFromOtherSitesAndHosts: a web page the operator
 // opens cannot write (an Origin not the server's own, Sec-Fetch-Site:
 // cross-site, or a body not declared as JSON), and a peer off the box
 // cannot write without --web.write-allow or basic auth. Reads stay open.
