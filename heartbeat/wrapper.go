@@ -248,9 +248,7 @@ func startRequest(phase string, pid int, logger *slog.Logger) phaseapi.Heartbeat
 	} else {
 		logger.Debug("the exporter will not judge the command's pid", "err", err)
 	}
-	if wd, err := os.Getwd(); err == nil && strings.HasPrefix(wd, "/") {
-		req.Dirs = []string{wd}
-	}
+	req.Dirs = WorkDirs() // the command runs in the wrapper's directory
 	return req
 }
 
