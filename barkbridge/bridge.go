@@ -68,6 +68,10 @@ type Config struct {
 	// Hostname is the watchdog's host: its pushes' group and part of their
 	// ids. The commands pass os.Hostname; "" leaves the group out.
 	Hostname string
+	// StateFile is where the held alerts and the dedup memory are kept
+	// across a restart or a crash (the serving commands pass
+	// StateFileName in the logs dir); "": nothing is kept.
+	StateFile string
 
 	// Runlog locates the run logs; BARK lines go to whichever run is
 	// current when they are written (runlog.AppendCurrent).
@@ -151,6 +155,10 @@ type Bridge struct {
 	history   *pushHistory // what the status page shows
 	storm     *stormLimiter
 
+	state       bridgeState   // the state file
+	changes     atomic.Uint64 // changes of what the state file keeps
+	stateErrors throttle.Reporter
+
 	// loadMu serialises loads, so that a SIGHUP and a POST /-/reload at
 	// once cannot leave the older load's targets and series in place.
 	loadMu sync.Mutex
@@ -195,6 +203,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Bridge, e
 	if err := b.load(true); err != nil {
 		return nil, err
 	}
+	b.state.path = cfg.StateFile
+	b.restoreState()
 	return b, nil
 }
 
@@ -232,7 +242,10 @@ func (b *Bridge) load(initial bool) error {
 	b.notifiers = notifiers
 	b.mu.Unlock()
 	b.metrics.trackTargets(old, res.Targets)
-	b.storm.trackTargets(targetNames(res.Targets))
+	if dropped := b.storm.trackTargets(targetNames(res.Targets)); dropped > 0 {
+		b.logger.Warn("[bark] a reload removed targets that held alerts; their summary is dropped", "alerts", dropped)
+		b.changed()
+	}
 	b.history.keepOnly(res.Targets)
 	if err == nil {
 		b.metrics.reloadOK.Set(1)
@@ -365,6 +378,22 @@ func (b *Bridge) deliver(ctx context.Context, ds []*delivery) {
 	r.awaitConcurrentCopies()
 	b.logFailures(targets, r.slots)
 	r.tally(ds)
+	// A held alert is saved before anyone is told: one answered 200 must
+	// survive a crash. The dedup memory of a push is saved within a second
+	// (saveSoon): under a load of many webhooks a second, one save serves
+	// them all, and a crash can repeat a push of the last second at worst.
+	held, pushed := false, false
+	for _, d := range ds {
+		held, pushed = held || d.held > 0, pushed || d.ok > 0
+	}
+	switch {
+	case held:
+		b.changed()
+		b.saveState()
+	case pushed:
+		b.changed()
+		b.saveSoon()
+	}
 }
 
 // deliveryRun is one deliver call's state: a slot per delivery and target.
@@ -655,10 +684,26 @@ var errNoTargets = errors.New("no Bark targets configured")
 const stormTick = time.Second
 
 // Run sends storm control's summary pushes as they fall due, until ctx
-// ends. The serving commands run it beside the webhook; without it, held
-// alerts are counted but never summarised.
+// ends; alerts held before a restart whose minute is over go out at once.
+// The serving commands run it beside the webhook, and call Flush once it
+// has ended; without it, held alerts are counted but never summarised.
 func (b *Bridge) Run(ctx context.Context) {
+	b.sendDue(ctx, b.cfg.Now())
 	b.storm.run(ctx, stormTick, b.cfg.Now, b.sendSummary)
+}
+
+// Flush sends every held alert now, one summary per target, whatever the
+// window, all at once and within ctx: at a stop, held alerts have no later
+// minute to go out in. A summary that fails stays held in the state file,
+// for the next start. Call it once Run has ended and the webhook has
+// stopped taking requests.
+func (b *Bridge) Flush(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range b.storm.All(b.cfg.Now()) {
+		wg.Go(func() { b.sendSummary(ctx, s) })
+	}
+	wg.Wait()
+	b.saveState()
 }
 
 // sendDue sends the summaries due at now; Run does it every tick, and
@@ -672,6 +717,9 @@ func (b *Bridge) sendDue(ctx context.Context, now time.Time) {
 // sendSummary pushes one summary, "[lavender-2] 37 more alerts in the last
 // minute: SwapUsageHigh ×30, PhaseStalled ×7", to its target only, without
 // an id (it stands for many incidents) and with one BARK line.
+//
+// A summary no target accepted is held again, to go out with the next one
+// (or, at a stop, after the next start), so Bark being down loses nothing.
 func (b *Bridge) sendSummary(ctx context.Context, s stormSummary) {
 	d := &delivery{subject: s.Subject(), Push: bark.Push{Message: s.Text}, only: s.Target}
 	b.deliver(ctx, []*delivery{d})
@@ -679,4 +727,13 @@ func (b *Bridge) sendSummary(ctx context.Context, s stormSummary) {
 	if d.ok+d.failed > 0 {
 		b.history.event(d.event("storm", "summary", d.action(), b.cfg.Now()))
 	}
+	if d.ok == 0 {
+		if dropped := b.storm.requeue(s); dropped > 0 {
+			b.logger.Warn("[bark] summary not sent, and its target is no longer configured; its alerts are dropped", "target", s.Target, "alerts", dropped)
+		}
+	}
+	// Saved at once either way: a crash must neither lose the alerts of a
+	// failed summary nor send a sent one again.
+	b.changed()
+	b.saveState()
 }

@@ -64,6 +64,7 @@ type stormLimiter struct {
 
 	mu      sync.Mutex
 	targets map[string]*stormState
+	known   map[string]bool // the targets configured now (trackTargets)
 }
 
 // stormState is one target's window and its held alerts.
@@ -72,6 +73,7 @@ type stormState struct {
 	held      map[stormEvent]int // held alerts by kind, at most stormMaxNames kinds
 	others    int                // held alerts whose kind did not fit in held
 	heldTotal int
+	restored  int // of heldTotal, the alerts held before a restart (the state file's)
 }
 
 // stormEvent is one alert a held push stood for: an Alertmanager alert by
@@ -152,6 +154,11 @@ type stormSummary struct {
 	Held   int         // alerts the summary stands for
 	Counts []nameCount // by count, then label; the text may fold the tail into "other alerts"
 	Others int         // held alerts beyond stormMaxNames distinct kinds
+
+	// What the summary took from the target's state, so that one that
+	// failed can be held again (requeue).
+	held     map[stormEvent]int
+	restored int
 }
 
 // nameCount is how many held alerts a summary lists under one label.
@@ -186,8 +193,8 @@ func (l *stormLimiter) Collector() prometheus.Collector { return l.held }
 
 // trackTargets starts the counter of every target at zero, and forgets the
 // counters and held alerts of targets a reload removed: there is no longer
-// anywhere to send their summary.
-func (l *stormLimiter) trackTargets(names []string) {
+// anywhere to send their summary. It returns how many held alerts went so.
+func (l *stormLimiter) trackTargets(names []string) (dropped int) {
 	keep := make(map[string]bool, len(names))
 	for _, n := range names {
 		keep[n] = true
@@ -195,12 +202,15 @@ func (l *stormLimiter) trackTargets(names []string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for n := range l.targets {
+	l.known = keep
+	for n, st := range l.targets {
 		if !keep[n] {
+			dropped += st.heldTotal
 			delete(l.targets, n)
 			l.held.DeleteLabelValues(n)
 		}
 	}
+	return dropped
 }
 
 // Allow reports whether a push of events (the alerts it says) may go to
@@ -239,7 +249,7 @@ func (l *stormLimiter) Allow(target string, events []stormEvent, now time.Time) 
 // by target, and counts each as a push in its target's window. Each held
 // alert is in exactly one summary.
 func (l *stormLimiter) Due(now time.Time) []stormSummary {
-	if l == nil || l.max == 0 {
+	if l == nil {
 		return nil
 	}
 	l.mu.Lock()
@@ -250,12 +260,10 @@ func (l *stormLimiter) Due(now time.Time) []stormSummary {
 			continue
 		}
 		st.prune(now, l.window)
-		if len(st.sent) >= l.max {
-			continue
+		if l.max > 0 && len(st.sent) >= l.max {
+			continue // with storm control off, only alerts held before a restart are here: due at once
 		}
-		out = append(out, st.summary(target, l.prefix))
-		st.sent = append(st.sent, now)
-		st.held, st.others, st.heldTotal = nil, 0, 0
+		out = append(out, st.take(target, l.prefix, now))
 	}
 	l.dropIdle(now)
 	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
@@ -305,16 +313,14 @@ func (st *stormState) prune(now time.Time, window time.Duration) {
 	}
 }
 
-func (st *stormState) hold(e stormEvent) {
-	st.heldTotal++
-	if _, ok := st.held[e]; !ok && len(st.held) >= stormMaxNames {
-		st.others++
-		return
-	}
-	if st.held == nil {
-		st.held = make(map[stormEvent]int)
-	}
-	st.held[e]++
+func (st *stormState) hold(e stormEvent) { st.holdN(e, 1) }
+
+// take hands out the target's summary and counts it as a push at now.
+func (st *stormState) take(target, prefix string, now time.Time) stormSummary {
+	s := st.summary(target, prefix)
+	st.sent = append(st.sent, now)
+	st.held, st.others, st.heldTotal, st.restored = nil, 0, 0, 0
+	return s
 }
 
 // summary builds the target's summary push. The text lists the events by
@@ -322,7 +328,7 @@ func (st *stormState) hold(e stormEvent) {
 // message size into "other alerts ×N", so the counts always add up to the
 // total.
 func (st *stormState) summary(target, prefix string) stormSummary {
-	s := stormSummary{Target: target, Held: st.heldTotal, Others: st.others}
+	s := stormSummary{Target: target, Held: st.heldTotal, Others: st.others, held: st.held, restored: st.restored}
 	byLabel := make(map[string]int, len(st.held))
 	for e, n := range st.held {
 		byLabel[e.label()] += n
@@ -338,6 +344,12 @@ func (st *stormState) summary(target, prefix string) stormSummary {
 		return a.Name < b.Name
 	})
 	head := moreAlerts(st.heldTotal) + " in the last minute: "
+	switch {
+	case st.restored >= st.heldTotal:
+		head = moreAlerts(st.heldTotal) + " held across a restart: "
+	case st.restored > 0:
+		head = moreAlerts(st.heldTotal) + ", some held across a restart: "
+	}
 	if prefix != "" {
 		head = prefix + " " + head
 	}

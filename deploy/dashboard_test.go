@@ -200,6 +200,9 @@ func TestDashboard(t *testing.T) {
 			"time() - lavender_phase_last_progress_timestamp_seconds"}},
 		{"Bark pushes ok/failed", "", []string{"lavender_bark_pushes_total", "result"}},
 		{"Webhook requests by status code", "", []string{"lavender_webhook_requests_total", "code"}},
+		{"GPU faults", "timeseries", []string{"increase(lavender_gpu_xid_errors_total", "increase(lavender_gpu_fallen_off_bus_total"}},
+		{"Storage errors", "timeseries", []string{"increase(lavender_storage_errors_total"}},
+		{"Kernel log readable", "stat", []string{"lavender_kernel_log_readable"}},
 	}
 	for _, r := range required {
 		p, ok := byTitle[r.title]

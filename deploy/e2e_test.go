@@ -405,6 +405,13 @@ func (c *e2eChain) checkDashboard(now testkit.Swap) {
 			continue
 		}
 		if len(samples) == 0 {
+			// The kernel-log fault counters get a series only with the
+			// first fault, and this host has none: the query ran, which
+			// is what can be checked here (TestServePushesEveryKernelFaultForm
+			// counts every form).
+			if e.Panel == "GPU faults" || e.Panel == "Storage errors" {
+				continue
+			}
 			c.t.Errorf("panel %q %s returns no data: %s", e.Panel, e.RefID, expr)
 			continue
 		}

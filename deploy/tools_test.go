@@ -162,13 +162,21 @@ func TestSystemdUnitHardening(t *testing.T) {
 		"ProtectHome=yes",
 		"NoNewPrivileges=yes",
 		"PrivateTmp=yes",
-		"CapabilityBoundingSet=",
+		// The one capability it keeps: reading the kernel log.
+		"CapabilityBoundingSet=CAP_SYSLOG",
+		"AmbientCapabilities=CAP_SYSLOG",
+		"BindReadOnlyPaths=/dev/kmsg",
+		"DeviceAllow=/dev/kmsg r",
 		"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
 		"SystemCallFilter=@system-service",
 	} {
 		if !settings[want] {
 			t.Errorf("lavender.service lacks %q", want)
 		}
+	}
+	// ProtectKernelLogs=yes would hide /dev/kmsg and drop CAP_SYSLOG.
+	if settings["ProtectKernelLogs=yes"] {
+		t.Error("lavender.service sets ProtectKernelLogs=yes, which hides the kernel log from lavender")
 	}
 	// ProcSubset=pid would hide /proc/meminfo and /proc/vmstat.
 	for line := range settings {

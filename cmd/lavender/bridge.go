@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -106,7 +108,16 @@ func (f *barkFlags) barkConfig(rl runlog.Options) barkbridge.Config {
 		DeleteOnResolve: f.BarkDeleteOnResolve,
 		ExternalURL:     f.WebExternalURL,
 		Hostname:        hostname(),
+		StateFile:       filepath.Join(logsDir(rl.Dir), barkbridge.StateFileName),
 	}
+}
+
+// logsDir is the run-log dir the flags name, runlog's default for "".
+func logsDir(dir string) string {
+	if dir == "" {
+		return runlog.DefaultDir
+	}
+	return dir
 }
 
 // BridgeCmd serves the Alertmanager webhook that pushes to Bark.
@@ -140,7 +151,7 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 		return err
 	}
 	defer stopReload()
-	stopStorm := runBridge(ctx, bridge)
+	stopStorm := runBridge(ctx, bridge, c.BarkTimeout+webhookMargin)
 	defer stopStorm()
 	bridge.Register(srv.mux)
 	if err := addLanding(srv.mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
@@ -171,18 +182,25 @@ func openBridge(f *barkFlags, r runlogFlags, g *Globals, srv *commandServer) (b 
 }
 
 // runBridge runs the bridge's storm-control summaries until ctx ends or
-// the returned stop is called, which waits for the loop to end.
-func runBridge(ctx context.Context, b *barkbridge.Bridge) (stop func()) {
+// the returned stop is called. Stop waits for the loop to end, then sends
+// what storm control still holds, within grace: Alertmanager was answered
+// 200 for those alerts and will not send them again for hours. Call it
+// once the webhook takes no more requests; calls after the first do
+// nothing.
+func runBridge(ctx context.Context, b *barkbridge.Bridge, grace time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		b.Run(ctx)
 	}()
-	return func() {
+	return sync.OnceFunc(func() {
 		cancel()
 		<-done
-	}
+		flushCtx, cancelFlush := context.WithTimeout(context.Background(), grace)
+		defer cancelFlush()
+		b.Flush(flushCtx)
+	})
 }
 
 // hostname names this machine in the watchdog's pushes (their Bark group

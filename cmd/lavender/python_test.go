@@ -31,7 +31,7 @@ func pythonDocSnippets(t *testing.T) map[string]string {
 		}
 		out[string(m[1])] = string(m[2])
 	}
-	for _, name := range []string{"client", "plain-loop", "hf-callback", "lightning-callback"} {
+	for _, name := range []string{"plain-loop", "hf-callback", "lightning-callback"} {
 		if out[name] == "" {
 			t.Fatalf("docs/python.md has no snippet %q between <!-- snippet: %s --> and <!-- /snippet -->", name, name)
 		}
@@ -56,59 +56,68 @@ func python3(t *testing.T) string {
 // showed it at two steps during training, and the error training raised.
 type driveResult struct {
 	Probes []*struct {
-		Step       *uint64 `json:"step"`
-		Total      uint64  `json:"total"`
-		ETASeconds float64 `json:"eta_seconds"`
+		Step       *uint64  `json:"step"`
+		Total      uint64   `json:"total"`
+		ETASeconds *float64 `json:"eta_seconds"`
+		PID        int      `json:"pid"`
+		Dirs       []string `json:"dirs"`
 	} `json:"probes"`
 	Error *string `json:"error"`
 }
 
-// TestPythonDocSnippets runs docs/python.md's Python recipes (the context
-// manager with a plain loop, the Hugging Face callback with Trainer,
-// SFTTrainer and DPOTrainer, the Lightning callback) with python3 against
-// a real exporter, through stand-in frameworks that call the hooks in their
-// order, and checks what the exporter recorded.
+// TestPythonDocSnippets runs docs/python.md's recipes (the context manager
+// with a plain loop, the Hugging Face callback with Trainer, SFTTrainer and
+// DPOTrainer, the Lightning callback) with python3 and the lavender package
+// from python/, against a real exporter, through the framework stand-ins of
+// python/tests/frameworks (they call the hooks in the frameworks' order),
+// and checks what the exporter recorded.
 func TestPythonDocSnippets(t *testing.T) {
 	python := python3(t)
 	snippets := pythonDocSnippets(t)
-	stubs, err := filepath.Abs(filepath.Join("testdata", "python"))
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "python.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	header := `{"Content-Type": "application/json"}`
-	if !strings.Contains(snippets["client"], header) {
-		t.Fatalf("docs/python.md's client no longer sets %s; the API refuses urllib's default type with 415", header)
+	if !strings.Contains(string(page), "pip install ./python") {
+		t.Error("docs/python.md does not give the install line `pip install ./python` that python/'s TestPipInstallOffline checks")
 	}
+	abs := func(parts ...string) string {
+		p, err := filepath.Abs(filepath.Join(parts...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	drive, pkg, frameworks := abs("testdata", "python", "drive.py"), abs("..", "..", "python"), abs("..", "..", "python", "tests", "frameworks")
 
-	// run writes the client as lavender_phase.py and the snippet beside it,
-	// and drives the snippet against a fresh exporter.
-	run := func(t *testing.T, client, snippet, kind, outcome string) (res driveResult, printed, phases, logDir string) {
+	run := func(t *testing.T, snippet, kind, outcome string) (res driveResult, stderr, phases, logDir string) {
 		t.Helper()
 		dir := t.TempDir()
-		for name, code := range map[string]string{"lavender_phase.py": client, "snippet.py": snippet} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(code), 0o644); err != nil {
-				t.Fatal(err)
-			}
+		file := filepath.Join(dir, "snippet.py")
+		if err := os.WriteFile(file, []byte(snippet), 0o644); err != nil {
+			t.Fatal(err)
 		}
 		base, logDir := startExporter(t)
-		phases, printed = "", ""
-		cmd := exec.Command(python, filepath.Join(stubs, "drive.py"), filepath.Join(dir, "snippet.py"), kind, outcome)
-		cmd.Env = append(os.Environ(), "LAVENDER_URL="+base, "PYTHONPATH="+dir+string(os.PathListSeparator)+stubs,
+		cmd := exec.Command(python, drive, file, kind, outcome)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "LAVENDER_URL="+base, "PYTHONPATH="+pkg+string(os.PathListSeparator)+frameworks,
 			"PYTHONDONTWRITEBYTECODE=1")
+		var errBuf strings.Builder
+		cmd.Stderr = &errBuf
 		out, err := cmd.Output()
-		if err != nil {
-			var stderr []byte
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = ee.Stderr
-			}
-			t.Fatalf("python: %v\n%s%s", err, out, stderr)
+		wantCode := map[string]int{"ok": 0, "fail": 1}[outcome]
+		if code := cmd.ProcessState.ExitCode(); code != wantCode {
+			t.Fatalf("python: %v, exit status %d, want %d\n%s%s", err, code, wantCode, out, errBuf.String())
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != 1 {
+			t.Errorf("the snippet printed %q", out)
+		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-			t.Fatalf("drive.py printed %q: %v", out, err)
+			t.Fatalf("drive.py printed %q: %v\n%s", out, err, errBuf.String())
 		}
 		_, phases = testkit.MustDo(t, nil, "GET", base+"/api/v1/phases", nil, "", "")
-		return res, strings.Join(lines[:len(lines)-1], "\n"), phases, logDir
+		return res, errBuf.String(), phases, logDir
 	}
 
 	for _, tc := range []struct {
@@ -125,43 +134,48 @@ func TestPythonDocSnippets(t *testing.T) {
 		{"lightning-callback", "lightning", "fail", "Pretrain 1/3", 30, 42},
 	} {
 		t.Run(tc.kind+"/"+tc.outcome, func(t *testing.T) {
-			res, printed, phases, logDir := run(t, snippets["client"], snippets[tc.snippet], tc.kind, tc.outcome)
+			res, stderr, phases, logDir := run(t, snippets[tc.snippet], tc.kind, tc.outcome)
 			entries := strings.Join(runlogtest.EntriesOf(t, runlogtest.Text(t, logDir)), "\n")
-			if printed != "" {
-				t.Errorf("the snippet printed %q", printed)
+			if stderr != "" {
+				t.Errorf("the client wrote to stderr: %q", stderr)
 			}
 			var resp struct {
 				Phases []struct {
-					Name   string  `json:"name"`
-					Status string  `json:"status"`
-					Step   *uint64 `json:"step"`
-					Total  uint64  `json:"total"`
+					Name   string   `json:"name"`
+					Status string   `json:"status"`
+					Reason string   `json:"reason"`
+					Step   *uint64  `json:"step"`
+					Total  uint64   `json:"total"`
+					Loss   *float64 `json:"loss"`
 				} `json:"phases"`
 			}
 			if err := json.Unmarshal([]byte(phases), &resp); err != nil || len(resp.Phases) != 1 {
 				t.Fatalf("phases: %s (%v)", phases, err)
 			}
 			p := resp.Phases[0]
-			wantStatus, wantEnd := "ok", "s"
+			wantStatus, wantEnd, wantReason := "ok", "s", ""
 			if tc.outcome == "fail" {
-				wantStatus, wantEnd = "failed", "s failed"
+				wantStatus, wantEnd, wantReason = "failed", "s failed: RuntimeError", "RuntimeError: boom: loss is nan"
 				if res.Error == nil || !strings.Contains(*res.Error, "boom") {
 					t.Errorf("training's error did not propagate: %+v", res.Error)
 				}
 			} else if res.Error != nil {
 				t.Errorf("training raised %q", *res.Error)
 			}
-			if p.Name != tc.phase || p.Status != wantStatus || p.Step == nil || *p.Step != tc.step || p.Total != tc.total {
-				t.Errorf("phase after training: %s; want %q %s at step %d/%d", phases, tc.phase, wantStatus, tc.step, tc.total)
+			if p.Name != tc.phase || p.Status != wantStatus || p.Reason != wantReason || p.Step == nil || *p.Step != tc.step || p.Total != tc.total {
+				t.Errorf("phase after training: %s; want %q %s (%q) at step %d/%d", phases, tc.phase, wantStatus, wantReason, tc.step, tc.total)
+			}
+			if p.Loss == nil || *p.Loss <= 0 {
+				t.Errorf("no loss recorded: %s", phases)
 			}
 			lines := strings.Split(entries, "\n")
 			if len(lines) != 3 || lines[1] != "START "+tc.phase || !strings.HasPrefix(lines[2], "END   "+tc.phase+" ") || !strings.HasSuffix(lines[2], wantEnd) ||
-				(wantStatus == "ok" && strings.HasSuffix(lines[2], "failed")) {
+				(wantStatus == "ok" && strings.Contains(lines[2], "failed")) {
 				t.Errorf("run log:\n%s\nwant START and END %s", entries, wantStatus)
 			}
-			// Progress while training: at step 20 the exporter had a step
-			// and an ETA; by step 36 (which a failed run never reaches) the
-			// step had advanced.
+			// Progress while training: at step 20 the exporter had a step,
+			// an ETA, the process and its directories; by step 36 (which a
+			// failed run never reaches) the step had advanced.
 			wantProbes := 2
 			if tc.outcome == "fail" {
 				wantProbes = 1
@@ -170,8 +184,11 @@ func TestPythonDocSnippets(t *testing.T) {
 				t.Fatalf("probes %+v, want %d", res.Probes, wantProbes)
 			}
 			first := res.Probes[0]
-			if first.Step == nil || *first.Step == 0 || first.Total != tc.total || first.ETASeconds <= 0 {
+			if first.Step == nil || *first.Step == 0 || first.Total != tc.total || first.ETASeconds == nil || *first.ETASeconds <= 0 {
 				t.Errorf("while training: step %v/%d ETA %v; want a step, the total and an ETA", first.Step, first.Total, first.ETASeconds)
+			}
+			if first.PID <= 0 || len(first.Dirs) == 0 {
+				t.Errorf("while training: pid %d dirs %v; want the training process and its working directory", first.PID, first.Dirs)
 			}
 			if wantProbes == 2 {
 				if second := res.Probes[1]; second == nil || second.Step == nil || *second.Step <= *first.Step {
@@ -180,14 +197,4 @@ func TestPythonDocSnippets(t *testing.T) {
 			}
 		})
 	}
-
-	// Without the header urllib's default type is refused, and the client
-	// says so and carries on.
-	t.Run("no Content-Type", func(t *testing.T) {
-		client := strings.Replace(snippets["client"], header, "{}", 1)
-		_, printed, phases, _ := run(t, client, snippets["plain-loop"], "plain", "ok")
-		if !strings.Contains(printed, "HTTP Error 415") || strings.Contains(phases, "Pretrain") {
-			t.Errorf("without Content-Type: printed %q, phases %s", printed, phases)
-		}
-	})
 }

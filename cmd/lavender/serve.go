@@ -73,7 +73,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer stopReload()
-	stopStorm := runBridge(ctx, bridge)
+	stopStorm := runBridge(ctx, bridge, c.BarkTimeout+webhookMargin)
 	defer stopStorm()
 	klog := c.openKernelLog(g.Logger, srv.reg)
 	defer klog.close()
@@ -99,6 +99,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 			onReady()
 		}
 	})
+	stopStorm() // held alerts go out, with their BARK line, before RUN stop
 	if logErr := exp.AppendToRun(runlog.RunStop); logErr != nil {
 		g.Logger.Error("run log: RUN stop not written", "err", logErr)
 	}

@@ -1,0 +1,302 @@
+package barkbridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lavender/internal/barktest"
+	"lavender/internal/testkit"
+)
+
+// stateFixture is a bridge with a state file, a clock and storm control
+// at one push a minute, which can be restarted as after a crash.
+type stateFixture struct {
+	*fixture
+	srv   *barktest.Server
+	clock *testkit.Clock
+	path  string
+}
+
+func newStateFixture(t *testing.T) *stateFixture {
+	t.Helper()
+	srv := barktest.New(t)
+	clock := newTestClock()
+	path := filepath.Join(t.TempDir(), "logs", StateFileName)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *Config) {
+		c.Now, c.MaxPerMinute, c.StateFile = clock.Now, 1, path
+	})
+	return &stateFixture{fixture: f, srv: srv, clock: clock, path: path}
+}
+
+// restart builds a new bridge from the same config, files and clock, as a
+// process started after the last one died: nothing is carried over but
+// the files.
+func (f *stateFixture) restart() {
+	f.t.Helper()
+	f.logs, f.reg, f.mux = &testkit.SyncBuffer{}, prometheus.NewRegistry(), nil
+	b, err := New(f.cfg, slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), f.reg)
+	if err != nil {
+		f.t.Fatalf("New after a restart: %v", err)
+	}
+	f.bridge = b
+	f.mux = http.NewServeMux()
+	b.Register(f.mux)
+}
+
+// stormAlert is swap alert i, each a new alert.
+func stormAlert(i int) webhookAlert {
+	return webhookAlert{name: "SwapUsageHigh", instance: "gpu-3:9100", fingerprint: fmt.Sprintf("%016x", i+1), startsAt: incidentStart.Add(time.Duration(i) * time.Second)}
+}
+
+// postAlerts posts alerts from…to-1 and returns the answers.
+func (f *stateFixture) postAlerts(from, to int) []string {
+	f.t.Helper()
+	var answers []string
+	for i := from; i < to; i++ {
+		code, answer := f.post(webhookBody(f.t, stormAlert(i)))
+		if code != 200 {
+			f.t.Fatalf("alert %d: %d %q", i, code, answer)
+		}
+		answers = append(answers, answer)
+	}
+	return answers
+}
+
+// TestStateKeepsHeldAlertsAndDedupAcrossACrash: a bridge that dies while
+// it holds alerts leaves them in its state file. The next one sends their
+// summary once the window of the pushes before the crash is over, and
+// treats every alert the first had pushed or held as a duplicate until
+// the dedup window from the first push ends, not from the restart.
+func TestStateKeepsHeldAlertsAndDedupAcrossACrash(t *testing.T) {
+	f := newStateFixture(t)
+	answers := f.postAlerts(0, 3)
+	if !strings.Contains(answers[0], "pushed=1") || !strings.Contains(answers[1], "held=1") || !strings.Contains(answers[2], "held=1") {
+		t.Fatalf("answers %q, want one push and two held", answers)
+	}
+	f.clock.Advance(10 * time.Second)
+	f.restart()
+	if log := f.logs.String(); !strings.Contains(log, "restored Bark state") || !strings.Contains(log, "held=2 dedup=3") {
+		t.Errorf("the restart does not say what it restored:\n%s", log)
+	}
+	for i, answer := range f.postAlerts(0, 3) {
+		if !strings.Contains(answer, "duplicate=1") {
+			t.Errorf("alert %d after the restart: %q, want a duplicate", i, answer)
+		}
+	}
+	f.bridge.sendDue(t.Context(), f.clock.Now())
+	if n := f.srv.Count(); n != 1 {
+		t.Fatalf("%d pushes 10 s after the first: the restart must not reopen the window", n)
+	}
+	f.clock.Set(incidentStart.Add(time.Minute))
+	f.bridge.sendDue(t.Context(), f.clock.Now())
+	got := f.srv.Pushes()
+	if len(got) != 2 || got[1].Body != "[lavender-2] 2 more alerts held across a restart: SwapUsageHigh ×2" {
+		t.Fatalf("pushes %+v, want the first and the summary", got)
+	}
+	// The dedup memory kept its expiry: an hour after the first push, not
+	// after the restart.
+	f.clock.Set(incidentStart.Add(DefaultDedupWindow - time.Second))
+	f.restart()
+	if answers := f.postAlerts(0, 1); !strings.Contains(answers[0], "duplicate=1") {
+		t.Errorf("a second before the dedup window ends: %q, want a duplicate", answers[0])
+	}
+	f.clock.Set(incidentStart.Add(DefaultDedupWindow + 2*time.Minute))
+	if answers := f.postAlerts(0, 1); !strings.Contains(answers[0], "pushed=1") {
+		t.Errorf("after the dedup window: %q, want a push", answers[0])
+	}
+}
+
+// TestStateSummaryAtOnceWhenTheWindowPassed: a held set whose minute ended
+// while the bridge was down goes out as soon as Run starts.
+func TestStateSummaryAtOnceWhenTheWindowPassed(t *testing.T) {
+	f := newStateFixture(t)
+	f.postAlerts(0, 4)
+	f.clock.Advance(2 * time.Hour) // past the window and the dedup memory
+	f.restart()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); f.bridge.Run(ctx) }()
+	got := f.srv.WaitPushes(t, 2)
+	cancel()
+	<-done
+	if got[1].Body != "[lavender-2] 3 more alerts held across a restart: SwapUsageHigh ×3" {
+		t.Errorf("summary %q", got[1].Body)
+	}
+	if lines := f.barkLines(); lines[len(lines)-1] != "BARK 3 more alerts sent ok=1 fail=0" {
+		t.Errorf("run log %q", lines)
+	}
+}
+
+// TestFlushSendsHeldAlertsAndKeepsThoseThatFailed: Flush (a stop) sends
+// the held alerts at once, inside the window; if Bark fails them they stay
+// in the state file and the next start sends them.
+func TestFlushSendsHeldAlertsAndKeepsThoseThatFailed(t *testing.T) {
+	f := newStateFixture(t)
+	f.postAlerts(0, 3)
+	f.srv.SetFault(barktest.Status(500, "push failed"))
+	f.bridge.Flush(t.Context())
+	if v := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": "phone.bark.env:1", "result": "failed"}); v != 1 {
+		t.Errorf("failed summary counted %v times, want 1", v)
+	}
+	f.srv.SetFault(nil)
+	f.restart()
+	if !strings.Contains(f.logs.String(), "held=2") {
+		t.Errorf("the failed summary's alerts were not kept:\n%s", f.logs)
+	}
+	f.bridge.Flush(t.Context())
+	got := f.srv.Accepted()
+	if len(got) != 2 || got[1].Body != "[lavender-2] 2 more alerts held across a restart: SwapUsageHigh ×2" {
+		t.Fatalf("accepted pushes %+v, want the first and the summary", got)
+	}
+	if v := f.metrics().MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": "phone.bark.env:1", "result": "ok"}); v != 1 {
+		t.Errorf("summary counted %v times, want 1", v)
+	}
+	lines := f.barkLines()
+	if want := []string{"BARK SwapUsageHigh sent ok=1 fail=0", "BARK 2 more alerts sent ok=0 fail=1", "BARK 2 more alerts sent ok=1 fail=0"}; fmt.Sprint(lines) != fmt.Sprint(want) {
+		t.Errorf("run log %q, want %q", lines, want)
+	}
+	// Nothing is held now: a third start sends nothing.
+	f.restart()
+	f.bridge.Flush(t.Context())
+	if n := f.srv.Count(); n != 3 {
+		t.Errorf("%d pushes after a start with nothing held, want 3", n)
+	}
+}
+
+// TestDamagedStateMovedAside: a state file lavender did not write whole is
+// moved aside under a numbered name, with a WARN; the bridge starts, and
+// its next save writes a good file.
+func TestDamagedStateMovedAside(t *testing.T) {
+	good := func(mod func(*stateFile)) func(string) error {
+		return func(path string) error {
+			f := stateFile{Version: stateFileVersion, Storm: []stormSaved{{Target: "phone.bark.env:1", TargetID: "x",
+				Held: []heldCount{{stormEvent{Alert: "A"}, 1}}}}, Dedup: []dedupSaved{{Target: "x", Fingerprint: "f", Status: "firing", Expires: incidentStart.Add(time.Hour)}}}
+			mod(&f)
+			data, _ := json.Marshal(f)
+			return os.WriteFile(path, data, 0o644)
+		}
+	}
+	for name, make := range map[string]func(path string) error{
+		"not JSON":           func(path string) error { return os.WriteFile(path, []byte(`{"version":1,"storm":[`), 0o644) },
+		"another version":    good(func(f *stateFile) { f.Version = 2 }),
+		"a count of zero":    good(func(f *stateFile) { f.Storm[0].Held[0].Count = 0 }),
+		"alert and watchdog": good(func(f *stateFile) { f.Storm[0].Held[0].Watchdog = "swap" }),
+		"a bad dedup status": good(func(f *stateFile) { f.Dedup[0].Status = "maybe" }),
+		"a FIFO":             func(path string) error { return syscall.Mkfifo(path, 0o644) },
+		"/dev/zero":          func(path string) error { return os.Symlink("/dev/zero", path) },
+		"over the limit": func(path string) error {
+			if err := good(func(*stateFile) {})(path); err != nil {
+				return err
+			}
+			return os.Truncate(path, maxStateFileBytes+1) // sparse: costs no disk
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newStateFixture(t)
+			if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// Damaged twice in a row: both copies are kept.
+			for round, aside := range []string{".damaged", ".damaged-2"} {
+				os.Remove(f.path) // the good state the first round saved
+				if err := make(f.path); err != nil {
+					t.Fatal(err)
+				}
+				f.restart()
+				if log := f.logs.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "damaged Bark state not restored") ||
+					!strings.Contains(log, StateFileName+aside) {
+					t.Errorf("round %d: no WARN naming %s:\n%s", round, aside, log)
+				}
+				if _, err := os.Lstat(f.path + aside); err != nil {
+					t.Errorf("round %d: not moved aside: %v", round, err)
+				}
+				f.postAlerts(round, round+1)
+				data, err := os.ReadFile(f.path)
+				if err != nil {
+					t.Fatalf("round %d: no state saved after a push: %v", round, err)
+				}
+				if _, err := decodeState(data); err != nil {
+					t.Errorf("round %d: the saved state does not read back: %v\n%s", round, err, data)
+				}
+			}
+		})
+	}
+}
+
+// TestUnreadableStateNeverOverwritten: a state file that can be neither
+// read nor moved aside (here: bad JSON, made immutable) is left as it is;
+// the bridge starts, logs it at ERROR, counts each refused save, and once
+// the file can be moved it is, and saving resumes with what was kept in
+// memory.
+func TestUnreadableStateNeverOverwritten(t *testing.T) {
+	chattr, err := exec.LookPath("chattr")
+	if err != nil {
+		t.Skip("no chattr to make the state file immutable")
+	}
+	f := newStateFixture(t)
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte("not JSON\n")
+	if err := os.WriteFile(f.path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(chattr, "+i", f.path).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i not allowed here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(chattr, "-i", f.path).Run() })
+	writeErrors := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_write_errors_total"})
+	f.cfg.WriteErrors = writeErrors
+	f.restart()
+	if log := f.logs.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "BARK STATE CANNOT BE READ") {
+		t.Errorf("the unreadable state is not reported loudly:\n%s", log)
+	}
+	f.postAlerts(0, 3) // one push, two held
+	if data, _ := os.ReadFile(f.path); !bytes.Equal(data, bad) {
+		t.Fatalf("the unreadable state file was replaced:\n%s", data)
+	}
+	if v := testutil.ToFloat64(writeErrors); v < 1 {
+		t.Errorf("refused saves counted %v times, want at least 1", v)
+	}
+	if out, err := exec.Command(chattr, "-i", f.path).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v %s", err, out)
+	}
+	f.postAlerts(3, 4) // held too: the next save moves the file aside
+	if data, err := os.ReadFile(f.path + ".damaged"); err != nil || !bytes.Equal(data, bad) {
+		t.Errorf("the damaged state not kept aside: %v %q", err, data)
+	}
+	f.restart()
+	if !strings.Contains(f.logs.String(), "held=3") {
+		t.Errorf("the alerts held while the file was unreadable did not survive a restart:\n%s", f.logs)
+	}
+}
+
+// TestStateUnderConcurrentWebhooks: webhooks at once, each saving what it
+// held before it answers, leave a state file that holds every one of them.
+func TestStateUnderConcurrentWebhooks(t *testing.T) {
+	f := newStateFixture(t)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { f.post(webhookBody(t, stormAlert(i))) })
+	}
+	wg.Wait()
+	f.restart()
+	if !strings.Contains(f.logs.String(), "held=19 dedup=20") {
+		t.Errorf("after 20 webhooks at once (1 push, 19 held), the restart restored:\n%s", f.logs)
+	}
+}

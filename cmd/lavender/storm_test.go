@@ -1,0 +1,183 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"lavender/internal/barktest"
+	"lavender/internal/runlogtest"
+	"lavender/internal/testkit"
+)
+
+// stormArgs are the flags of a bridge or serve whose phone gets 2 pushes a
+// minute.
+func stormArgs(t *testing.T, cmd string, bark *barktest.Server, logDir string, listen string) []string {
+	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
+	args := []string{cmd, "--web.listen-address=" + listen, "--runlog.dir=" + logDir, "--bark.config-dir=" + barkDir,
+		"--bark.max-per-minute=2", "--bark.timeout=5s"}
+	if cmd == "serve" {
+		args = append(args, "--path.procfs="+testkit.SwapProcfs(t, 0.10), "--watchdog.interval=0")
+	}
+	return args
+}
+
+// postStorm posts swap alerts 0…n-1 (each a new alert) and checks that the
+// first two push and the rest are held.
+func postStorm(t *testing.T, base string, n int) {
+	t.Helper()
+	for i := range n {
+		code, answer := testkit.MustDo(t, nil, "POST", base+"/webhook", swapAlertWebhook(i), "", "")
+		want := "pushed=1"
+		if i >= 2 {
+			want = "held=1"
+		}
+		if code != 200 || !strings.Contains(answer, want) {
+			t.Fatalf("alert %d: %d %q, want 200 and %s", i, code, answer, want)
+		}
+	}
+}
+
+// TestStopSendsHeldAlerts: alerts held by storm control when the process
+// is stopped inside the minute go out before it exits, in one summary, with
+// their BARK line (before serve's RUN stop). Alertmanager was answered 200
+// for them and will not send them again for hours.
+func TestStopSendsHeldAlerts(t *testing.T) {
+	for _, cmd := range []string{"bridge", "serve"} {
+		t.Run(cmd, func(t *testing.T) {
+			bark := barktest.New(t)
+			logDir := filepath.Join(t.TempDir(), "logs")
+			proc := testkit.StartCommand(t, stormArgs(t, cmd, bark, logDir, "127.0.0.1:0")...)
+			base := proc.URL(t)
+			testkit.WaitReady(t, nil, base, "", "")
+			postStorm(t, base, 5)
+			if n := bark.Count(); n != 2 {
+				t.Fatalf("%d pushes before the stop, want 2", n)
+			}
+			if err := proc.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			got := bark.Pushes()
+			if len(got) != 3 {
+				t.Fatalf("%d pushes after the stop, want the 2 and a summary of the 3 held", len(got))
+			}
+			if want := "[lavender-2] 3 more alerts in the last minute: SwapUsageHigh ×3"; got[2].Body != want {
+				t.Errorf("summary %q, want %q", got[2].Body, want)
+			}
+			entries := runlogtest.Entries(t, logDir)
+			last := entries[len(entries)-1]
+			if cmd == "serve" {
+				last = entries[len(entries)-2]
+				if entries[len(entries)-1] != "RUN stop" {
+					t.Errorf("run log ends %q, want RUN stop", entries[len(entries)-1])
+				}
+			}
+			if last != "BARK 3 more alerts sent ok=1 fail=0" {
+				t.Errorf("run log %q, want the summary's BARK line", entries)
+			}
+		})
+	}
+}
+
+// TestKill9KeepsHeldAlertsAndDedup: a bridge killed with SIGKILL while it
+// holds alerts sends their summary after its restart, once the minute of
+// the pushes before the kill is over; and Alertmanager's resend of every
+// alert after the restart pushes none again.
+func TestKill9KeepsHeldAlertsAndDedup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary and waits out a minute of storm control")
+	}
+	bark := barktest.New(t)
+	logDir := filepath.Join(t.TempDir(), "logs")
+	addr := testkit.FreeAddrs(t, 1)[0] // the restart comes back on the same port
+	base := "http://" + addr
+	args := stormArgs(t, "bridge", bark, logDir, addr)
+	first := testkit.StartCommandWith(t, testkit.Options{KillAtEnd: true}, args...)
+	testkit.WaitReady(t, nil, base, "", "")
+	began := time.Now()
+	postStorm(t, base, 5)
+	if err := first.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.Done()
+	if n := bark.Count(); n != 2 {
+		t.Fatalf("%d pushes before the restart, want 2", n)
+	}
+
+	second := testkit.StartCommand(t, args...)
+	testkit.WaitReady(t, nil, base, "", "")
+	if !strings.Contains(second.Stderr.String(), "held=3") {
+		t.Errorf("the restart does not say it restored 3 held alerts:\n%s", second.Stderr.String())
+	}
+	// Alertmanager sends the group again (a new alert joined it, or its
+	// repeat_interval passed): every alert is a duplicate now.
+	for i := range 5 {
+		code, answer := testkit.MustDo(t, nil, "POST", base+"/webhook", swapAlertWebhook(i), "", "")
+		if code != 200 || !strings.Contains(answer, "duplicate=1") {
+			t.Errorf("alert %d after the restart: %d %q, want a duplicate", i, code, answer)
+		}
+	}
+	// The window of the first two pushes closes a minute after them.
+	testkit.WaitFor(t, time.Until(began.Add(90*time.Second)), func() bool { return bark.Count() >= 3 }, "the summary after the restart")
+	got := bark.Pushes()
+	if len(got) != 3 {
+		t.Fatalf("%d pushes, want 2 before the kill and 1 summary", len(got))
+	}
+	if want := "[lavender-2] 3 more alerts held across a restart: SwapUsageHigh ×3"; got[2].Body != want {
+		t.Errorf("summary %q, want %q", got[2].Body, want)
+	}
+	if err := second.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := bark.Count(); n != 3 {
+		t.Errorf("%d pushes after the stop, want 3: nothing was held any more", n)
+	}
+	log := runlogtest.Text(t, logDir)
+	if strings.Count(log, "BARK 3 more alerts sent ok=1 fail=0") != 1 || strings.Count(log, "BARK swap 54% sent ok=1") != 2 {
+		t.Errorf("run log:\n%s", log)
+	}
+}
+
+// TestDamagedBarkStateNeverStopsAStart: a Bark state file that is not
+// JSON, or not a regular file, is moved aside with a WARN, and the bridge
+// serves.
+func TestDamagedBarkStateNeverStopsAStart(t *testing.T) {
+	for name, make := range map[string]func(path string) error{
+		"not JSON": func(path string) error { return os.WriteFile(path, []byte("{\"version\":1,"), 0o644) },
+		"a FIFO":   func(path string) error { return syscall.Mkfifo(path, 0o644) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			bark := barktest.New(t)
+			logDir := t.TempDir()
+			path := filepath.Join(logDir, "bark-state.json")
+			if err := make(path); err != nil {
+				t.Fatal(err)
+			}
+			proc := testkit.StartCommand(t, stormArgs(t, "bridge", bark, logDir, "127.0.0.1:0")...)
+			base := proc.URL(t)
+			testkit.WaitReady(t, nil, base, "", "")
+			postStorm(t, base, 3)
+			if _, err := os.Lstat(path + ".damaged"); err != nil {
+				t.Errorf("damaged state not moved aside: %v", err)
+			}
+			if log := proc.Stderr.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "bark-state.json.damaged") {
+				t.Errorf("no WARN naming the moved file:\n%s", log)
+			}
+			if err := proc.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			// The stop saved a new state in its place: the dedup memory
+			// of the three alerts.
+			if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() {
+				t.Fatalf("no state saved at the stop: %v", err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil || strings.Count(string(data), `"fingerprint"`) != 3 {
+				t.Errorf("state after the stop: %v\n%s", err, data)
+			}
+		})
+	}
+}

@@ -1,0 +1,40 @@
+package python_test
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// torchPython is the interpreter with PyTorch: $LAVENDER_TORCH_PYTHON, else
+// Debian's /usr/bin/python3, for which python3-torch installs (the python3
+// first on PATH may be another one, without torch).
+func torchPython(t *testing.T) string {
+	t.Helper()
+	python := os.Getenv("LAVENDER_TORCH_PYTHON")
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		if os.Getenv("LAVENDER_E2E") == "1" {
+			t.Fatalf("%s cannot import torch (%v) and LAVENDER_E2E=1: apt-get install python3-torch", python, err)
+		}
+		t.Skipf("%s cannot import torch (%v): apt-get install python3-torch, or set LAVENDER_E2E=1 to make this a failure", python, err)
+	}
+	return python
+}
+
+// TestTorch runs python/tests/torch_checks.py with real PyTorch: a plain
+// loop whose loss is a tensor with a graph, a NaN tensor loss, and two
+// ranks over gloo started with torchrun's env:// variables, where only rank
+// 0 runs the phase and a failing rank 1 ends it failed with its rank in the
+// reason.
+func TestTorch(t *testing.T) {
+	cmd := exec.Command(torchPython(t), "-m", "unittest", "-v", "tests.torch_checks")
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("torch checks: %v\n%s", err, out)
+	}
+	t.Logf("%s", lastLine(string(out)))
+}
