@@ -63,11 +63,14 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 }
 
 // incidentRule names a watchdog incident's rule for its id: a phase rule
-// fires once per phase, so the phase is part of it.
+// fires once per phase, so the phase is part of it; the disk rule once per
+// filesystem and condition.
 func incidentRule(a watchdog.Alert) string {
 	switch a.Rule {
 	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone, watchdog.PhaseRuleLoss:
 		return a.Rule + "\x00" + a.Phase
+	case watchdog.DiskSpaceRule:
+		return a.Rule + "\x00" + a.Disk.Path + "\x00" + string(a.DiskKind)
 	}
 	return a.Rule
 }

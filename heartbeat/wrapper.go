@@ -174,7 +174,11 @@ func (h *heartbeater) send(ctx context.Context, event, status string) {
 	if h.client == nil {
 		return
 	}
-	_, err := h.client.Heartbeat(ctx, phaseapi.HeartbeatRequest{Phase: h.phase, Event: event, Status: status})
+	req := phaseapi.HeartbeatRequest{Phase: h.phase, Event: event, Status: status}
+	if event == phaseapi.EventStart {
+		req.Dirs = WorkDirs() // the command runs in the wrapper's directory
+	}
+	_, err := h.client.Heartbeat(ctx, req)
 	if err == nil {
 		return
 	}

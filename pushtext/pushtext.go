@@ -80,6 +80,8 @@ func firing(a watchdog.Alert) Text {
 		return watchdogLoss(a)
 	case watchdog.KernelRuleGPU, watchdog.KernelRuleDisk:
 		return kernelFault(a)
+	case watchdog.DiskSpaceRule:
+		return DiskSpace(a)
 	}
 	return Text{Body: a.Rule + " " + string(a.Status), Subject: a.Rule}
 }
