@@ -15,10 +15,15 @@ func FuzzBarkEnv(f *testing.F) {
 	f.Add("\uFEFFhttps://a/$0?\r\nhttps://a/$0?x=1&\n", "")
 	f.Add("https://$0/\nftp://x/$0\nhttps://x/%zz/$0\nhttps://x/$0#f", "%")
 	f.Add("https://u:p@h/$0$0?isArchive=1", "\xff\x00")
+	f.Add("BARK_ENCRYPTION=aes-128-cbc:0123456789abcdef\nhttps://h/K/$0?title=T\nhttps://h/K/t/$0\nhttps://h/p/push?device_key=K&body=$0\nhttps://h/K/$0?iv=x", "m")
 
 	reasons := []string{reasonNoPlaceholder, reasonBadChars, reasonNotURL, reasonScheme,
-		reasonNoHost, reasonFragment, reasonPlaceholderAt, reasonLevelSyntax}
-	errLine := regexp.MustCompile(`^f\.bark\.env:[0-9]+: (` + strings.Join(quoteAll(reasons), "|") + `)$`)
+		reasonNoHost, reasonFragment, reasonPlaceholderAt, reasonLevelSyntax, reasonNotConfigured,
+		reasonEncryptedPath, reasonEncryptedCipher}
+	// A bad BARK_ENCRYPTION setting has texts of its own (with lengths and
+	// algorithm names, never the value), and the templates under it are
+	// "not loaded".
+	errLine := regexp.MustCompile(`^f\.bark\.env:[0-9]+: (` + strings.Join(quoteAll(reasons), "|") + `|` + EncryptionKey + `[ :].*|not loaded: .*)$`)
 
 	f.Fuzz(func(t *testing.T, content, msg string) {
 		ts, err := parseTargets("f.bark.env", []byte(content))

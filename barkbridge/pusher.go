@@ -3,6 +3,7 @@ package barkbridge
 import (
 	"context"
 
+	"lavender/bark"
 	"lavender/pushtext"
 	"lavender/watchdog"
 )
@@ -41,7 +42,10 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 	if len(ids) > 1 {
 		id = hashID(append([]string{"watchdog-poll"}, ids...)...)
 	}
-	d := b.textDelivery(pushtext.Join(texts))
+	// The joined text fits the push after the prefix, and the subject the
+	// run log's line, so neither is cut mid-list.
+	room := bark.MaxMessageBytes - len(pushtext.WithPrefix(b.cfg.Prefix, ""))
+	d := b.textDelivery(pushtext.Join(texts, room, maxSubjectBytes))
 	d.storm = events
 	b.addIncident(d, id, b.cfg.Hostname, resolvedOnly)
 	b.deliver(ctx, []*delivery{d})
@@ -59,11 +63,14 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 }
 
 // incidentRule names a watchdog incident's rule for its id: a phase rule
-// fires once per phase, so the phase is part of it.
+// fires once per phase, so the phase is part of it; the disk rule once per
+// filesystem and condition.
 func incidentRule(a watchdog.Alert) string {
 	switch a.Rule {
 	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone, watchdog.PhaseRuleLoss:
 		return a.Rule + "\x00" + a.Phase
+	case watchdog.DiskSpaceRule:
+		return a.Rule + "\x00" + a.Disk.Path + "\x00" + string(a.DiskKind)
 	}
 	return a.Rule
 }

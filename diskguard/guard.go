@@ -76,9 +76,9 @@ type Writer struct {
 	// first and the checkpoint directory (output_dir, default_root_dir)
 	// after it.
 	Dirs []string
-	// Saves counts the saves it reported; SaveBytes is the size of the
-	// last one. A rise of Saves is a new report.
-	Saves     uint64
+	// SavedAt is when it last reported a save (zero: never), SaveBytes
+	// that save's size. A later SavedAt is a new report.
+	SavedAt   time.Time
 	SaveBytes uint64
 }
 
@@ -113,6 +113,9 @@ type Filesystem struct {
 	// than from the jumps of its used bytes.
 	SaveBytes    uint64
 	SaveReported bool
+	// Saving is true while its used bytes jump: a save (or a copy) is
+	// being written, and what is free is not yet what it leaves.
+	Saving bool
 	// Rate is how fast its used bytes grew, in bytes per second, over the
 	// last RateSpan (up to the rate window); RateSpan is 0 while too
 	// little is known. A negative rate is a filesystem being emptied.
@@ -143,7 +146,7 @@ type Guard struct {
 	mu        sync.Mutex // one poll at a time
 	probes    map[string]*probe
 	trackers  map[uint64]*tracker
-	seenSaves map[string]uint64 // per writer: its Saves when last looked at
+	seenSaves map[string]time.Time // per writer: its SavedAt when last looked at
 	capLogged bool
 
 	viewMu sync.Mutex // guards view alone: readers never wait behind a poll
@@ -196,7 +199,7 @@ func New(cfg Config) (*Guard, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Guard{cfg: cfg, probes: map[string]*probe{}, trackers: map[uint64]*tracker{}, seenSaves: map[string]uint64{}}
+	g := &Guard{cfg: cfg, probes: map[string]*probe{}, trackers: map[uint64]*tracker{}, seenSaves: map[string]time.Time{}}
 	for _, p := range cfg.Paths {
 		if p == "" || !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("disk path %q is not absolute", p)

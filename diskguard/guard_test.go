@@ -239,7 +239,7 @@ func TestStatfsErrorIsUnreadable(t *testing.T) {
 }
 
 // TestSaveSizeLearnedFromJumps: a save is the rise of the used bytes over
-// the polls it takes, ended by two quiet polls; growth under the jump size
+// the polls it takes, ended by three quiet polls; growth under the jump size
 // (logs) is none; deleting the oldest checkpoint after a save does not
 // shrink it; the largest of the last three counts.
 func TestSaveSizeLearnedFromJumps(t *testing.T) {
@@ -258,20 +258,27 @@ func TestSaveSizeLearnedFromJumps(t *testing.T) {
 			t.Fatalf("logs growing learned a save of %d", f.SaveBytes)
 		}
 	}
-	// A 24 GiB save over three polls, a pause of one poll inside it.
+	// A 24 GiB save over three polls, a pause of two polls inside it,
+	// after the logs have been quiet for a while.
+	for range quietPolls {
+		step(0)
+	}
 	step(10 * gib)
 	step(0)
+	step(0)
 	step(8 * gib)
-	if f := step(6 * gib); f.SaveBytes != 0 {
-		t.Fatalf("a save not yet over counts: %d", f.SaveBytes)
+	if f := step(6 * gib); f.SaveBytes != 0 || !f.Saving {
+		t.Fatalf("a save not yet over counts: %d (saving %v)", f.SaveBytes, f.Saving)
 	}
 	step(0)
-	f := step(-24 * gib) // the oldest checkpoint deleted: a second quiet poll
-	if f.SaveBytes != 24*gib || f.SaveReported {
+	step(-24 * gib) // the oldest checkpoint deleted after the save
+	f := step(0)
+	if f.SaveBytes != 24*gib || f.SaveReported || f.Saving {
 		t.Fatalf("save learned %d (reported %v), want 24 GiB from the jumps", f.SaveBytes, f.SaveReported)
 	}
 	// A smaller save later: the largest of the last three stays.
 	step(12 * gib)
+	step(0)
 	step(0)
 	if f := step(0); f.SaveBytes != 24*gib {
 		t.Fatalf("after a 12 GiB save: %d, want 24 GiB", f.SaveBytes)
@@ -280,9 +287,27 @@ func TestSaveSizeLearnedFromJumps(t *testing.T) {
 		step(12 * gib)
 		step(-12 * gib)
 		step(0)
+		step(0)
 	}
 	if f := step(0); f.SaveBytes != 12*gib {
 		t.Fatalf("after three 12 GiB saves: %d, want 12 GiB", f.SaveBytes)
+	}
+}
+
+// TestSaveThatStartedBeforeThePoll: a save whose first bytes, under the
+// jump size, landed a poll or two before its jump counts from before them.
+func TestSaveThatStartedBeforeThePoll(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data"}})
+	r.fs.set("/data", disk(1, 64*mib, 0))
+	used := uint64(0)
+	for _, add := range []uint64{0, 0, 0, 300 << 10, 400 << 10, 24*mib - 700<<10, 0, 0, 0} {
+		used += add
+		r.fs.setUsed("/data", used)
+		r.clock.Advance(5 * time.Second)
+		r.poll()
+	}
+	if f := r.only(r.poll()); f.SaveBytes != 24*mib {
+		t.Errorf("save %d, want 24 MiB", f.SaveBytes)
 	}
 }
 
@@ -297,7 +322,7 @@ func TestReportedSaveGoesToTheLastDir(t *testing.T) {
 	r.fs.set("/data/out", disk(1, 100*gib, gib))
 	r.poll()
 	mu.Lock()
-	w.Saves, w.SaveBytes = 1, 30*gib
+	w.SavedAt, w.SaveBytes = r.clock.Now(), 30*gib
 	mu.Unlock()
 	s := r.poll()
 	home, data := s.Filesystems[0], s.Filesystems[1]
@@ -307,8 +332,10 @@ func TestReportedSaveGoesToTheLastDir(t *testing.T) {
 	// The same report seen again is not a new save; a jump larger than
 	// it does not replace what the client says.
 	r.fs.setUsed("/data/out", 50*gib)
-	r.poll()
-	r.poll()
+	for range 3 {
+		r.clock.Advance(5 * time.Second)
+		r.poll()
+	}
 	if f := r.poll().Filesystems[1]; f.SaveBytes != 30*gib {
 		t.Errorf("after a 49 GiB jump: %d, want the reported 30 GiB", f.SaveBytes)
 	}

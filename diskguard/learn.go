@@ -10,13 +10,15 @@ import (
 // hour, then gigabytes within a few polls. A jump is a rise between two
 // polls of at least minJump; a save is the rise from before its first jump
 // to the peak of the jumps that follow, ended by quietPolls polls without
-// one. Deleting the oldest checkpoint after a save (HF's save_total_limit)
+// one that also span quietFor (15 s at the default 5 s interval: a save
+// that gathers its optimizer state between two files is still one save). Deleting the oldest checkpoint after a save (HF's save_total_limit)
 // lowers the used bytes after the peak and so does not shrink the save.
 const (
 	minJumpBytes = 1 << 20 // a log line or two never makes a jump
 	minJumpShare = 100_000 // nor a rise under 1/100000 of the filesystem (10 MB of a TB)
-	quietPolls   = 2       // a save that pauses for one poll is still one save
-	ratePoints   = 120     // points kept for the rate: one per window/ratePoints
+	quietPolls   = 3
+	quietFor     = time.Second
+	ratePoints   = 120 // points kept for the rate: one per window/ratePoints
 )
 
 // tracker is what the guard learns of one filesystem.
@@ -24,11 +26,13 @@ type tracker struct {
 	lastSeen time.Time
 	have     bool
 	lastUsed uint64
+	recent   []uint64 // the last quietPolls+1 readings, newest last
 
 	inBurst   bool
 	burstBase uint64 // used bytes before the burst
 	burstPeak uint64
-	quiet     int
+	quiet     int       // polls without a jump since the last one
+	lastJump  time.Time // when the burst last jumped
 
 	learned  []uint64 // the last savesKept saves seen in the readings
 	reported []uint64 // the last savesKept saves writers reported
@@ -58,16 +62,23 @@ func (t *tracker) observe(st Stat, now time.Time, window time.Duration) {
 		switch {
 		case used >= t.lastUsed+minJump(st.Size):
 			if !t.inBurst {
-				t.inBurst, t.burstBase, t.burstPeak = true, t.lastUsed, used
+				// A save that began a poll or two before its first jump
+				// (a writer slow to get going) already shows in them, under
+				// the jump size: its base is the least of the last few.
+				t.inBurst, t.burstBase, t.burstPeak = true, slices.Min(t.recent), used
 			}
-			t.burstPeak, t.quiet = max(t.burstPeak, used), 0
+			t.burstPeak, t.quiet, t.lastJump = max(t.burstPeak, used), 0, now
 		case t.inBurst:
 			t.burstPeak = max(t.burstPeak, used)
-			if t.quiet++; t.quiet >= quietPolls {
+			if t.quiet++; t.quiet >= quietPolls && now.Sub(t.lastJump) >= quietFor {
 				t.learned = keep(t.learned, t.burstPeak-t.burstBase)
 				t.inBurst = false
 			}
 		}
+	}
+	t.recent = append(t.recent, used)
+	if len(t.recent) > quietPolls+1 {
+		t.recent = t.recent[1:]
 	}
 	t.have, t.lastUsed, t.lastSeen = true, used, now
 
@@ -127,13 +138,9 @@ func (g *Guard) learn(fss []Filesystem, writers []Writer, pathDev map[string]uin
 	present := map[string]bool{}
 	for _, w := range writers {
 		present[w.Name] = true
-		seen, known := g.seenSaves[w.Name]
-		switch {
-		case known && w.Saves < seen:
-			g.seenSaves[w.Name] = w.Saves // the phase started over
-			continue
-		case w.Saves == seen || w.SaveBytes == 0 || len(w.Dirs) == 0:
-			g.seenSaves[w.Name] = w.Saves
+		seen := g.seenSaves[w.Name]
+		if !w.SavedAt.After(seen) || w.SaveBytes == 0 || len(w.Dirs) == 0 {
+			g.seenSaves[w.Name] = w.SavedAt // nothing new, or a phase that started over
 			continue
 		}
 		dev, ok := pathDev[filepath.Clean(w.Dirs[len(w.Dirs)-1])]
@@ -141,7 +148,7 @@ func (g *Guard) learn(fss []Filesystem, writers []Writer, pathDev map[string]uin
 			continue // not readable now: credited once it is
 		}
 		g.trackers[dev].reported = keep(g.trackers[dev].reported, w.SaveBytes)
-		g.seenSaves[w.Name] = w.Saves
+		g.seenSaves[w.Name] = w.SavedAt
 	}
 	for name := range g.seenSaves {
 		if !present[name] {
@@ -152,6 +159,7 @@ func (g *Guard) learn(fss []Filesystem, writers []Writer, pathDev map[string]uin
 	for i := range fss {
 		t := g.trackers[fss[i].Stat.Dev]
 		fss[i].SaveBytes, fss[i].SaveReported = t.saveSize()
+		fss[i].Saving = t.inBurst
 		fss[i].Rate, fss[i].RateSpan = t.rate(now, window)
 	}
 	for dev, t := range g.trackers {

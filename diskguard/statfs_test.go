@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"lavender/internal/testkit"
 )
@@ -63,11 +64,13 @@ func TestSymlinkIsFollowedAndNamedAsGiven(t *testing.T) {
 // save from the first, and after the second sees less than a save free.
 func TestTwoSavesOnARealTmpfs(t *testing.T) {
 	dir := testkit.MountTmpfs(t, "size=64m")
-	g, err := New(Config{Paths: []string{dir}})
+	clock := testkit.NewClock(time.Now())
+	g, err := New(Config{Paths: []string{dir}, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	poll := func() Filesystem {
+		clock.Advance(5 * time.Second)
 		s := g.Poll(t.Context())
 		if len(s.Filesystems) != 1 {
 			t.Fatalf("snapshot %+v", s)
@@ -79,6 +82,7 @@ func TestTwoSavesOnARealTmpfs(t *testing.T) {
 		if err := testkit.WriteFileOfSize(filepath.Join(dir, fmt.Sprintf("checkpoint-%d.pt", i)), 24*mib); err != nil {
 			t.Fatal(err)
 		}
+		poll()
 		poll()
 		poll()
 		f := poll()

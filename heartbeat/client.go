@@ -15,6 +15,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -78,6 +80,11 @@ func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	c.http = &hc
 	return c, nil
 }
+
+// BaseURL is the exporter's base URL, without a trailing slash, as
+// `lavender phase run` gives it to its command in LAVENDER_URL. It never
+// carries credentials: NewClient refuses a URL with them.
+func (c *Client) BaseURL() string { return strings.TrimRight(c.base.String(), "/") }
 
 // APIError is an error answer from the API.
 type APIError struct {
@@ -165,4 +172,16 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		}
 	}
 	return nil
+}
+
+// WorkDirs is what a start reports of the directories the phase writes to:
+// the working directory, where a script's relative paths (checkpoints/,
+// outputs/) land. It is empty when the directory cannot be named (deleted
+// under the process): a start is never refused for want of it.
+func WorkDirs() []string {
+	wd, err := os.Getwd()
+	if err != nil || !filepath.IsAbs(wd) {
+		return nil
+	}
+	return []string{wd}
 }

@@ -18,10 +18,12 @@
 package pushtext
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"lavender/internal/textsafe"
 	"lavender/watchdog"
 )
 
@@ -78,6 +80,8 @@ func firing(a watchdog.Alert) Text {
 		return watchdogLoss(a)
 	case watchdog.KernelRuleGPU, watchdog.KernelRuleDisk:
 		return kernelFault(a)
+	case watchdog.DiskSpaceRule:
+		return DiskSpace(a)
 	}
 	return Text{Body: a.Rule + " " + string(a.Status), Subject: a.Rule}
 }
@@ -85,13 +89,58 @@ func firing(a watchdog.Alert) Text {
 // Join is the text of several alerts in one push, in the order given (the
 // watchdog's: swap, pressure, oom, phases): bodies joined by "; ", subjects
 // by " + ", e.g. "BARK pressure 23% + oom 1 kill sent ok=1 fail=0".
-func Join(ts []Text) Text {
+//
+// A list longer than maxBody bytes (0: no limit) is never cut mid-list:
+// it keeps the texts that fit whole and says how many it leaves out,
+// `phase "a" stalled …; phase "b" stalled …; and 29 more`; the subject
+// likewise within maxSubject: "stalled a + 30 more". The first text always
+// shows, cut with "…" only if it alone does not fit.
+func Join(ts []Text, maxBody, maxSubject int) Text {
 	bodies := make([]string, len(ts))
 	subjects := make([]string, len(ts))
 	for i, t := range ts {
 		bodies[i], subjects[i] = t.Body, t.Subject
 	}
-	return Text{Body: strings.Join(bodies, "; "), Subject: strings.Join(subjects, " + ")}
+	return Text{
+		Body:    joinWithin(bodies, "; ", "; and %d more", maxBody),
+		Subject: joinWithin(subjects, " + ", " + %d more", maxSubject),
+	}
+}
+
+// joinWithin joins items with sep within max bytes (0: no limit), ending
+// with more (a format of the number left out) when some do not fit.
+func joinWithin(items []string, sep, more string, max int) string {
+	whole := strings.Join(items, sep)
+	if max <= 0 || len(whole) <= max || len(items) < 2 {
+		return whole // one text alone is the client's to cut
+	}
+	var b strings.Builder
+	kept := 0
+	for i, item := range items {
+		n := b.Len() + len(item)
+		if i > 0 {
+			n += len(sep)
+		}
+		if left := len(items) - i - 1; left > 0 {
+			n += len(fmt.Sprintf(more, left))
+		}
+		if n > max {
+			break
+		}
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(item)
+		kept++
+	}
+	if kept == 0 {
+		b.WriteString(textsafe.Truncate(items[0], max-len(fmt.Sprintf(more, len(items)-1))))
+		kept = 1
+	}
+	if left := len(items) - kept; left > 0 {
+		fmt.Fprintf(&b, more, left)
+	}
+	return b.String()
 }
 
 // Resolved is t once its incident is over, after lasted (0: unknown, and
@@ -138,7 +187,7 @@ func SelfTest(encryption string) Text {
 	for i := range 8 {
 		sample = append(sample, Phase(PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: "Finetune shard " + strconv.Itoa(i+1), Duration: 10 * time.Minute, OnStep: true, Step: 1200, Total: 5000}))
 	}
-	return Text{Body: "test push (" + encryption + ") at the longest a push can be: " + Join(sample).Body, Subject: "test push"}
+	return Text{Body: "test push (" + encryption + ") at the longest a push can be: " + Join(sample, 0, 0).Body, Subject: "test push"}
 }
 
 // WithPrefix starts text with prefix and a space; an empty prefix adds

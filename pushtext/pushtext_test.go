@@ -46,7 +46,7 @@ func TestAlertTexts(t *testing.T) {
 // wording of its own, and the self-test, which must be longer than any
 // push so the client cuts it to the longest there is.
 func TestJoinNamedAndSelfTest(t *testing.T) {
-	j := Join([]Text{Swap(SwapFigures{Ratio: 0.6}), OOM(OOMFigures{Kills: 1})})
+	j := Join([]Text{Swap(SwapFigures{Ratio: 0.6}), OOM(OOMFigures{Kills: 1})}, 512, 40)
 	if j.Body != "swap 60% full — consider intervening; OOM killer struck (1 kill)" || j.Subject != "swap 60% + oom 1 kill" {
 		t.Errorf("Join = %+v", j)
 	}

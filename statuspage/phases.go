@@ -50,6 +50,9 @@ func PhaseState(p phaseapi.Phase) watchdog.PhaseState {
 		PID:           p.PID,
 		Dirs:          p.Dirs,
 	}
+	if p.Active() && p.ETASeconds != nil && *p.ETASeconds > 0 {
+		s.ETA = time.Duration(*p.ETASeconds * float64(time.Second))
+	}
 	if p.Step != nil {
 		s.Step = clampInt64(*p.Step)
 	}

@@ -56,6 +56,13 @@ func TestPhaseStallWithEvaluation(t *testing.T) {
 		{35 * m, evaluating(35*m, 199, 24*m), false,
 			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 1200/5000, eval 199/200 for 11m`}, "the evaluation hung"},
 	})
+	// The step and the evaluation's first batches came in one ping, and
+	// then nothing moved: the push still says where the evaluation stood.
+	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
+	runPhaseScript(t, r, []phaseStep{
+		{11 * m, []PhaseState{withEval(withStep(active("Finetune", 0, 11*m), 2, 6, m), 3, 40, m)}, false,
+			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 2/6, eval 3/40 for 10m`}, "hung at eval batch 3"},
+	})
 }
 
 // A phase that told its total and no step yet is at step 0 since its

@@ -262,7 +262,7 @@ func (a Alert) StallKind() string {
 	if p.Total > 0 {
 		where += fmt.Sprintf("/%d", p.Total)
 	}
-	if p.HasEval && moved.Equal(p.EvalProgressAt) && p.EvalProgressAt.After(p.ProgressAt) {
+	if p.HasEval && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {
 		where += fmt.Sprintf(", eval %d", p.EvalStep)
 		if p.EvalTotal > 0 {
 			where += fmt.Sprintf("/%d", p.EvalTotal)

@@ -59,7 +59,7 @@ type Alert struct {
 
 	Kills  uint64 // oom: kills the push reports (since the last delivered oom push)
 	Victim Victim // oom: the victim the kernel log named, if any
-	Phase  string // oom: the active phase, "" if none; phase rules: the phase; gpu, disk: the phase hit
+	Phase  string // oom: the active phase, "" if none; phase rules: the phase; gpu, disk: the phase hit; disk-space fill: the phase that needs longer than the disk lasts
 
 	// End is, for failed and done, the end the push reports (the latest
 	// of them when it counts several); Ends is how many it counts: more
@@ -73,6 +73,11 @@ type Alert struct {
 	Fault   KernelFault
 	Repeats int
 	Window  time.Duration
+
+	Disk     Disk          // disk-space: the filesystem, as the poll read it
+	DiskKind DiskKind      // disk-space: which of its conditions
+	ETA      time.Duration // disk-space fill: how long Phase still needs
+	MinFree  MinFree       // disk-space floor: the floor in force
 }
 
 // Lasted is how long the incident had lasted when the alert was raised.

@@ -21,6 +21,9 @@ type Sample struct {
 	// that fails and starts again within one poll shows running in Phases,
 	// and its failure only here.
 	Ends []PhaseEnd
+	// Disks are the watched filesystems that could be read at the poll.
+	// The history keeps them only in the latest sample, as the phases.
+	Disks []Disk
 }
 
 // Swap is the host's swap use. TotalBytes == 0 means the host has no swap;
@@ -87,6 +90,9 @@ type PhaseState struct {
 	Step       int64
 	Total      int64
 	ProgressAt time.Time // when Step last moved
+	// ETA is the estimated time the active phase still needs to reach
+	// its Total; 0: unknown.
+	ETA time.Duration
 
 	// Reason is why the phase ended, as its end said, or "died without
 	// ending (pid 4242 gone)" when the server ended it.

@@ -50,6 +50,7 @@ func flagVars() kong.Vars {
 	vars := kong.Vars{}
 	maps.Copy(vars, defaultVars)
 	maps.Copy(vars, watchdogVars)
+	maps.Copy(vars, diskVars)
 	return vars
 }
 

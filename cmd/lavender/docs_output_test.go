@@ -352,10 +352,34 @@ var envNameRE = regexp.MustCompile(`\bLAVENDER_[A-Z0-9_]+\b`)
 // read, not the binary.
 var testEnvironment = map[string]bool{"LAVENDER_E2E": true, "LAVENDER_SLOW": true, "LAVENDER_SCREENSHOT_DIR": true}
 
-// TestDocsNameRealEnvironmentVariables: every LAVENDER_ variable a page
-// names is one a flag reads, or one the tests read.
-func TestDocsNameRealEnvironmentVariables(t *testing.T) {
+// pythonClientEnvironment are the LAVENDER_ variables the Python client
+// (python/lavender) reads.
+func pythonClientEnvironment(t *testing.T) map[string]bool {
+	t.Helper()
 	known := map[string]bool{}
+	err := filepath.WalkDir(filepath.Join(repoRoot, "python", "lavender"), func(path string, d os.DirEntry, err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return filepath.SkipAll
+		}
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".py" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		for _, name := range envNameRE.FindAllString(string(data), -1) {
+			known[name] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return known
+}
+
+// TestDocsNameRealEnvironmentVariables: every LAVENDER_ variable a page
+// names is one a flag or the Python client reads, or one the tests read.
+func TestDocsNameRealEnvironmentVariables(t *testing.T) {
+	known := pythonClientEnvironment(t)
 	_ = kong.Visit(model(t).Node, func(v kong.Visitable, next kong.Next) error {
 		if f, ok := v.(*kong.Flag); ok {
 			for _, e := range f.Envs {

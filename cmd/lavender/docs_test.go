@@ -279,7 +279,8 @@ func TestDocsNameRealFlags(t *testing.T) {
 	}
 }
 
-// TestDocsMapListsEveryPage: the README's map of docs/ links every page.
+// TestDocsMapListsEveryPage: the README's map of docs/ links every page,
+// its table names every command, and it stays short.
 func TestDocsMapListsEveryPage(t *testing.T) {
 	pages := docPages(t)
 	for path := range pages {
@@ -288,6 +289,11 @@ func TestDocsMapListsEveryPage(t *testing.T) {
 		}
 		if !strings.Contains(pages["README.md"], "]("+path+")") {
 			t.Errorf("README.md's map of the docs does not link %s", path)
+		}
+	}
+	for _, c := range model(t).Children {
+		if !c.Hidden && !strings.Contains(pages["README.md"], "`lavender "+c.Name) {
+			t.Errorf("README.md's table of commands lacks `lavender %s`", c.Name)
 		}
 	}
 	if n := strings.Count(pages["README.md"], "\n"); n > 250 {

@@ -23,6 +23,7 @@ type ExporterCmd struct {
 	webFlags
 	runtimeFlags
 	procfsFlags
+	diskFlags
 	kernelLogFlags
 }
 
@@ -68,6 +69,11 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	klog := c.openKernelLog(g.Logger, srv.reg)
 	defer klog.close()
 	go klog.run(ctx, g.Logger)
+	guard, err := c.openDiskGuard(exp, g, srv.reg)
+	if err != nil {
+		return err
+	}
+	defer runDiskGuard(ctx, guard, c.HistoryStep)()
 	// The status page's history, sampled as serve's watchdog does when
 	// it is off: no rules, no watchdog metrics.
 	history := watchdog.NewHistory(c.HistoryStep)
@@ -81,6 +87,8 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 		// exporter pushes nothing; its page marks stalls as serve's
 		// stalled rule would at its default.
 		History: history, StallAfter: watchdog.DefaultStallAfter, KernelLog: klog.status,
+		// exporter has no disk rule; its page marks disks at serve's default floor.
+		Disks: guard.Latest, DiskMinFree: defaultDiskMinFree(),
 	}); err != nil {
 		return err
 	}

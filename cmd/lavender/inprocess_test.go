@@ -31,13 +31,20 @@ type inProcess struct {
 // clock (nil: time.Now), for a test that moves time on.
 func startInProcess(t *testing.T, clock func() time.Time, args ...string) *inProcess {
 	t.Helper()
+	return startInProcessWith(t, Globals{Clock: clock}, args...)
+}
+
+// startInProcessWith is startInProcess with the Globals a test sets (the
+// clock, the statfs); the logger and the streams are its own.
+func startInProcessWith(t *testing.T, base Globals, args ...string) *inProcess {
+	t.Helper()
 	p := &inProcess{client: &http.Client{Timeout: 30 * time.Second}, logs: &testkit.SyncBuffer{}}
 	cli := parseCLI(t, append(args, "--web.listen-address=127.0.0.1:0")...)
 	logger, err := newLogger("debug", "logfmt", p.logs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Globals{Logger: logger, Stdout: p.logs, Stderr: p.logs, Clock: clock}
+	g := &Globals{Logger: logger, Stdout: p.logs, Stderr: p.logs, Clock: base.Clock, Statfs: base.Statfs}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan []net.Addr, 1)
 	ready := make(chan struct{})

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/bark"
+	"lavender/diskguard"
 	"lavender/runlog"
 )
 
@@ -104,6 +105,9 @@ type Globals struct {
 	// the watchdog's polls read it. nil: time.Now; tests pass a fake clock
 	// to make a 10-minute stall happen at once.
 	Clock func() time.Time
+	// Statfs reads the watched filesystems; nil: the real statfs. Tests
+	// pass one that hangs, as a dead NFS server does.
+	Statfs diskguard.StatFunc
 }
 
 // runlogDirFlags locate the run logs; every command that touches them has it.

@@ -87,8 +87,11 @@ func (f *phaseClientFlags) send(name, event, status string, progress progressFla
 	if err != nil {
 		return err
 	}
-	_, err = c.Heartbeat(context.Background(), phaseapi.HeartbeatRequest{
-		Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total})
+	req := phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total}
+	if event == phaseapi.EventStart {
+		req.Dirs = heartbeat.WorkDirs()
+	}
+	_, err = c.Heartbeat(context.Background(), req)
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/barkbridge"
+	"lavender/diskguard"
 	"lavender/exporter"
 	"lavender/runlog"
 	"lavender/statuspage"
@@ -25,6 +26,8 @@ type ServeCmd struct {
 	barkFlags
 	watchdogFlags
 	kernelLogFlags
+	diskFlags
+	diskRuleFlags
 
 	RunHeader string `name:"run.header" placeholder:"TEXT" help:"Header text of the new run's log (default \"device=<cpu|cuda|mps> lavender=v<version>\")."`
 	RunResume bool   `name:"run.resume" help:"Keep appending to the current run instead of starting a new one."`
@@ -46,7 +49,13 @@ func (c *ServeCmd) validate() error {
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
-	_, err := c.rules()
+	if _, err := c.rules(); err != nil {
+		return err
+	}
+	if _, err := c.paths(); err != nil {
+		return err
+	}
+	_, err := c.diskRule(c.WatchdogRepeat, c.WatchdogInterval)
 	return err
 }
 
@@ -77,7 +86,11 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	defer stopStorm()
 	klog := c.openKernelLog(g.Logger, srv.reg)
 	defer klog.close()
-	wd, history, err := c.openWatchdog(exp, bridge, klog, g, srv)
+	guard, err := c.openDiskGuard(exp, g, srv.reg)
+	if err != nil {
+		return err
+	}
+	wd, history, err := c.openWatchdog(exp, bridge, klog, guard, g, srv)
 	if err != nil {
 		return err
 	}
@@ -88,11 +101,13 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	bridge.Register(srv.mux)
 	page := c.statusPage(wd, bridge, history)
 	page.KernelLog = klog.status
+	page.Disks = guard.Latest
+	page.DiskMinFree, _ = watchdog.ParseMinFree(c.WatchdogDiskMinFree) // checked by validate
 	if err := registerStatusPage(srv.mux, exp, page); err != nil {
 		return err
 	}
 
-	err = c.serveWatched(ctx, srv, wd, klog, g, func() {
+	err = c.serveWatched(ctx, srv, wd, klog, guard, g, func() {
 		g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
 			"watchdog_interval", c.WatchdogInterval, "runlog_dir", c.Dir)
 		if onReady != nil {
@@ -109,9 +124,13 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 // openWatchdog builds the one sampler that feeds the status page's history
 // and, when on, the watchdog's rules, so the page costs no reads of its
 // own.
-func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, klog *kernelLog, g *Globals, srv *commandServer) (*watchdog.Watchdog, *watchdog.History, error) {
+func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, klog *kernelLog, guard *diskguard.Guard, g *Globals, srv *commandServer) (*watchdog.Watchdog, *watchdog.History, error) {
 	history := watchdog.NewHistory(c.HistoryStep)
-	wd, err := c.newWatchdog(hostReader(c.ProcFS, klog, exp), history, push, g.Logger, srv.reg, g.Clock)
+	disk, err := c.diskRule(c.WatchdogRepeat, c.WatchdogInterval)
+	if err != nil {
+		return nil, nil, err
+	}
+	wd, err := c.newWatchdog(withDisks(hostReader(c.ProcFS, klog, exp), guard), history, push, g.Logger, srv.reg, g.Clock, disk)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -167,13 +186,21 @@ func (c *ServeCmd) statusPage(wd *watchdog.Watchdog, bridge *barkbridge.Bridge, 
 // poll comes before ready, so a host that is already paging gets its push
 // at once, and the OOM rule has its baseline: kills from before the start
 // never push. ready is called once the command is ready.
-func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *watchdog.Watchdog, klog *kernelLog, g *Globals, ready func()) error {
+func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *watchdog.Watchdog, klog *kernelLog, guard *diskguard.Guard, g *Globals, ready func()) error {
 	served := make(chan error, 1)
 	go func() {
 		// In-flight webhooks wait on Bark for at most the timeout: let them
 		// finish so a push Bark accepted is answered 200, not retried.
 		served <- srv.serve(ctx, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
 	}()
+	// The disks are read apart from the watchdog's poll, which takes the
+	// guard's last readings: a hung filesystem never delays a push.
+	diskInterval := c.HistoryStep
+	if c.enabled() {
+		diskInterval = c.WatchdogInterval
+	}
+	waitGuard := runDiskGuard(ctx, guard, diskInterval)
+	defer waitGuard()
 	wd.Poll(ctx)
 	var background sync.WaitGroup
 	background.Go(func() { wd.Run(ctx) })

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/diskguard"
 	"lavender/internal/barktest"
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
@@ -37,6 +38,7 @@ func startServe(t *testing.T, procfs *testkit.Procfs, args ...string) *serveRig 
 type serveOpts struct {
 	logDir string           // "": a new temporary dir
 	clock  func() time.Time // nil: time.Now
+	statfs diskguard.StatFunc
 }
 
 // startServeOpts is startServe with a run-log dir to resume and a clock of
@@ -48,7 +50,7 @@ func startServeOpts(t *testing.T, procfs *testkit.Procfs, o serveOpts, args ...s
 	}
 	r := &serveRig{t: t, bark: barktest.New(t), procfs: procfs, logDir: o.logDir}
 	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": r.bark.Template(barktest.Key) + "\n"})
-	r.inProcess = startInProcess(t, o.clock, append([]string{"serve", "--path.procfs=" + procfs.Dir,
+	r.inProcess = startInProcessWith(t, Globals{Clock: o.clock, Statfs: o.statfs}, append([]string{"serve", "--path.procfs=" + procfs.Dir,
 		"--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
 	return r
 }

@@ -100,11 +100,12 @@ func (f *watchdogFlags) rules() ([]watchdog.Rule, error) {
 // newWatchdog builds serve's watchdog: with the watchdog on, the rules, the
 // pusher and the metrics; off, a sampler for the status page alone, every
 // history step, with no rules and no watchdog metrics.
-func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.History, push watchdog.Pusher, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*watchdog.Watchdog, error) {
+func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.History, push watchdog.Pusher, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time, more ...watchdog.Rule) (*watchdog.Watchdog, error) {
 	rules, err := f.rules()
 	if err != nil {
 		return nil, err
 	}
+	rules = append(rules, more...)
 	if !f.enabled() {
 		return watchdog.New(watchdog.Config{Interval: history.Step(), Read: read, History: history, Now: now})
 	}

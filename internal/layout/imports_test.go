@@ -25,7 +25,7 @@ var mayUse = map[string][]string{
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
 	"phaseapi":  {},
-	"heartbeat": {"phaseapi"},
+	"heartbeat": {"phaseapi", "proctree", "internal/procfile"},
 	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/procfile"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
@@ -41,7 +41,7 @@ var mayUse = map[string][]string{
 	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	"diskguard": {},

@@ -45,14 +45,15 @@ func MountTmpfs(t testing.TB, options string) string {
 }
 
 // WriteFileOfSize writes a file of n bytes (not sparse: tmpfs counts what
-// is written) in 1 MiB chunks, so a save of tens of MiB needs no buffer of
-// its size.
+// is written) in chunks of up to 64 MiB: a save of tens of MiB is one
+// write, as torch.save's buffered writer makes it, and no poll sees it
+// half written for long.
 func WriteFileOfSize(path string, n int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	chunk := make([]byte, 1<<20)
+	chunk := make([]byte, min(n, 64<<20))
 	for i := range chunk {
 		chunk[i] = byte(i)
 	}

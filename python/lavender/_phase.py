@@ -47,7 +47,9 @@ class Phase:
             self._sender = _sender.sender_for(base)
         except ValueError as e:
             log.warning("lavender: %s; phase %r is not reported (training goes on)", e, self.name)
-        self._lock = threading.Lock()
+        # Reentrant: the SIGTERM handler ends phases from the main thread,
+        # which may hold the lock at that moment.
+        self._lock = threading.RLock()
         self._progress = (None, total, None)  # step, total, loss, replaced whole
         self._eval = None  # (eval_step, eval_total) while an evaluation runs
         self._save_bytes = None
@@ -292,7 +294,7 @@ class _Hooks:
     handler for phases the process leaves without ending."""
 
     def __init__(self):
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # see Phase._lock
         self.phases = []
         self._prev_excepthook = None
         self._prev_sigterm = None

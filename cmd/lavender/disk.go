@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/diskguard"
+	"lavender/exporter"
+	"lavender/watchdog"
+)
+
+// DefaultShm is where the shared memory DataLoader workers use lives.
+const DefaultShm = "/dev/shm"
+
+// diskFlags are the filesystems exporter and serve watch, beside the
+// directories phases report.
+type diskFlags struct {
+	WatchdogDisk []string `name:"watchdog.disk" sep:"none" placeholder:"PATH" help:"A filesystem to watch (repeatable): free space and inodes as metrics, and in serve the disk pushes. Phases' directories are watched too, and --watchdog.shm. A path that does not exist yet is watched once it appears."`
+	WatchdogShm  string   `name:"watchdog.shm" default:"${watchdog_shm}" help:"Shared memory to watch as a disk (a full one crashes DataLoader workers with a bus error); empty: not watched."`
+}
+
+// diskRuleFlags are serve's disk rule.
+type diskRuleFlags struct {
+	WatchdogDiskMinFree string `name:"watchdog.disk-min-free" default:"${watchdog_disk_min_free}" help:"Push when a watched filesystem has less free than this: a size (10GB, 512MiB) or a share of it (5%); 0 turns the floor off. Pushes also come when the next checkpoint save will not fit, when the disk fills before the running phase's ETA, and when under 5% of inodes are free."`
+}
+
+var diskVars = map[string]string{
+	"watchdog_shm":           DefaultShm,
+	"watchdog_disk_min_free": watchdog.DefaultDiskMinFree,
+}
+
+// paths are the fixed paths to watch, made absolute, in order.
+func (f *diskFlags) paths() ([]string, error) {
+	var out []string
+	for _, p := range append(slices.Clone(f.WatchdogDisk), f.WatchdogShm) {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("--watchdog.disk %q: %w", p, err)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// openDiskGuard builds the guard of the fixed paths and the phases'
+// directories, and registers its metrics.
+func (f *diskFlags) openDiskGuard(exp *exporter.Exporter, g *Globals, reg prometheus.Registerer) (*diskguard.Guard, error) {
+	paths, err := f.paths()
+	if err != nil {
+		return nil, err
+	}
+	guard, err := diskguard.New(diskguard.Config{
+		Paths:   paths,
+		Writers: phaseWriters(exp),
+		Stat:    g.Statfs,
+		Now:     g.Clock,
+		Logger:  g.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(guard.Collector()); err != nil {
+		return nil, fmt.Errorf("disk guard: register metrics: %w", err)
+	}
+	return guard, nil
+}
+
+// runDiskGuard polls once before the command is ready, so that the first
+// scrape and the first watchdog poll see the disks, then every interval
+// until ctx ends.
+func runDiskGuard(ctx context.Context, guard *diskguard.Guard, interval time.Duration) func() {
+	guard.Poll(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		guard.Run(ctx, interval)
+	}()
+	return func() { <-done }
+}
+
+// phaseWriters gives the guard the phases' directories and their newest
+// save, from the exporter's published table (no lock of its own).
+func phaseWriters(exp *exporter.Exporter) func() []diskguard.Writer {
+	return func() []diskguard.Writer {
+		_, phases := exp.Snapshot()
+		ws := make([]diskguard.Writer, 0, len(phases))
+		for _, p := range phases {
+			w := diskguard.Writer{Name: p.Name, Dirs: p.Dirs}
+			if n := len(p.Saves); n > 0 {
+				w.SavedAt, w.SaveBytes = p.Saves[n-1].At, p.Saves[n-1].Bytes
+			}
+			ws = append(ws, w)
+		}
+		return ws
+	}
+}
+
+// withDisks adds the guard's last readings to each sample. It never waits
+// on a filesystem: a hung statfs delays no rule.
+func withDisks(read watchdog.Reader, guard *diskguard.Guard) watchdog.Reader {
+	return func(ctx context.Context) (watchdog.Sample, error) {
+		s, err := read(ctx)
+		if err != nil {
+			return s, err
+		}
+		for _, f := range guard.Latest().Filesystems {
+			s.Disks = append(s.Disks, watchdog.Disk{
+				Path: f.Path, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
+				SaveBytes: f.SaveBytes, SaveReported: f.SaveReported, Saving: f.Saving, FillRate: f.Rate, RateSpan: f.RateSpan, Writers: f.Writers,
+			})
+		}
+		return s, nil
+	}
+}
+
+// defaultDiskMinFree is --watchdog.disk-min-free's default, parsed.
+func defaultDiskMinFree() watchdog.MinFree {
+	floor, err := watchdog.ParseMinFree(watchdog.DefaultDiskMinFree)
+	if err != nil {
+		panic(err) // a constant
+	}
+	return floor
+}
+
+// diskRule is serve's disk rule, checked even with the watchdog off.
+func (f *diskRuleFlags) diskRule(repeat, retry time.Duration) (watchdog.Rule, error) {
+	floor, err := watchdog.ParseMinFree(f.WatchdogDiskMinFree)
+	if err != nil {
+		return nil, err
+	}
+	return watchdog.NewDiskRule(watchdog.DiskConfig{MinFree: floor, Repeat: repeat, Retry: retry})
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lavender/diskguard"
+	"lavender/internal/testkit"
+	"lavender/phaseapi"
+)
+
+const mib = 1 << 20
+
+// startDiskServe is serve polling every 20 ms with the given disk flags;
+// the host's own /dev/shm stays out unless a test asks for it.
+func startDiskServe(t *testing.T, o serveOpts, args ...string) *watchdogRig {
+	t.Helper()
+	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.20)})
+	r := startServeOpts(t, host, o, append([]string{"--watchdog.interval=20ms", "--watchdog.repeat=1h", "--watchdog.shm="}, args...)...)
+	return &watchdogRig{serveRig: r, host: host}
+}
+
+// diskMetric is a lavender_disk_* series of the path, or -1 while absent.
+func (r *watchdogRig) diskMetric(name, path string) float64 {
+	r.t.Helper()
+	v, err := testkit.Scrape(r.t, r.client, r.base+"/metrics").Value(name, testkit.Labels{"path": path})
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// TestServeDiskTwoSavesOnATmpfs is the disk guard's main promise: on a 64
+// MiB tmpfs the first 24 MiB save leaves room for the next and pushes
+// nothing; the second leaves 16 MiB, and the push comes before a third is
+// tried. Removing the checkpoints resolves it.
+func TestServeDiskTwoSavesOnATmpfs(t *testing.T) {
+	dir := testkit.MountTmpfs(t, "size=64m")
+	r := startDiskServe(t, serveOpts{}, "--watchdog.disk="+dir)
+	save := func(i int) {
+		t.Helper()
+		if err := testkit.WriteFileOfSize(filepath.Join(dir, fmt.Sprintf("checkpoint-%d.pt", i)), 24*mib); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.diskMetric("lavender_disk_size_bytes", dir); got != 64*mib {
+		t.Fatalf("lavender_disk_size_bytes = %v at ready, want 64 MiB", got)
+	}
+	save(1)
+	// A poll may catch the write's first bytes before the jump shows; the
+	// guard looks back a few polls for its base, but a writer held off the
+	// CPU for longer leaves a little out.
+	learned := func() bool { v := r.diskMetric("lavender_disk_save_bytes", dir); return v >= 23*mib && v <= 24*mib }
+	if !testkit.Poll(20*time.Second, learned) {
+		t.Fatalf("the guard learned a save of %v bytes, want 24 MiB", r.diskMetric("lavender_disk_save_bytes", dir))
+	}
+	r.waitPolls(3)
+	if got := r.pushes(); len(got) != 0 {
+		t.Fatalf("pushes after the first save (40 MiB free for a 24 MiB save): %q", got)
+	}
+	save(2)
+	r.bark.WaitPushes(t, 1)
+	got := r.pushes()[0]
+	const tail = ": 16 MB free, a checkpoint save takes 24 MB — the next save will fail"
+	if !strings.HasPrefix(got, "[lavender-2] disk ") || !strings.HasSuffix(got, tail) || !strings.Contains(got, "/tmpfs") {
+		t.Fatalf("push %q, want [lavender-2] disk <dir>%s", got, tail)
+	}
+	r.waitPolls(5)
+	if n := len(r.pushes()); n != 1 {
+		t.Fatalf("%d pushes for one incident: %q", n, r.pushes())
+	}
+	if lines := r.barkLines(); len(lines) != 1 || !strings.HasPrefix(lines[0], "BARK disk save /") || !strings.HasSuffix(lines[0], " sent ok=1 fail=0") {
+		t.Errorf("run log BARK lines %q", lines)
+	}
+	if v := r.metric("lavender_watchdog_rule_armed", testkit.Labels{"rule": "disk-space"}); v != 0 {
+		t.Errorf("disk rule armed = %v during the incident", v)
+	}
+	for i := 1; i <= 2; i++ {
+		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("checkpoint-%d.pt", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.bark.WaitPushes(t, 2)
+	if got := r.pushes()[1]; !strings.HasPrefix(got, "[lavender-2] resolved: disk ") || !strings.Contains(got, " MB free after ") {
+		t.Errorf("resolution %q", got)
+	}
+}
+
+// TestServeDiskInodes: a tmpfs of 64 inodes with 62 files has one left: a
+// push about the inodes, though bytes are plenty.
+func TestServeDiskInodes(t *testing.T) {
+	dir := testkit.MountTmpfs(t, "size=16m,nr_inodes=64")
+	r := startDiskServe(t, serveOpts{}, "--watchdog.disk="+dir)
+	r.waitPolls(2)
+	for i := range 62 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%02d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.bark.WaitPushes(t, 1)
+	got := r.pushes()[0]
+	if !strings.HasSuffix(got, ": 1% of inodes free (1 of 64) — new files will fail") {
+		t.Errorf("push %q", got)
+	}
+	if v := r.diskMetric("lavender_disk_files_free", dir); v != 1 {
+		t.Errorf("lavender_disk_files_free = %v, want 1", v)
+	}
+	if v := r.diskMetric("lavender_disk_files", dir); v != 64 {
+		t.Errorf("lavender_disk_files = %v, want 64", v)
+	}
+}
+
+// TestServeDiskShmByDefault: without flags /dev/shm is watched; the
+// exporter command watches it too.
+func TestServeDiskShmByDefault(t *testing.T) {
+	if _, err := os.Stat("/dev/shm"); err != nil {
+		t.Skipf("this host has no /dev/shm: %v", err)
+	}
+	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.20)})
+	r := startServe(t, host)
+	if v := r.metric("lavender_disk_size_bytes", testkit.Labels{"path": "/dev/shm"}); v <= 0 {
+		t.Errorf("serve: /dev/shm size %v", v)
+	}
+	exp := startInProcess(t, nil, "exporter", "--path.procfs="+host.Dir, "--runlog.dir="+t.TempDir())
+	if v := testkit.Scrape(t, exp.client, exp.base+"/metrics").MustValue(t, "lavender_disk_avail_bytes", testkit.Labels{"path": "/dev/shm"}); v < 0 {
+		t.Errorf("exporter: /dev/shm avail %v", v)
+	}
+}
+
+// hangingStatfs is the real statfs but for one path, whose calls block
+// until the test ends, as on an NFS mount whose server is gone.
+type hangingStatfs struct {
+	path    string
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+}
+
+func newHangingStatfs(t *testing.T, path string) *hangingStatfs {
+	h := &hangingStatfs{path: path, release: make(chan struct{})}
+	t.Cleanup(func() { close(h.release) })
+	return h
+}
+
+func (h *hangingStatfs) stat(path string) (diskguard.Stat, error) {
+	if path != h.path {
+		return diskguard.Statfs(path)
+	}
+	h.mu.Lock()
+	h.calls++
+	h.mu.Unlock()
+	<-h.release
+	return diskguard.Stat{}, fmt.Errorf("released")
+}
+
+// TestServeDiskHungStatfsDoesNotDelayTheSwapPush: a path whose statfs
+// never returns is reported unreadable, is called once, and the swap rule
+// pushes as ever. Were any poll to wait on the hung call, no push would
+// come at all.
+func TestServeDiskHungStatfsDoesNotDelayTheSwapPush(t *testing.T) {
+	hung := newHangingStatfs(t, "/mnt/nfs")
+	r := startDiskServe(t, serveOpts{statfs: hung.stat}, "--watchdog.disk=/mnt/nfs")
+	r.host.SetSwap(testkit.SwapAt(swap2GiBinKB, 0.56))
+	r.bark.WaitPushes(t, 1)
+	if got := r.pushes(); len(got) != 1 || got[0] != "[lavender-2] swap 56% full (1.1/2.0 GB) — consider intervening" {
+		t.Fatalf("pushes %q", got)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.diskMetric("lavender_disk_error", "/mnt/nfs") == 1 }, "/mnt/nfs reported unreadable")
+	r.waitPolls(5)
+	hung.mu.Lock()
+	calls := hung.calls
+	hung.mu.Unlock()
+	if calls != 1 {
+		t.Errorf("the hung path was called %d times; hung calls must not pile up", calls)
+	}
+	if !strings.Contains(r.logs.String(), "statfs did not answer") {
+		t.Errorf("log does not say the statfs hung:\n%s", r.logs)
+	}
+}
+
+// TestServeDiskMissingPathAppears: a path that does not exist at the start
+// is said so in the log and watched once it appears.
+func TestServeDiskMissingPathAppears(t *testing.T) {
+	dir := testkit.MountTmpfs(t, "size=8m")
+	later := filepath.Join(dir, "run-7")
+	r := startDiskServe(t, serveOpts{}, "--watchdog.disk="+later)
+	if !strings.Contains(r.logs.String(), "path does not exist yet; it is watched once it appears") {
+		t.Errorf("the start does not say %s is watched once it appears:\n%s", later, r.logs)
+	}
+	if err := os.Mkdir(later, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.diskMetric("lavender_disk_size_bytes", later) == 8*mib }, later+" watched once it appeared")
+}
+
+// TestServeDiskWatchesPhaseDirs: the directories a phase reports are
+// watched, and a save it reports teaches the guard the save's size on the
+// filesystem of its last directory.
+func TestServeDiskWatchesPhaseDirs(t *testing.T) {
+	work := testkit.MountTmpfs(t, "size=8m")
+	out := testkit.MountTmpfs(t, "size=32m")
+	r := startDiskServe(t, serveOpts{})
+	r.beat("Pretrain 1/3", `"event":"start","dirs":["`+work+`","`+out+`"]`)
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.diskMetric("lavender_disk_size_bytes", out) == 32*mib }, "the phase's output_dir watched")
+	if v := r.diskMetric("lavender_disk_size_bytes", work); v != 8*mib {
+		t.Errorf("the phase's cwd: size %v", v)
+	}
+	r.beat("Pretrain 1/3", `"event":"ping","save_bytes":31457280`) // 30 MiB
+	r.bark.WaitPushes(t, 1)
+	if got := r.pushes()[0]; !strings.HasSuffix(got, ": 32 MB free, a checkpoint save takes 30 MB — the next save will fail") {
+		t.Errorf("push %q", got)
+	}
+	if v := r.diskMetric("lavender_disk_save_bytes", work); v != -1 {
+		t.Errorf("the cwd's filesystem got the save too: %v", v)
+	}
+}
+
+// TestPhaseStartAndRunSendTheWorkingDirectory: `lavender phase start` and
+// `phase run` report their working directory, which the API then shows.
+func TestPhaseStartAndRunSendTheWorkingDirectory(t *testing.T) {
+	base, _ := startExporter(t)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := parseCLI(t, "phase", "start", "Prep", "--url", base)
+	if err := cli.Phase.Start.Run(testGlobals(&testkit.SyncBuffer{}, &testkit.SyncBuffer{})); err != nil {
+		t.Fatal(err)
+	}
+	cli = parseCLI(t, "phase", "run", "Train", "--url", base, "--", "true")
+	if code, err := cli.Phase.Run.run(t.Context(), testGlobals(&testkit.SyncBuffer{}, &testkit.SyncBuffer{}), strings.NewReader(""), nil); err != nil || code != 0 {
+		t.Fatalf("phase run: %d, %v", code, err)
+	}
+	_, body := testkit.MustDo(t, nil, "GET", base+phaseapi.PhasesPath, nil, "", "")
+	var resp phaseapi.PhasesResponse
+	if err := json.Unmarshal([]byte(body), &resp); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Prep", "Train"} {
+		i := slices.IndexFunc(resp.Phases, func(p phaseapi.Phase) bool { return p.Name == name })
+		if i < 0 || !slices.Equal(resp.Phases[i].Dirs, []string{wd}) {
+			t.Errorf("%s: %s", name, body)
+		}
+	}
+}

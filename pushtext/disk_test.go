@@ -1,0 +1,60 @@
+package pushtext
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"lavender/watchdog"
+)
+
+const mib = 1 << 20
+
+func TestDiskTexts(t *testing.T) {
+	began := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	data := watchdog.Disk{Path: "/data", SizeBytes: 64 * mib, AvailBytes: 16 * mib, SaveBytes: 24 * mib, Files: 65536, FilesFree: 1300}
+	filling := watchdog.Disk{Path: "/data", SizeBytes: 1 << 40, AvailBytes: 120 << 30, FillRate: float64(120<<30) / (40 * 60), RateSpan: 30 * time.Minute}
+	big := watchdog.Disk{Path: "/data", SizeBytes: 250 << 30, AvailBytes: 98 << 27} // 12.25 GB: 4.9%
+	long := watchdog.Disk{Path: "/mnt/" + strings.Repeat("x", 80) + "/run-7/checkpoints", SizeBytes: 64 * mib, AvailBytes: 16 * mib, SaveBytes: 24 * mib}
+	for _, tt := range []struct {
+		name string
+		a    watchdog.Alert
+		want string
+		subj string
+	}{
+		{"save", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: data, DiskKind: watchdog.DiskSave},
+			"[lavender-2] disk /data: 16 MB free, a checkpoint save takes 24 MB — the next save will fail", "disk save /data"},
+		{"fill", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: filling, DiskKind: watchdog.DiskFill, Phase: "Pretrain 1/3", ETA: 2*time.Hour + 10*time.Minute},
+			`[lavender-2] disk /data: 120 GB free, fills in ~40m; "Pretrain 1/3" needs ~2h10m more`, "disk fill /data"},
+		{"floor as a share", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: big, DiskKind: watchdog.DiskFloor, MinFree: watchdog.MinFree{Ratio: 0.05}},
+			"[lavender-2] disk /data: 12 GB free (4% of 250 GB), under the 5% floor", "disk floor /data"},
+		{"floor as a size", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: big, DiskKind: watchdog.DiskFloor, MinFree: watchdog.MinFree{Bytes: 20 << 30}},
+			"[lavender-2] disk /data: 12 GB free (4% of 250 GB), under the 20 GB floor", "disk floor /data"},
+		{"inodes", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: data, DiskKind: watchdog.DiskInodes},
+			"[lavender-2] disk /data: 1% of inodes free (1.3k of 65k) — new files will fail", "disk inodes /data"},
+		{"resolved", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Resolved, Disk: data, DiskKind: watchdog.DiskSave, Began: began, At: began.Add(3 * time.Minute)},
+			"[lavender-2] resolved: disk /data: 16 MB free after 3m", "resolved disk save /data"},
+		{"resolved inodes", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Resolved, Disk: data, DiskKind: watchdog.DiskInodes, Began: began, At: began.Add(time.Hour)},
+			"[lavender-2] resolved: disk /data: 1% of inodes free after 1h", "resolved disk inodes /data"},
+		{"long path", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: long, DiskKind: watchdog.DiskSave},
+			"[lavender-2] disk …" + strings.Repeat("x", 39) + "/run-7/checkpoints: 16 MB free, a checkpoint save takes 24 MB — the next save will fail", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			text := Alert(tt.a)
+			if got := WithPrefix(DefaultPrefix, text.Body); got != tt.want {
+				t.Errorf("body\n got %q\nwant %q", got, tt.want)
+			}
+			if tt.subj != "" && text.Subject != tt.subj {
+				t.Errorf("subject %q, want %q", text.Subject, tt.subj)
+			}
+		})
+	}
+}
+
+func TestInodeCount(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0", 999: "999", 1000: "1k", 1300: "1.3k", 65536: "65k", 1_200_000: "1.2M", 33_000_000: "33M"} {
+		if got := count(n); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
