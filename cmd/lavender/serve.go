@@ -101,6 +101,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	bridge.Register(srv.mux)
 	page := c.statusPage(wd, bridge, history)
 	page.KernelLog = klog.status
+	page.Disks = guard.Latest
+	page.DiskMinFree, _ = watchdog.ParseMinFree(c.WatchdogDiskMinFree) // checked by validate
 	if err := registerStatusPage(srv.mux, exp, page); err != nil {
 		return err
 	}
@@ -128,7 +130,7 @@ func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, kl
 	if err != nil {
 		return nil, nil, err
 	}
-	wd, err := c.newWatchdog(withDisks(hostReader(c.ProcFS, klog, exp), guard), history, push, g.Logger, srv.reg, g.Clock, disk)
+	wd, err := c.newWatchdog(watchdog.WithDisks(hostReader(c.ProcFS, klog, exp), guard.Latest), history, push, g.Logger, srv.reg, g.Clock, disk)
 	if err != nil {
 		return nil, nil, err
 	}
