@@ -81,6 +81,11 @@ func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	return c, nil
 }
 
+// BaseURL is the exporter's base URL, without a trailing slash, as
+// `lavender phase run` gives it to its command in LAVENDER_URL. It never
+// carries credentials: NewClient refuses a URL with them.
+func (c *Client) BaseURL() string { return strings.TrimRight(c.base.String(), "/") }
+
 // APIError is an error answer from the API.
 type APIError struct {
 	StatusCode int

@@ -7,14 +7,17 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"lavender/phaseapi"
+	"lavender/proctree"
 )
 
 // DefaultPingInterval is how often `lavender phase run` pings.
@@ -84,18 +87,36 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 	}
 
 	cmd := exec.Command(name, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = w.Stdin, w.Stdout, w.Stderr
+	cmd.Stdin, cmd.Stdout = w.Stdin, w.Stdout
+	cmd.Env = commandEnv(os.Environ(), w.Client, phase)
+	// stderr is teed, raw bytes as they come (tqdm's carriage returns and
+	// all), so that the wrapper can tell why the command failed; stdout
+	// goes to the command as it is.
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		return ExitCannotExecute, fmt.Errorf("phase run: stderr pipe: %w", err)
+	}
+	cmd.Stderr = stderrW
 	job := newJob(w.Terminal, logger)
 	job.prepare(cmd)
 	unlock := job.lockThread()
 	defer unlock()
 	if err := cmd.Start(); err != nil {
+		stderrR.Close()
+		stderrW.Close()
 		code := ExitNotFound
 		if errors.Is(err, fs.ErrPermission) {
 			code = ExitCannotExecute
 		}
 		return code, fmt.Errorf("phase run: %w", err)
 	}
+	stderrW.Close() // the command holds the write end now
+	tail := &tailBuffer{}
+	teed := make(chan struct{})
+	go func() {
+		defer close(teed)
+		teeStderr(stderrR, w.Stderr, tail)
+	}()
 	done := make(chan struct{})
 	job.started(cmd.Process.Pid)
 	go job.watchStops(done)
@@ -105,12 +126,13 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 	}()
 
 	hb := &heartbeater{client: w.Client, phase: phase, logger: logger}
+	start := startRequest(phase, cmd.Process.Pid, logger)
 	stopPings := make(chan struct{})
 	var pinger sync.WaitGroup
 	pinger.Add(1)
 	go func() {
 		defer pinger.Done()
-		hb.send(ctx, phaseapi.EventStart, "")
+		hb.send(ctx, start)
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
@@ -118,11 +140,12 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 			case <-stopPings:
 				return
 			case <-tick.C:
-				hb.send(ctx, phaseapi.EventPing, "")
+				hb.send(ctx, phaseapi.HeartbeatRequest{Phase: phase, Event: phaseapi.EventPing})
 			}
 		}
 	}()
 
+	var forwarded os.Signal // the first signal passed on to the command
 wait:
 	for {
 		select {
@@ -130,6 +153,9 @@ wait:
 			if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				logger.Warn("could not forward signal", "signal", sig, "err", err)
 				continue
+			}
+			if forwarded == nil {
+				forwarded = sig
 			}
 			logger.Debug("forwarded signal to the command", "signal", sig)
 		case <-done:
@@ -142,13 +168,108 @@ wait:
 	close(stopPings)
 	pinger.Wait()
 
-	code := exitCode(cmd.ProcessState)
-	status := phaseapi.StatusOK
-	if code != 0 {
-		status = phaseapi.StatusFailed
+	// The command is gone; what it left in the pipe comes at once, unless
+	// a process it started holds stderr open: that one is not waited for.
+	select {
+	case <-teed:
+	case <-time.After(stderrDrain):
+		logger.Debug("a process of the command still holds its stderr open; not waiting for it")
 	}
-	hb.send(ctx, phaseapi.EventEnd, status)
+
+	code := exitCode(cmd.ProcessState)
+	end := phaseapi.HeartbeatRequest{Phase: phase, Event: phaseapi.EventEnd, Status: phaseapi.StatusOK}
+	if code != 0 || forwarded != nil {
+		// A forwarded signal fails the phase whatever the exit code:
+		// Lightning exits 0 on SIGTERM and Ctrl-C.
+		data, cut := tail.Bytes()
+		end.Status = phaseapi.StatusFailed
+		end.Reason = phaseapi.CleanReason(failureReason(nameOf(forwarded), killedBy(cmd.ProcessState), code, data, cut))
+	}
+	hb.send(ctx, end)
 	return code, nil
+}
+
+// stderrDrain bounds the wait for the rest of the command's stderr once it
+// has exited.
+const stderrDrain = 2 * time.Second
+
+// teeStderr copies the command's stderr to out as it comes, each read
+// written at once, and keeps its tail. A failing out (a closed terminal)
+// does not stop the copy: the command must not block on a full pipe.
+func teeStderr(r *os.File, out io.Writer, tail *tailBuffer) {
+	defer r.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if out != nil {
+				_, _ = out.Write(buf[:n])
+			}
+			_, _ = tail.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// commandEnv is the command's environment: the wrapper's, with
+// LAVENDER_URL (the exporter's base URL, without a trailing slash) and
+// LAVENDER_PHASE, so that a client inside reports into this phase.
+func commandEnv(env []string, client *Client, phase string) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, EnvURL+"=") || strings.HasPrefix(kv, EnvPhase+"=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	if client != nil {
+		out = append(out, EnvURL+"="+client.BaseURL())
+	}
+	return append(out, EnvPhase+"="+phase)
+}
+
+// The environment `lavender phase run` gives its command.
+const (
+	EnvURL   = "LAVENDER_URL"
+	EnvPhase = "LAVENDER_PHASE"
+)
+
+// startRequest is the wrapper's start: the command's pid, with this
+// host's boot id and pid namespace so the exporter may judge it, and the
+// directory it runs in.
+func startRequest(phase string, pid int, logger *slog.Logger) phaseapi.HeartbeatRequest {
+	req := phaseapi.HeartbeatRequest{Phase: phase, Event: phaseapi.EventStart}
+	p := int64(pid)
+	req.PID = &p
+	if host, err := proctree.ReadHost(""); err == nil {
+		req.BootID, req.PIDNS = host.BootID, host.PIDNS
+	} else {
+		logger.Debug("the exporter will not judge the command's pid", "err", err)
+	}
+	req.Dirs = WorkDirs() // the command runs in the wrapper's directory
+	return req
+}
+
+func nameOf(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if name := signalName(int(s)); name != "" {
+			return name
+		}
+	}
+	if sig == nil {
+		return ""
+	}
+	return sig.String()
+}
+
+// killedBy names the signal that killed the command, "" if it exited.
+func killedBy(ps *os.ProcessState) string {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return nameOf(ws.Signal())
+	}
+	return ""
 }
 
 func exitCode(ps *os.ProcessState) int {
@@ -170,16 +291,20 @@ type heartbeater struct {
 	warned bool
 }
 
-func (h *heartbeater) send(ctx context.Context, event, status string) {
+func (h *heartbeater) send(ctx context.Context, req phaseapi.HeartbeatRequest) {
 	if h.client == nil {
 		return
 	}
-	req := phaseapi.HeartbeatRequest{Phase: h.phase, Event: event, Status: status}
-	if event == phaseapi.EventStart {
-		req.Dirs = WorkDirs() // the command runs in the wrapper's directory
-	}
 	_, err := h.client.Heartbeat(ctx, req)
 	if err == nil {
+		return
+	}
+	var apiErr *APIError
+	if req.Event == phaseapi.EventEnd && req.Status == phaseapi.StatusOK && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict {
+		// A client inside the command ended the phase failed itself (a
+		// callback that saw the exception the framework then swallowed):
+		// that failure stands.
+		h.logger.Info("the command reported the phase failed itself; its failure stands", "phase", h.phase, "answer", apiErr.Message)
 		return
 	}
 	h.mu.Lock()
@@ -188,8 +313,8 @@ func (h *heartbeater) send(ctx context.Context, event, status string) {
 	h.mu.Unlock()
 	if first {
 		h.logger.Warn("heartbeat failed; the command runs on, further failures are not reported",
-			"phase", h.phase, "event", event, "err", err)
+			"phase", h.phase, "event", req.Event, "err", err)
 		return
 	}
-	h.logger.Debug("heartbeat failed", "phase", h.phase, "event", event, "err", err)
+	h.logger.Debug("heartbeat failed", "phase", h.phase, "event", req.Event, "err", err)
 }

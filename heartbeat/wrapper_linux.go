@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // How `phase run` delivers signals, on Linux.
@@ -100,8 +102,8 @@ func (j *job) watchStops(done <-chan struct{}) {
 	for {
 		var info siginfo
 		// Peek (WNOWAIT) so that the exit stays for cmd.Wait to reap.
-		if err := waitid(pid, &info, syscall.WEXITED|syscall.WSTOPPED|syscall.WNOWAIT); err != nil {
-			if err == syscall.EINTR {
+		if err := waitid(pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT); err != nil {
+			if err == unix.EINTR {
 				continue
 			}
 			return // reaped already (ECHILD)
@@ -111,7 +113,7 @@ func (j *job) watchStops(done <-chan struct{}) {
 		}
 		// Consume the stop report, then act on it.
 		var consumed siginfo
-		_ = waitid(pid, &consumed, syscall.WSTOPPED|syscall.WNOHANG)
+		_ = waitid(pid, &consumed, unix.WSTOPPED|unix.WNOHANG)
 		select {
 		case <-done:
 			return
@@ -169,53 +171,52 @@ func (j *job) exited() {
 func (j *job) setForeground(pgrp int) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	set := uint64(1) << (uint(syscall.SIGTTOU) - 1)
-	var old uint64
-	if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, sigBlock, uintptr(unsafe.Pointer(&set)), uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
-		j.logger.Warn("could not hand over the terminal", "err", e)
+	var set, old unix.Sigset_t
+	sigaddset(&set, unix.SIGTTOU)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		j.logger.Warn("could not hand over the terminal", "err", err)
 		return
 	}
-	p := int32(pgrp)
-	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, j.tty.Fd(), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&p)))
-	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, sigSetmask, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
-	if e != 0 {
-		j.logger.Warn("could not hand over the terminal", "pgrp", pgrp, "err", e)
+	err := unix.IoctlSetPointerInt(int(j.tty.Fd()), unix.TIOCSPGRP, pgrp)
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	if err != nil {
+		j.logger.Warn("could not hand over the terminal", "pgrp", pgrp, "err", err)
 	}
+}
+
+// sigaddset adds sig to set. The kernel's sigset is an array of words of
+// the platform's size (64 bits, or 32), signal n at bit n-1; the signal
+// numbers are the platform's own (SIGTTOU is 22 on most, 27 on MIPS).
+func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
+	bits := uint(unsafe.Sizeof(set.Val[0])) * 8
+	n := uint(sig) - 1
+	set.Val[n/bits] |= 1 << (n % bits)
 }
 
 func tcgetpgrp(tty *os.File) (int, error) {
-	var p int32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, tty.Fd(), syscall.TIOCGPGRP, uintptr(unsafe.Pointer(&p))); e != 0 {
-		return 0, e
-	}
-	return int(p), nil
+	return unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
 }
 
-const (
-	sigBlock   = 0 // SIG_BLOCK
-	sigSetmask = 2 // SIG_SETMASK
-	pPID       = 1 // P_PID
-	cldStopped = 5 // CLD_STOPPED
-)
+// cldStopped is siginfo's si_code for a child that stopped.
+const cldStopped = 5 // CLD_STOPPED, the same on every Linux platform
 
-// siginfo is Linux's siginfo_t as waitid fills it for a child: 128 bytes,
-// si_code at 8, and si_pid, si_uid and si_status at the start of a union
-// aligned like a pointer (16 on 64-bit systems, 12 on 32-bit ones).
-type siginfo [128]byte
+// siginfo is what waitid fills in for a child: x/sys/unix names the
+// header in each platform's order (si_code and si_errno trade places on
+// MIPS); si_pid, si_uid and si_status then start the union, which is
+// aligned like a pointer (16 bytes in on 64-bit systems, 12 on 32-bit
+// ones).
+type siginfo unix.Siginfo
 
-const sigchldOffset = 8 + 4 + (unsafe.Sizeof(uintptr(0))-12%unsafe.Sizeof(uintptr(0)))%unsafe.Sizeof(uintptr(0))
+const sigchldOffset = (12 + unsafe.Sizeof(uintptr(0)) - 1) / unsafe.Sizeof(uintptr(0)) * unsafe.Sizeof(uintptr(0))
 
-func (s *siginfo) code() int32 { return int32(binary.NativeEndian.Uint32(s[8:])) }
+func (s *siginfo) code() int32 { return s.Code }
 
 // status is the exit code, or for CLD_STOPPED the stop signal.
 func (s *siginfo) status() int32 {
-	return int32(binary.NativeEndian.Uint32(s[sigchldOffset+8:]))
+	raw := (*[unsafe.Sizeof(unix.Siginfo{})]byte)(unsafe.Pointer(s))
+	return int32(binary.NativeEndian.Uint32(raw[sigchldOffset+8:]))
 }
 
 func waitid(pid int, info *siginfo, options int) error {
-	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(info)), uintptr(options), 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
+	return unix.Waitid(unix.P_PID, pid, (*unix.Siginfo)(info), options, nil)
 }

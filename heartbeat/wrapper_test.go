@@ -70,7 +70,8 @@ func runWrapperProcess(spec string) int {
 //   - "sleep": says "ready" and waits to be killed;
 //   - "count FILE": records each signal it gets in FILE; see countSignals.
 func runChild(mode string) int {
-	switch verb, arg, _ := strings.Cut(mode, " "); verb {
+	verb, arg, _ := strings.Cut(mode, " ")
+	switch verb {
 	case "cat":
 		code, _ := strconv.Atoi(arg)
 		_, _ = io.Copy(os.Stdout, os.Stdin)
@@ -91,7 +92,7 @@ func runChild(mode string) int {
 	case "count":
 		return countSignals(arg)
 	}
-	return 99
+	return runCauseChild(verb, arg)
 }
 
 type wrapperRun struct {
@@ -157,7 +158,7 @@ func TestWrapperExitCode(t *testing.T) {
 		end    string
 	}{
 		{0, phaseapi.StatusOK, "END   Train 0s"},
-		{3, phaseapi.StatusFailed, "END   Train 0s failed"},
+		{3, phaseapi.StatusFailed, "END   Train 0s failed: exit code 3: child stderr"},
 	} {
 		t.Run(strconv.Itoa(tc.code), func(t *testing.T) {
 			env := newTestEnv(t)

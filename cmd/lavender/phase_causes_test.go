@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -139,5 +140,58 @@ func TestServePhaseFailedEndsAreEvents(t *testing.T) {
 	}
 	if v := r.metric("lavender_heartbeats_refused_total", testkit.Labels{"reason": "ok_after_failed"}); v != 1 {
 		t.Errorf("refused{reason=ok_after_failed} = %v, want 1", v)
+	}
+}
+
+// phaseRun runs `lavender phase run NAME --url BASE -- CMD...` in process
+// and returns its exit code.
+func (r *watchdogRig) phaseRun(name string, command ...string) int {
+	r.t.Helper()
+	var stdout, stderr testkit.SyncBuffer
+	cli := parseCLI(r.t, append([]string{"phase", "run", name, "--url", r.base, "--"}, command...)...)
+	code, err := cli.Phase.Run.run(context.Background(), testGlobals(&stdout, &stderr), strings.NewReader(""), nil)
+	if err != nil {
+		r.t.Fatalf("phase run %s: %v", name, err)
+	}
+	return code
+}
+
+// TestServePhaseRunPushesTheCause: `lavender phase run` over real commands
+// pushes why they failed: a Python traceback's last line, and a client
+// inside the command that reports into the wrapper's phase (progress, its
+// own reason) instead of making another, with one push.
+func TestServePhaseRunPushesTheCause(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed to stand in for a training script:", err)
+	}
+	clock := newFakeClock()
+	r := startPhaseServe(t, clock, "")
+	if code := r.phaseRun("Finetune", python, "-c", "raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')"); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	oom := `[lavender-2] phase "Finetune" failed after 0s: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB`
+	r.wantPushes([]string{oom}, []string{"BARK failed Finetune sent ok=1 fail=0"})
+
+	inner := `
+import json, os, sys, urllib.request as u
+def post(b):
+    u.urlopen(u.Request(os.environ["LAVENDER_URL"] + "/api/v1/heartbeat", json.dumps(b).encode(), {"Content-Type": "application/json"}))
+phase = os.environ["LAVENDER_PHASE"]
+post({"phase": phase, "event": "ping", "step": 7, "total": 10})
+post({"phase": phase, "event": "end", "status": "failed", "reason": "ValueError: loss is NaN at step 7"})
+sys.exit(0)  # the framework swallowed it
+`
+	if code := r.phaseRun("Inner", python, "-c", inner); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	r.wantPushes([]string{oom, `[lavender-2] phase "Inner" failed after 0s: ValueError: loss is NaN at step 7`},
+		[]string{"BARK failed Finetune sent ok=1 fail=0", "BARK failed Inner sent ok=1 fail=0"})
+	p := r.phaseNamed("Inner")
+	if p.Step == nil || *p.Step != 7 || p.Total != 10 || p.Status != phaseapi.StatusFailed {
+		t.Errorf("Inner: step %v/%d %s; want the inner client's progress and failure", p.Step, p.Total, p.Status)
+	}
+	if text := runlogtest.Text(t, r.logDir); strings.Count(text, "START Inner") != 1 || !strings.Contains(text, "END   Inner 0s failed: ValueError\n") {
+		t.Errorf("run log:\n%s\nwant one START Inner and its failed END", text)
 	}
 }

@@ -50,11 +50,11 @@ func TestPhaseRunCommand(t *testing.T) {
 		t.Errorf("warnings with a reachable exporter: %s", stderr.String())
 	}
 	_, body := testkit.MustDo(t, nil, "GET", base+"/api/v1/phases", nil, "", "")
-	if !strings.Contains(body, `"name":"Train 1/2","status":"failed"`) {
+	if !strings.Contains(body, `"name":"Train 1/2","status":"failed"`) || !strings.Contains(body, `"reason":"exit code 7: oops"`) {
 		t.Errorf("phases: %s", body)
 	}
 	entries := runlogtest.EntriesOf(t, runlogtest.Text(t, logDir))
-	if len(entries) != 3 || entries[1] != "START Train 1/2" || !strings.HasPrefix(entries[2], "END   Train 1/2 ") || !strings.HasSuffix(entries[2], "s failed") {
+	if len(entries) != 3 || entries[1] != "START Train 1/2" || !strings.HasPrefix(entries[2], "END   Train 1/2 ") || !strings.HasSuffix(entries[2], "s failed: exit code 7: oops") {
 		t.Errorf("run log entries %q", entries)
 	}
 }

@@ -77,7 +77,7 @@ func TestServePhaseFailed(t *testing.T) {
 	if code, err := cli.Phase.Run.run(context.Background(), testGlobals(&stdout, &stderr), strings.NewReader(""), nil); code != 1 || err != nil {
 		t.Fatalf("phase run = %d, %v; want the child's 1", code, err)
 	}
-	r.wantPushes([]string{pretrainFailed, `[lavender-2] phase "Eval" failed after 0s`},
+	r.wantPushes([]string{pretrainFailed, `[lavender-2] phase "Eval" failed after 0s: exit code 1`},
 		[]string{failedLine, "BARK failed Eval sent ok=1 fail=0"})
 	if v := r.metric("lavender_watchdog_rule_armed", testkit.Labels{"rule": "failed"}); v != 1 {
 		t.Errorf("failed rule armed = %v after its pushes were delivered", v)

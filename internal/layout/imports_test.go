@@ -25,7 +25,7 @@ var mayUse = map[string][]string{
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
 	"phaseapi":  {},
-	"heartbeat": {"phaseapi"},
+	"heartbeat": {"phaseapi", "proctree", "internal/procfile"},
 	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/procfile"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
