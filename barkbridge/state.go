@@ -50,7 +50,8 @@ var errStateUnreadable = errors.New("cannot be read")
 
 // bridgeState saves the bridge's state to its file.
 type bridgeState struct {
-	path string // "": nothing is kept
+	path string   // "": nothing is kept
+	lock *os.File // holds the lock beside the file (lockState)
 
 	mu      sync.Mutex // serialises saves
 	blocked bool       // the file could not be read: never overwrite it
@@ -73,6 +74,9 @@ func (b *Bridge) changed() { b.changes.Add(1) }
 func (b *Bridge) restoreState() {
 	st := &b.state
 	if st.path == "" {
+		return
+	}
+	if b.lockState(); st.path == "" {
 		return
 	}
 	f, err := readState(st.path)

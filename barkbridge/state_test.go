@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +41,9 @@ func newStateFixture(t *testing.T) *stateFixture {
 	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *Config) {
 		c.Now, c.MaxPerMinute, c.StateFile = clock.Now, 1, path
 	})
-	return &stateFixture{fixture: f, srv: srv, clock: clock, path: path}
+	sf := &stateFixture{fixture: f, srv: srv, clock: clock, path: path}
+	t.Cleanup(func() { sf.bridge.Close() })
+	return sf
 }
 
 // restart builds a new bridge from the same config, files and clock, as a
@@ -48,6 +51,7 @@ func newStateFixture(t *testing.T) *stateFixture {
 // the files.
 func (f *stateFixture) restart() {
 	f.t.Helper()
+	f.bridge.Close() // as the process's death releases its lock
 	f.logs, f.reg, f.mux = &testkit.SyncBuffer{}, prometheus.NewRegistry(), nil
 	b, err := New(f.cfg, slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), f.reg)
 	if err != nil {
@@ -295,8 +299,47 @@ func TestStateUnderConcurrentWebhooks(t *testing.T) {
 		wg.Go(func() { f.post(webhookBody(t, stormAlert(i))) })
 	}
 	wg.Wait()
+	// The one push's dedup entry may have finished after the last held
+	// save; its own save follows within a second.
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		data, _ := os.ReadFile(f.path)
+		return bytes.Count(data, []byte(`"fingerprint"`)) == 20
+	}, "the deferred save of the dedup memory")
 	f.restart()
 	if !strings.Contains(f.logs.String(), "held=19 dedup=20") {
 		t.Errorf("after 20 webhooks at once (1 push, 19 held), the restart restored:\n%s", f.logs)
+	}
+}
+
+// TestStateLockedToOneBridge: a second bridge on the same logs dir keeps
+// no state, says so at ERROR, and never touches the first one's file.
+func TestStateLockedToOneBridge(t *testing.T) {
+	f := newStateFixture(t)
+	f.postAlerts(0, 3) // one push, two held
+	saved, err := os.ReadFile(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testkit.SyncBuffer{}
+	second, err := New(f.cfg, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "ANOTHER LAVENDER KEEPS ITS BARK STATE IN THIS LOGS DIR") {
+		t.Errorf("the second bridge does not say it keeps no state:\n%s", logs)
+	}
+	mux := http.NewServeMux()
+	second.Register(mux)
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(webhookBody(t, stormAlert(7))))
+	mux.ServeHTTP(httptest.NewRecorder(), req)
+	second.Flush(t.Context())
+	if data, _ := os.ReadFile(f.path); !bytes.Equal(data, saved) {
+		t.Errorf("the second bridge wrote the first one's state:\n%s", data)
+	}
+	// Once the first is gone, the next start has the lock and the state.
+	f.restart()
+	if log := f.logs.String(); strings.Contains(log, "ANOTHER LAVENDER") || !strings.Contains(log, "held=2") {
+		t.Errorf("the restart after the first bridge closed:\n%s", log)
 	}
 }

@@ -200,6 +200,7 @@ func runBridge(ctx context.Context, b *barkbridge.Bridge, grace time.Duration) (
 		flushCtx, cancelFlush := context.WithTimeout(context.Background(), grace)
 		defer cancelFlush()
 		b.Flush(flushCtx)
+		b.Close()
 	})
 }
 
