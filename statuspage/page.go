@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"lavender/barkbridge"
+	"lavender/diskguard"
 	"lavender/exporter"
 	"lavender/phaseapi"
 	"lavender/runlog"
@@ -58,6 +59,11 @@ type Config struct {
 	// KernelLog says whether the kernel log is read; nil: the page says
 	// nothing of it.
 	KernelLog func() KernelLogStatus
+	// Disks returns the disk guard's last poll (its Latest); nil: the
+	// page has no disk section. DiskMinFree is the floor in force
+	// (--watchdog.disk-min-free), for marking a disk under it.
+	Disks       func() diskguard.Snapshot
+	DiskMinFree watchdog.MinFree
 
 	// Threshold is the swap ratio shown in the warning colour and drawn
 	// as the chart's line; default watchdog.DefaultThreshold.
@@ -118,6 +124,8 @@ type Status struct {
 	Phases    []Phase        `json:"phases"`
 	RunLog    string         `json:"run_log"`
 	Sections  map[string]any `json:"sections,omitempty"` // "bark": the bridge's status; "watchdog": its rules
+	// Disks are the watched filesystems; absent where no disk guard runs.
+	Disks []Disk `json:"disks,omitempty"`
 
 	// PressureThreshold is the memory pressure line, 0–1.
 	PressureThreshold float64 `json:"pressure_threshold"`
@@ -190,6 +198,9 @@ func (p *Page) Snapshot() Status {
 	if p.cfg.KernelLog != nil {
 		s.Sections["kernel_log"] = p.cfg.KernelLog()
 	}
+	if p.cfg.Disks != nil {
+		s.Disks = newDisks(p.cfg.Disks(), p.cfg.DiskMinFree)
+	}
 	if p.cfg.Rules != nil {
 		rules := []RuleState{}
 		for _, r := range p.cfg.Rules() {
@@ -213,6 +224,7 @@ func (p *Page) handlePage(w http.ResponseWriter, r *http.Request) {
 		High:    s.Swap != nil && s.Swap.TotalBytes > 0 && s.Swap.UsedRatio >= s.Threshold,
 		Chart:   newChart(s.History, s.Threshold, s.PressureThreshold, s.Time, p.window()),
 		HasBark: p.cfg.Bark != nil,
+		MinFree: p.cfg.DiskMinFree,
 	}
 	v.PressureHigh = s.Swap != nil && s.Swap.PressureSomeAvg10 != nil && *s.Swap.PressureSomeAvg10 >= s.PressureThreshold
 	if b, ok := s.Sections["bark"].(barkbridge.BarkStatus); ok {
@@ -255,6 +267,7 @@ type view struct {
 	KernelLogBlind *KernelLogStatus
 	Bark           barkbridge.BarkStatus
 	Rules          []RuleState
+	MinFree        watchdog.MinFree // the disk floor in force
 }
 
 var pageCSS = func() template.CSS {

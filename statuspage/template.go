@@ -5,7 +5,10 @@ import (
 	"html/template"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+
+	"lavender/watchdog"
 )
 
 // pageTemplate is status.html. html/template escapes every value by its
@@ -22,6 +25,10 @@ var pageTemplate = template.Must(template.New("status.html").Funcs(template.Func
 	"hms":      func(t time.Time) string { return t.Local().Format("15:04:05") },
 	"when":     when,
 	"after":    func(t time.Time, d time.Duration) time.Time { return t.Add(d) },
+	"bytes":    watchdog.HumanBytes,
+	"human":    watchdog.HumanDuration,
+	"short":    ShortText,
+	"join":     strings.Join,
 }).ParseFS(files, "status.html"))
 
 // when is t as a person near now reads it: the time of day when t is

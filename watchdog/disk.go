@@ -311,3 +311,20 @@ func (r *DiskRule) State() RuleState {
 	}
 	return st
 }
+
+// DiskShort lists the conditions of d that are met now, of those that need
+// no phase (save, floor, inodes), judged as the disk rule judges them: the
+// status page marks what the phone is told.
+func DiskShort(d Disk, minFree MinFree) []DiskKind {
+	r := DiskRule{cfg: DiskConfig{MinFree: minFree}}
+	var out []DiskKind
+	for _, kind := range []DiskKind{DiskSave, DiskFloor, DiskInodes} {
+		if kind == DiskSave && d.Saving {
+			continue
+		}
+		if v, _, _ := r.need(kind, d, Sample{}); v >= 1 {
+			out = append(out, kind)
+		}
+	}
+	return out
+}

@@ -90,8 +90,13 @@ func TestStatusPageInChromium(t *testing.T) {
 	chromium := findChromium(t)
 
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.30)})
+	// A watched directory whose name is markup, and one not there yet.
+	evilDisk := filepath.Join(t.TempDir(), `<img src=x onerror=alert(2)>`)
+	if err := os.Mkdir(evilDisk, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	r := startServe(t, procfs, "--watchdog.interval=20ms", "--watchdog.repeat=1h", "--status.history-step=50ms",
-		"--run.header=device=cuda lavender=v0.1.0")
+		"--run.header=device=cuda lavender=v0.1.0", "--watchdog.shm=", "--watchdog.disk="+evilDisk, "--watchdog.disk=/nonexistent/run-7")
 	// The first heartbeat makes the exporter follow the run started
 	// beside it, with its saved table.
 	silentSince, stepSince := stalledRun(t, r.logDir)
@@ -176,6 +181,10 @@ func TestStatusPageInChromium(t *testing.T) {
 	stalled := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#phases .badge.stalled')].map(e => e.closest('tr').querySelector('td.name').textContent + ' ' + e.closest('td').textContent)`))
 	// The stalled mark stands out from a running phase's.
 	badgeColours := browse(t, ctx, chromedp.Evaluate[[]string](`['.badge.stalled', '.badge.active'].map(s => getComputedStyle(document.querySelector('#phases ' + s)).color)`))
+	// Each readable disk has a bar, drawn by the browser (a meter, no
+	// inline style); the missing one says it is waited for.
+	disks := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#disks tbody tr')].map(r => r.querySelector('td.name code').textContent + ' ' + (r.querySelector('meter') ? r.querySelector('meter').getBoundingClientRect().width > 0 : 'no bar'))`))
+	images := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('img').length`))
 	phone := browse(t, ctx, chromedp.FullScreenshot(100))
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(1280, 900),
@@ -228,6 +237,15 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	if len(colours) != 2 || colours[0] == colours[1] || colours[1] == "none" {
 		t.Errorf("line colours %q: want swap and pressure in two different colours", colours)
+	}
+	if want := []string{evilDisk + " true", "/nonexistent/run-7 no bar"}; strings.Join(disks, "|") != strings.Join(want, "|") {
+		t.Errorf("disk rows %q, want %q", disks, want)
+	}
+	if images != 0 {
+		t.Errorf("the disk named <img …> made %d img elements", images)
+	}
+	if !strings.Contains(text, "does not exist yet; watched once it appears") {
+		t.Error("the missing disk does not say it is watched once it appears")
 	}
 	if scripts != 0 || dialogs.Load() != 0 {
 		t.Errorf("the <script> phase name ran: %d script elements, %d dialogs", scripts, dialogs.Load())

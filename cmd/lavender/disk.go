@@ -121,6 +121,15 @@ func withDisks(read watchdog.Reader, guard *diskguard.Guard) watchdog.Reader {
 	}
 }
 
+// defaultDiskMinFree is --watchdog.disk-min-free's default, parsed.
+func defaultDiskMinFree() watchdog.MinFree {
+	floor, err := watchdog.ParseMinFree(watchdog.DefaultDiskMinFree)
+	if err != nil {
+		panic(err) // a constant
+	}
+	return floor
+}
+
 // diskRule is serve's disk rule, checked even with the watchdog off.
 func (f *diskRuleFlags) diskRule(repeat, retry time.Duration) (watchdog.Rule, error) {
 	floor, err := watchdog.ParseMinFree(f.WatchdogDiskMinFree)

@@ -87,6 +87,8 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 		// exporter pushes nothing; its page marks stalls as serve's
 		// stalled rule would at its default.
 		History: history, StallAfter: watchdog.DefaultStallAfter, KernelLog: klog.status,
+		// exporter has no disk rule; its page marks disks at serve's default floor.
+		Disks: guard.Latest, DiskMinFree: defaultDiskMinFree(),
 	}); err != nil {
 		return err
 	}

@@ -101,6 +101,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	bridge.Register(srv.mux)
 	page := c.statusPage(wd, bridge, history)
 	page.KernelLog = klog.status
+	page.Disks = guard.Latest
+	page.DiskMinFree, _ = watchdog.ParseMinFree(c.WatchdogDiskMinFree) // checked by validate
 	if err := registerStatusPage(srv.mux, exp, page); err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ var mayUse = map[string][]string{
 	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile"},
+	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	"diskguard": {},

@@ -1,0 +1,110 @@
+package statuspage
+
+import (
+	"time"
+
+	"lavender/diskguard"
+	"lavender/watchdog"
+)
+
+// Disk is one watched filesystem, or one watched path that cannot be read
+// or does not exist yet, as the page shows it.
+type Disk struct {
+	Path string `json:"path"`
+	// Paths are every watched path that leads to the filesystem.
+	Paths []string `json:"paths,omitempty"`
+	// State is "ok", "unreadable" (statfs failed or hung: Error says
+	// which, Since since when) or "missing" (watched once it appears).
+	State string    `json:"state"`
+	Error string    `json:"error,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+
+	SizeBytes  uint64 `json:"size_bytes,omitzero"`
+	AvailBytes uint64 `json:"avail_bytes,omitzero"`
+	UsedBytes  uint64 `json:"used_bytes,omitzero"`
+	Files      uint64 `json:"files,omitzero"`
+	FilesFree  uint64 `json:"files_free,omitzero"`
+	// SaveBytes is the size of one checkpoint save, 0 while unknown;
+	// SaveReported: a client reported it rather than it being learned.
+	SaveBytes    uint64 `json:"save_bytes,omitzero"`
+	SaveReported bool   `json:"save_reported,omitzero"`
+	// FillsInSeconds is how long the free space lasts at the rate of the
+	// last 30 minutes; absent while unknown or not filling.
+	FillsInSeconds *float64 `json:"fills_in_seconds,omitempty"`
+	// Phases are the phases with a directory on it.
+	Phases []string `json:"phases,omitempty"`
+	// Short lists the conditions met now: "save" (the next save will not
+	// fit), "floor" (under --watchdog.disk-min-free), "inodes".
+	Short []watchdog.DiskKind `json:"short,omitempty"`
+}
+
+// newDisks turns the guard's last poll into the page's rows: the
+// filesystems, then the unreadable paths, then those not there yet.
+func newDisks(snap diskguard.Snapshot, minFree watchdog.MinFree) []Disk {
+	out := []Disk{}
+	for _, f := range snap.Filesystems {
+		d := Disk{
+			Path: f.Path, State: "ok", SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, UsedBytes: f.Stat.Used(),
+			Files: f.Stat.Files, FilesFree: f.Stat.FilesFree, SaveBytes: f.SaveBytes, SaveReported: f.SaveReported, Phases: f.Writers,
+		}
+		if len(f.Paths) > 1 {
+			d.Paths = f.Paths
+		}
+		wd := watchdog.Disk{Path: f.Path, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
+			SaveBytes: f.SaveBytes, Saving: f.Saving, FillRate: f.Rate, RateSpan: f.RateSpan}
+		if fills, ok := wd.FillsIn(); ok {
+			secs := fills.Seconds()
+			d.FillsInSeconds = &secs
+		}
+		d.Short = watchdog.DiskShort(wd, minFree)
+		out = append(out, d)
+	}
+	for _, u := range snap.Unreadable {
+		out = append(out, Disk{Path: u.Path, State: "unreadable", Error: u.Err, Since: u.Since})
+	}
+	for _, p := range snap.Missing {
+		out = append(out, Disk{Path: p, State: "missing"})
+	}
+	return out
+}
+
+// FreeShare is the share of the filesystem still free, 0–1.
+func (d Disk) FreeShare() float64 {
+	if d.SizeBytes == 0 {
+		return 0
+	}
+	return float64(d.AvailBytes) / float64(d.SizeBytes)
+}
+
+// FilesFreeShare is the share of inodes still free, 0–1; 0 without a
+// fixed number of them.
+func (d Disk) FilesFreeShare() float64 {
+	if d.Files == 0 {
+		return 0
+	}
+	return float64(d.FilesFree) / float64(d.Files)
+}
+
+// HighMark is where the bar turns to the warning colour: 95 % used.
+func (d Disk) HighMark() uint64 { return d.SizeBytes / 20 * 19 }
+
+// FillsIn is FillsInSeconds as a duration, 0 when unknown.
+func (d Disk) FillsIn() time.Duration {
+	if d.FillsInSeconds == nil {
+		return 0
+	}
+	return time.Duration(*d.FillsInSeconds * float64(time.Second))
+}
+
+// ShortText is what the page says of a condition met now.
+func ShortText(kind watchdog.DiskKind, minFree watchdog.MinFree) string {
+	switch kind {
+	case watchdog.DiskSave:
+		return "the next save will not fit"
+	case watchdog.DiskFloor:
+		return "under the " + minFree.String() + " floor"
+	case watchdog.DiskInodes:
+		return "under 5% of inodes free"
+	}
+	return string(kind)
+}
