@@ -31,6 +31,8 @@ var (
 		"When the phase's step last moved (or was first reported), in seconds since the epoch; absent until it reports a step.", phaseLabels, nil)
 	phaseETADesc = prometheus.NewDesc("lavender_phase_eta_seconds",
 		"Estimated seconds until the running phase reaches its total steps, from a step rate smoothed with a 5-minute half-life; absent until the total is known and two heartbeats have advanced the step.", phaseLabels, nil)
+	phaseLastEvalProgressDesc = prometheus.NewDesc("lavender_phase_last_eval_progress_timestamp_seconds",
+		"When the phase's evaluation progress (eval_step) last changed, in seconds since the epoch; absent until it reports one.", phaseLabels, nil)
 	phaseLossDesc = prometheus.NewDesc("lavender_phase_loss",
 		"The latest training loss the phase reported, NaN or ±Inf as such (a diverged run); absent until it reports one.", phaseLabels, nil)
 	runStartDesc = prometheus.NewDesc("lavender_run_start_timestamp_seconds",
@@ -43,7 +45,7 @@ type phaseCollector Exporter
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseActiveDesc, phaseStartDesc, phaseLastHeartbeatDesc, phaseEndDesc,
 		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, phaseStepDesc, phaseTotalStepsDesc,
-		phaseLastProgressDesc, phaseETADesc, phaseLossDesc, runStartDesc} {
+		phaseLastProgressDesc, phaseETADesc, phaseLastEvalProgressDesc, phaseLossDesc, runStartDesc} {
 		ch <- d
 	}
 }
@@ -73,6 +75,9 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if p.Total > 0 {
 			ch <- prometheus.MustNewConstMetric(phaseTotalStepsDesc, prometheus.GaugeValue, float64(p.Total), p.Name)
+		}
+		if p.EvalStep != nil && !p.EvalProgressAt.IsZero() {
+			ch <- prometheus.MustNewConstMetric(phaseLastEvalProgressDesc, prometheus.GaugeValue, unixSeconds(p.EvalProgressAt), p.Name)
 		}
 		if p.Loss != nil {
 			ch <- prometheus.MustNewConstMetric(phaseLossDesc, prometheus.GaugeValue, float64(*p.Loss), p.Name)

@@ -104,82 +104,24 @@ func (k *kernelLog) close() {
 }
 
 // watchFaults hands the log's GPU and storage faults to the watchdog, each
-// with the phase it hit: the phase whose process (or a descendant of it)
-// the record names, read from procfs at once, or for a record that names
-// no process the phase running then. A serious fault is noted in the
-// exporter too, so a phase that fails of it soon after gets it as its
-// reason.
+// with the phase it hit (see watchdog.PhasesOfFaults). A fault that can end
+// its phase is noted in the exporter too, so a phase that fails of it soon
+// after gets it as its reason.
 func watchFaults(exp *exporter.Exporter, wd *watchdog.Watchdog, now func() time.Time) func([]kmsg.Fault) {
 	if now == nil {
 		now = time.Now
 	}
 	return func(faults []kmsg.Fault) {
-		byPID := map[int]string{} // one ancestry walk per pid and batch
-		running := ""
-		if p, ok := runningPhase(exp); ok {
-			running = p
-		}
-		var out []watchdog.KernelFault
+		running, _ := exp.RunningPhase()
+		hit := watchdog.PhasesOfFaults(faults, exp.PhaseOfPID, running)
 		at := now()
-		for _, f := range faults {
-			if f.Kind == kmsg.OOMKill {
-				continue // the OOM rule names kills, from the kill counter
-			}
-			kf := watchdog.KernelFault{Fault: f}
-			if f.PID > 0 {
-				name, seen := byPID[f.PID]
-				if !seen {
-					name, _ = exp.PhaseOfPID(f.PID)
-					byPID[f.PID] = name
-				}
-				kf.Phase, kf.ByPID = name, name != ""
-			} else {
-				kf.Phase = running
-			}
-			if fatal(kf) {
+		for _, kf := range hit {
+			if kf.EndsPhase() {
 				exp.NoteFault(kf.Phase, pushtext.FaultReason(kf), at)
 			}
-			out = append(out, kf)
 		}
-		if len(out) > 0 {
-			wd.Faults(out)
-		}
-	}
-}
-
-// fatal reports whether a fault can end the phase it hit: a GPU fault
-// whose action is more than "ignore" when its process is the phase's, a GPU
-// lost or needing a reset or reboot, a disk that can no longer be written.
-func fatal(f watchdog.KernelFault) bool {
-	if f.Phase == "" {
-		return false
-	}
-	if f.Kind == kmsg.Storage {
-		switch f.Storage {
-		case kmsg.ReadOnly, kmsg.Shutdown, kmsg.NVMeDown:
-			return true
-		}
-		return false
-	}
-	action, _ := kmsg.ActionOf(f.Fault)
-	switch {
-	case f.ByPID:
-		return action != kmsg.Ignore
-	case f.FallenOff():
-		return true
-	}
-	return action == kmsg.ResetGPU || action == kmsg.RestartBM
-}
-
-// runningPhase is the active phase that started last.
-func runningPhase(exp *exporter.Exporter) (string, bool) {
-	_, phases := exp.Snapshot()
-	name, ok := "", false
-	var started time.Time
-	for _, p := range phases {
-		if p.Active() && (!ok || p.Started.After(started)) {
-			name, started, ok = p.Name, p.Started, true
+		if len(hit) > 0 {
+			wd.Faults(hit)
 		}
 	}
-	return name, ok
 }
