@@ -83,8 +83,11 @@ func TestServeWithOddProcfsFiles(t *testing.T) {
 					t.Errorf("GET %s: %d, %d bytes, NaN: %v", p, code, len(body), strings.Contains(body, "NaN"))
 				}
 			}
-			if hwm := peakRSSKiB(t, serve.Pid()); hwm > 64<<10 {
-				t.Errorf("peak RSS %d KiB, want under 64 MiB", hwm)
+			// Unbounded, /dev/zero grew serve past 880 MiB in 13 s. The bound
+			// sits far below that and well above what a race-detector build
+			// of serve uses (several times a plain build's 16 MiB).
+			if hwm := peakRSSKiB(t, serve.Pid()); hwm > 256<<10 {
+				t.Errorf("peak RSS %d KiB, want under 256 MiB", hwm)
 			} else {
 				t.Logf("peak RSS %d KiB", hwm)
 			}
