@@ -178,6 +178,9 @@ func (p *Parser) parse(text string) (Fault, bool) {
 	case strings.Contains(text, "Killed process "), strings.HasPrefix(text, "oom-kill:"):
 		return oomKill(text)
 	}
+	if !mayBeStorage(text) {
+		return Fault{}, false
+	}
 	for _, rule := range storageRules {
 		if m := rule.re.FindStringSubmatch(text); m != nil {
 			return Fault{Kind: Storage, Device: m[1], Storage: rule.kind, Message: text}, true
@@ -243,4 +246,15 @@ func cutUTF8(s string, n int) string {
 		n--
 	}
 	return s[:max(n, 0)] + ell
+}
+
+// mayBeStorage is a cheap test before the storage expressions: most of a
+// busy log is none of them.
+func mayBeStorage(text string) bool {
+	for _, p := range []string{"EXT4-fs ", "BTRFS", "XFS (", "Buffer I/O error", "nvme nvme"} {
+		if strings.HasPrefix(text, p) {
+			return true
+		}
+	}
+	return strings.Contains(text, " error, dev ")
 }

@@ -274,6 +274,7 @@ func (r *Reader) drain() (more bool, err error) {
 			}
 			continue
 		case err == nil: // end of a regular file
+			r.rewindIfTruncated()
 			return false, nil
 		case errors.Is(err, unix.EAGAIN):
 			return false, nil
@@ -352,4 +353,18 @@ func (r *Reader) line(line []byte) {
 		}
 	}
 	r.queue = append(r.queue, f)
+}
+
+// rewindIfTruncated starts a regular file over when it became shorter
+// than what was read of it: it was truncated or replaced, and what it
+// holds now is new.
+func (r *Reader) rewindIfTruncated() {
+	var st unix.Stat_t
+	if r.src != file || unix.Fstat(r.fd, &st) != nil {
+		return
+	}
+	if off, err := unix.Seek(r.fd, 0, io.SeekCurrent); err == nil && st.Size < off {
+		_, _ = unix.Seek(r.fd, 0, io.SeekStart)
+		r.partial = nil
+	}
 }

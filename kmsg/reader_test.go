@@ -252,3 +252,26 @@ func TestCloseEndsRun(t *testing.T) {
 		t.Fatal("Close did not end Run")
 	}
 }
+
+// TestTruncatedFile: a regular file that is truncated and written again is
+// read from its start, not from where the old content ended.
+func TestTruncatedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kmsg")
+	old := strings.Repeat("6,1,1,-;an old record, longer than what replaces it\n", 4)
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Victim() // reads to the end: nothing new
+	if err := os.WriteFile(path, []byte("3,3,3,-;Out of memory: Killed process 9 (x) total-vm:1kB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.Victim() // sees the file shorter, starts over
+	if v := r.Victim(); v.PID != 9 {
+		t.Errorf("after truncation: %+v", v)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -248,5 +249,65 @@ func TestPhaseStartAndRunSendTheWorkingDirectory(t *testing.T) {
 		if i < 0 || !slices.Equal(resp.Phases[i].Dirs, []string{wd}) {
 			t.Errorf("%s: %s", name, body)
 		}
+	}
+}
+
+// fakeDisk is a statfs of one filesystem whose free space the test sets.
+type fakeDisk struct {
+	path  string
+	mu    sync.Mutex
+	avail uint64
+}
+
+func (f *fakeDisk) set(avail uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.avail = avail
+}
+
+func (f *fakeDisk) stat(path string) (diskguard.Stat, error) {
+	if path != f.path {
+		return diskguard.Statfs(path)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	const size = 1000 << 30
+	return diskguard.Stat{Dev: 1 << 40, Size: size, Free: f.avail, Avail: f.avail, Files: 1 << 20, FilesFree: 1 << 19}, nil
+}
+
+// TestServeDiskFillsBeforeTheETA: on serve's clock, /data loses 1 GiB a
+// minute while "Pretrain 1/3" needs hours more; once ten minutes of rate
+// are known, one push says when the disk fills and what the phase needs.
+func TestServeDiskFillsBeforeTheETA(t *testing.T) {
+	clock := newFakeClock()
+	data := &fakeDisk{path: "/data"}
+	const gi = 1 << 30
+	avail := uint64(60 * gi)
+	data.set(avail)
+	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.20)})
+	r := &watchdogRig{serveRig: startServeOpts(t, host, serveOpts{clock: clock.Now, statfs: data.stat},
+		"--watchdog.interval=20ms", "--watchdog.repeat=1h", "--watchdog.shm=", "--watchdog.disk=/data", "--watchdog.disk-min-free=0"), host: host}
+	r.beat("Pretrain 1/3", `"event":"start","step":0,"total":100000,"dirs":["/data"]`)
+	for minute := 1; minute <= 20 && len(r.pushes()) == 0; minute++ {
+		clock.Advance(time.Minute)
+		avail -= gi
+		data.set(avail)
+		r.beat("Pretrain 1/3", fmt.Sprintf(`"event":"ping","step":%d`, minute*100))
+		r.waitPolls(3)
+		if minute < 10 && len(r.pushes()) > 0 {
+			t.Fatalf("a push after %dm, before ten minutes of rate: %q", minute, r.pushes())
+		}
+	}
+	r.bark.WaitPushes(t, 1)
+	got := r.pushes()[0]
+	want := regexp.MustCompile(`^\[lavender-2\] disk /data: (\d+) GB free, fills in ~(\d+)m; "Pretrain 1/3" needs ~\d+h(\d+m)? more$`)
+	m := want.FindStringSubmatch(got)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("push %q, want %s with as many minutes as GB (1 GiB a minute)", got, want)
+	}
+	t.Logf("push: %s", got)
+	r.waitPolls(5)
+	if n := len(r.pushes()); n != 1 {
+		t.Errorf("%d pushes for one incident: %q", n, r.pushes())
 	}
 }
