@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,17 +95,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
-	if c.Timeout < 0 {
-		return c, fmt.Errorf("barkbridge: timeout %s is negative", c.Timeout)
-	}
 	if c.Prefix == "" {
 		c.Prefix = pushtext.DefaultPrefix
 	}
 	if c.Threshold == 0 {
 		c.Threshold = DefaultThreshold
-	}
-	if !(c.Threshold > 0 && c.Threshold <= 1) {
-		return c, fmt.Errorf("barkbridge: threshold %g is not in (0, 1]", c.Threshold)
 	}
 	if c.SwapAlertname == "" {
 		c.SwapAlertname = DefaultSwapAlertname
@@ -114,17 +107,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DedupWindow == 0 {
 		c.DedupWindow = DefaultDedupWindow
 	}
-	if c.DedupWindow < 0 {
-		return c, fmt.Errorf("barkbridge: dedup window %s is negative", c.DedupWindow)
-	}
 	if c.DedupMaxEntries <= 0 {
 		c.DedupMaxEntries = DefaultDedupMaxEntries
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxBodyBytes < 0 {
-		return c, fmt.Errorf("barkbridge: max body bytes %d is negative", c.MaxBodyBytes)
 	}
 	if c.MaxParallel <= 0 {
 		c.MaxParallel = DefaultMaxParallel
@@ -135,13 +122,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.ExternalURL != "" {
-		u, err := url.Parse(c.ExternalURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return c, fmt.Errorf("barkbridge: external URL %q is not an absolute http(s) URL", runlog.Truncate(c.ExternalURL, 100))
-		}
-	}
-	return c, nil
+	return c, c.Check()
 }
 
 // Bridge sends pushes to the Bark targets and serves the webhook. It is

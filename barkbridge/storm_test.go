@@ -340,7 +340,7 @@ func TestStormOffAndBadSettings(t *testing.T) {
 		if _, err := newStormLimiter(bad, "[x]"); err == nil || !strings.Contains(err.Error(), "max pushes per minute") {
 			t.Errorf("newStormLimiter(%d): %v", bad, err)
 		}
-		if _, err := New(Config{ConfigDir: t.TempDir(), MaxPerMinute: bad}, nil, nil); err == nil || !strings.Contains(err.Error(), "max pushes per minute") {
+		if _, err := New(Config{ConfigDir: t.TempDir(), MaxPerMinute: bad}, nil, nil); err == nil || !strings.Contains(err.Error(), "MaxPerMinute must be in [0, 1000]") {
 			t.Errorf("New with MaxPerMinute %d: %v", bad, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"time"
 
+	"lavender/phaseapi"
 	"lavender/proctree"
 )
 
@@ -57,10 +58,29 @@ func (e *Exporter) NoteFault(phase, reason string, at time.Time) {
 // specific.
 func (e *Exporter) failedReasonLocked(name, reason string, now time.Time) string {
 	f, ok := e.faults[name]
-	if !ok || now.Sub(f.at) > FaultWindow || f.at.Sub(now) > time.Second || !genericReason.MatchString(reason) {
+	if !ok || now.Sub(f.at) > FaultWindow || f.at.Sub(now) > time.Second {
 		return reason
 	}
-	return f.reason
+	return withFault(f.reason, reason)
+}
+
+// gpuError matches a reason that is the GPU's failure as the training code
+// saw it ("RuntimeError: CUDA error: unspecified launch failure"): the
+// fault says why, the reason what the code saw.
+var gpuError = regexp.MustCompile(`(?i)\b(cuda|nccl|cublas|cudnn|gpu)\b`)
+
+// withFault is the reason of a failed end after fault: the fault when the
+// reason only says how the process ended, the fault and then the reason
+// when the reason is the GPU's failure as the code saw it, else the
+// reason.
+func withFault(fault, reason string) string {
+	switch {
+	case genericReason.MatchString(reason):
+		return fault
+	case gpuError.MatchString(reason):
+		return phaseapi.CleanReason(fault + " (" + reason + ")")
+	}
+	return reason
 }
 
 // PhaseOfPID names the running phase whose process is pid or an ancestor

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,30 +60,31 @@ func (f *barkTargetFlags) validateTimeout() error {
 	return nil
 }
 
+// barkFlagOf names the flag of each barkbridge.Config field that
+// Config.Check can refuse.
+var barkFlagOf = map[string]string{
+	"Timeout":      "--bark.timeout",
+	"Threshold":    "--bark.threshold",
+	"DedupWindow":  "--bark.dedup-window",
+	"MaxBodyBytes": "--webhook.max-bytes",
+	"MaxPerMinute": "--bark.max-per-minute",
+	"ExternalURL":  "--web.external-url",
+}
+
+// validateBark is the bridge's own check, naming the flags, and the room
+// a webhook's answer needs under the server's write timeout.
 func (f *barkFlags) validateBark() error {
-	if err := f.validateTimeout(); err != nil {
+	err := f.barkConfig(runlog.Options{}).Check()
+	var fe *barkbridge.FieldError
+	if errors.As(err, &fe) && barkFlagOf[fe.Field] != "" {
+		return fmt.Errorf("%s %s", barkFlagOf[fe.Field], fe.Problem)
+	}
+	if err != nil {
 		return err
 	}
 	if f.BarkTimeout+webhookMargin > writeTimeout {
 		return fmt.Errorf("--bark.timeout %s leaves no room under the server's %s write timeout; use at most %s",
 			f.BarkTimeout, writeTimeout, writeTimeout-webhookMargin)
-	}
-	if !(f.BarkThreshold > 0 && f.BarkThreshold <= 1) {
-		return fmt.Errorf("--bark.threshold must be in (0, 1], not %g", f.BarkThreshold)
-	}
-	if f.BarkDedupWindow < 0 {
-		return fmt.Errorf("--bark.dedup-window must not be negative")
-	}
-	if f.WebhookMaxBytes <= 0 {
-		return fmt.Errorf("--webhook.max-bytes must be positive")
-	}
-	if f.BarkMaxPerMinute < 0 || f.BarkMaxPerMinute > barkbridge.MaxMaxPerMinute {
-		return fmt.Errorf("--bark.max-per-minute must be in [0, %d] (0 turns storm control off), not %d", barkbridge.MaxMaxPerMinute, f.BarkMaxPerMinute)
-	}
-	if f.WebExternalURL != "" {
-		if u, err := url.Parse(f.WebExternalURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--web.external-url must be an absolute http(s) URL such as https://gpu-3.example:9110/")
-		}
 	}
 	return nil
 }

@@ -128,6 +128,9 @@ func TestBridgeFlagErrors(t *testing.T) {
 		{[]string{"--bark.timeout=59s"}, "leaves no room"},
 		{[]string{"--bark.threshold=1.5"}, "--bark.threshold must be in (0, 1]"},
 		{[]string{"--webhook.max-bytes=0"}, "--webhook.max-bytes must be positive"},
+		{[]string{"--bark.dedup-window=-1s"}, "--bark.dedup-window must not be negative, not -1s"},
+		{[]string{"--bark.max-per-minute=1001"}, "--bark.max-per-minute must be in [0, 1000] (0 turns storm control off), not 1001"},
+		{[]string{"--web.external-url=gpu-3:9110"}, `--web.external-url must be an absolute http(s) URL such as https://gpu-3.example:9110/, not "gpu-3:9110"`},
 		{[]string{"--bark.config-dir", filepath.Join(dir, "missing")}, "--bark.config-dir: stat "},
 	}
 	for _, tt := range tests {

@@ -59,7 +59,7 @@ func (f *diskFlags) openDiskGuard(exp *exporter.Exporter, g *Globals, reg promet
 	}
 	guard, err := diskguard.New(diskguard.Config{
 		Paths:   paths,
-		Writers: phaseWriters(exp),
+		Writers: exp.DiskWriters,
 		Stat:    g.Statfs,
 		Now:     g.Clock,
 		Logger:  g.Logger,
@@ -95,41 +95,6 @@ func awaitFirst(ctx context.Context, first <-chan struct{}) {
 	select {
 	case <-first:
 	case <-ctx.Done():
-	}
-}
-
-// phaseWriters gives the guard the phases' directories and their newest
-// save, from the exporter's published table (no lock of its own).
-func phaseWriters(exp *exporter.Exporter) func() []diskguard.Writer {
-	return func() []diskguard.Writer {
-		_, phases := exp.Snapshot()
-		ws := make([]diskguard.Writer, 0, len(phases))
-		for _, p := range phases {
-			w := diskguard.Writer{Name: p.Name, Dirs: p.Dirs}
-			if n := len(p.Saves); n > 0 {
-				w.SavedAt, w.SaveBytes = p.Saves[n-1].At, p.Saves[n-1].Bytes
-			}
-			ws = append(ws, w)
-		}
-		return ws
-	}
-}
-
-// withDisks adds the guard's last readings to each sample. It never waits
-// on a filesystem: a hung statfs delays no rule.
-func withDisks(read watchdog.Reader, guard *diskguard.Guard) watchdog.Reader {
-	return func(ctx context.Context) (watchdog.Sample, error) {
-		s, err := read(ctx)
-		if err != nil {
-			return s, err
-		}
-		for _, f := range guard.Latest().Filesystems {
-			s.Disks = append(s.Disks, watchdog.Disk{
-				Path: f.Path, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
-				SaveBytes: f.SaveBytes, SaveReported: f.SaveReported, Saving: f.Saving, FillRate: f.Rate, RateSpan: f.RateSpan, Writers: f.Writers,
-			})
-		}
-		return s, nil
 	}
 }
 

@@ -130,7 +130,7 @@ func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, kl
 	if err != nil {
 		return nil, nil, err
 	}
-	wd, err := c.newWatchdog(withDisks(hostReader(c.ProcFS, klog, exp), guard), history, push, g.Logger, srv.reg, g.Clock, disk)
+	wd, err := c.newWatchdog(watchdog.WithDisks(hostReader(c.ProcFS, klog, exp), guard.Latest), history, push, g.Logger, srv.reg, g.Clock, disk)
 	if err != nil {
 		return nil, nil, err
 	}

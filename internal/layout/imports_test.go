@@ -17,7 +17,7 @@ const module = "lavender"
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
 	"runlog":   {},
-	"watchdog": {"kmsg", "internal/ring"},
+	"watchdog": {"kmsg", "diskguard", "internal/ring"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
@@ -26,7 +26,7 @@ var mayUse = map[string][]string{
 	// other: a client does not pull in the collectors.
 	"phaseapi":  {},
 	"heartbeat": {"phaseapi", "proctree", "internal/procfile"},
-	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/procfile"},
+	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "diskguard", "internal/throttle", "internal/procfile"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
 	"proctree": {"internal/procfile"},
@@ -37,13 +37,15 @@ var mayUse = map[string][]string{
 	// Every push text, worded from the watchdog's facts; the arrows point
 	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
 	// text and no Bark, and the texts know no delivery.
-	"pushtext":   {"watchdog", "kmsg", "internal/ring", "internal/textsafe"},
-	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"pushtext":   {"watchdog", "kmsg", "diskguard", "internal/ring", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
 	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
+	// The watchdog reads its readings and the exporter hands it the
+	// phases' directories, as both do with the kernel log's faults.
 	"diskguard": {},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},

@@ -62,7 +62,7 @@ class HFTest(Base):
             with self.subTest(cls=cls.__name__):
                 self.exporter.bodies.clear()
                 cb, trainer = self.trainer(cls, num_train_epochs=2, eval_steps=10, save_steps=10, logging_steps=5,
-                                           eval_batches=5, eval_seconds=0.2, step_seconds=0.01)
+                                           eval_batches=5, eval_seconds=0.5, step_seconds=0.01)
                 self.assertEqual(self.exporter.bodies, [], "on_init_end only arms the phase")
                 trainer.train()
                 bodies = self.exporter.bodies
@@ -175,7 +175,7 @@ class LightningTest(Base):
 
     def test_validation_progress(self):
         module = Module()
-        module.validation_step = lambda batch, i: time.sleep(0.05)
+        module.validation_step = lambda batch, i: time.sleep(0.1)
         self.fit(module, epochs=1)
         evals = [(b["eval_step"], b.get("eval_total")) for b in pings(self.exporter.bodies) if "eval_step" in b]
         self.assertIn(3, [t for _, t in evals], "validation batches not reported")

@@ -212,13 +212,16 @@ class UnreachableTest(unittest.TestCase):
             ended = time.monotonic() - t1
         return started, loop, ended, logs.output
 
+    # The bounds say "never waited on the network": a start or a loop that
+    # waited would take a request's timeout at least; they are no speed
+    # targets (those are in bench/python).
     def test_hung_exporter(self):
         s = Silent()
         self.addCleanup(s.close)
         started, loop, ended, output = self.run_against(s.url)
-        self.assertLess(started, 0.1)
-        self.assertLess(loop, 1.0)
-        self.assertLessEqual(ended, _sender.END_WAIT + 0.5)
+        self.assertLess(started, _sender.REQUEST_TIMEOUT)
+        self.assertLess(loop, _sender.REQUEST_TIMEOUT)
+        self.assertLessEqual(ended, _sender.END_WAIT + 1)
         self.assertEqual(len(output), 1, output)
         self.assertIn("timed out", output[0])
 
@@ -226,7 +229,7 @@ class UnreachableTest(unittest.TestCase):
         s = Silent(garbage=True)
         self.addCleanup(s.close)
         _, _, ended, output = self.run_against(s.url)
-        self.assertLess(ended, _sender.END_WAIT + 0.5)
+        self.assertLess(ended, _sender.END_WAIT + 1)
         self.assertEqual(len(output), 1, output)
         self.assertIn("BadStatusLine", output[0])
 
@@ -235,7 +238,7 @@ class UnreachableTest(unittest.TestCase):
         sock.bind(("127.0.0.1", 0))  # a port nobody listens on
         self.addCleanup(sock.close)
         _, _, ended, output = self.run_against("127.0.0.1:%d" % sock.getsockname()[1])  # no scheme: http
-        self.assertLess(ended, 1.0)
+        self.assertLess(ended, _sender.REQUEST_TIMEOUT)
         self.assertEqual(len(output), 1, output)
         self.assertIn("ConnectionRefusedError", output[0])
 

@@ -1,0 +1,34 @@
+package watchdog
+
+import (
+	"context"
+
+	"lavender/diskguard"
+)
+
+// DisksOf is the watchdog's view of the disk guard's readings: each
+// filesystem read, with its save size, fill rate and writers.
+func DisksOf(snap diskguard.Snapshot) []Disk {
+	var out []Disk
+	for _, f := range snap.Filesystems {
+		out = append(out, Disk{
+			Path: f.Path, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
+			SaveBytes: f.SaveBytes, SaveReported: f.SaveReported, Saving: f.Saving, FillRate: f.Rate, RateSpan: f.RateSpan, Writers: f.Writers,
+		})
+	}
+	return out
+}
+
+// WithDisks adds the guard's last readings, from latest, to each sample of
+// read. It never waits on a filesystem: the guard reads them apart, so a
+// hung statfs delays no rule.
+func WithDisks(read Reader, latest func() diskguard.Snapshot) Reader {
+	return func(ctx context.Context) (Sample, error) {
+		s, err := read(ctx)
+		if err != nil {
+			return s, err
+		}
+		s.Disks = append(s.Disks, DisksOf(latest())...)
+		return s, nil
+	}
+}
