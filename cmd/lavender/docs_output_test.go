@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -396,5 +397,31 @@ func TestDocsNameRealEnvironmentVariables(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+var shownFlagErrorRE = regexp.MustCompile("`(lavender: --([a-z][a-z0-9.-]*) [^`]*, not ([^`]+))`")
+
+// TestDocsShowTheFlagErrors: an error a page quotes for a bad flag value,
+// such as "lavender: --watchdog.threshold must be in (0, 1], not 1.5", is
+// what serve prints for that value.
+func TestDocsShowTheFlagErrors(t *testing.T) {
+	var checked int
+	for path, page := range docPages(t) {
+		for _, m := range shownFlagErrorRE.FindAllStringSubmatch(strings.Join(strings.Fields(page), " "), -1) {
+			checked++
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			cmd := exec.CommandContext(ctx, testkit.Binary(t), "serve", "--"+m[2]+"="+m[3],
+				"--web.listen-address=127.0.0.1:0", "--runlog.dir="+t.TempDir(), "--bark.config-dir="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			timedOut := ctx.Err() != nil
+			cancel()
+			if err == nil || timedOut || !strings.Contains(string(out), m[1]) {
+				t.Errorf("%s quotes %q; lavender serve --%s=%s printed %q (%v)", path, m[1], m[2], m[3], out, err)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no page quotes a flag error any more; drop this test or the pattern is wrong")
 	}
 }
