@@ -136,7 +136,9 @@ func oomFromAnnotations(a template.KV) (pushtext.OOMFigures, bool) {
 	if !ok || n == 0 {
 		return pushtext.OOMFigures{}, false
 	}
-	o := pushtext.OOMFigures{Kills: n, Phase: strings.TrimSpace(a[annotationActivePhase])}
+	// The phase running at the time (active_phase) is not said: that it
+	// ran does not make the victim its process.
+	o := pushtext.OOMFigures{Kills: n}
 	o.Swap, o.SwapKnown = swapFromBytes(a)
 	return o, true
 }

@@ -42,6 +42,8 @@ func TestPushTexts(t *testing.T) {
 	halfGiB, twoGiB := uint64(bytesPerGiB/2+bytesPerGiB/50), uint64(2*bytesPerGiB) // 26 % of 2 GiB
 	oomSwap := swapOf(giBytes(1.12), twoGiB)
 	python := watchdog.Victim{PID: 4242, Name: "python3", Seq: 991}
+	pythonOf := python
+	pythonOf.Owner, pythonOf.Phase = watchdog.VictimOfPhase, "Pretrain 1/3"
 	tests := []struct {
 		name   string
 		alerts []watchdog.Alert
@@ -57,17 +59,17 @@ func TestPushTexts(t *testing.T) {
 		{"pressure without swap", []watchdog.Alert{pressureAlert(0.23, watchdog.Swap{})},
 			"[lavender-2] memory pressure 23% (last 10s), no swap — consider intervening",
 			"BARK pressure 23% sent ok=1 fail=0"},
-		{"oom during a phase", []watchdog.Alert{oomAlert(1, watchdog.Victim{}, "Pretrain 1/3", oomSwap)},
-			`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
+		{"oom while a phase runs, victim unknown: the phase is not blamed", []watchdog.Alert{oomAlert(1, watchdog.Victim{}, "Pretrain 1/3", oomSwap)},
+			`[lavender-2] OOM killer struck (1 kill), victim unknown — swap 56% full (1.1/2.0 GB)`,
 			"BARK oom 1 kill sent ok=1 fail=0"},
 		{"oom without a phase, two kills", []watchdog.Alert{oomAlert(2, watchdog.Victim{}, "", oomSwap)},
-			"[lavender-2] OOM killer struck (2 kills) — swap 56% full (1.1/2.0 GB)",
+			"[lavender-2] OOM killer struck (2 kills), victim unknown — swap 56% full (1.1/2.0 GB)",
 			"BARK oom 2 kills sent ok=1 fail=0"},
-		{"oom with its victim", []watchdog.Alert{oomAlert(1, python, "Pretrain 1/3", oomSwap)},
-			`[lavender-2] OOM killer struck python3 (pid 4242) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
+		{"oom with its victim, a phase's process", []watchdog.Alert{oomAlert(1, pythonOf, "Pretrain 1/3", oomSwap)},
+			`[lavender-2] OOM killer struck python3 (pid 4242) of phase "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
 			"BARK oom 1 kill sent ok=1 fail=0"},
 		{"oom with its victim among three kills, no swap", []watchdog.Alert{oomAlert(3, python, "", watchdog.Swap{})},
-			"[lavender-2] OOM killer struck python3 (pid 4242) and 2 more — no swap",
+			"[lavender-2] OOM killer struck python3 (pid 4242), and 2 more — no swap",
 			"BARK oom 3 kills sent ok=1 fail=0"},
 		{"a victim name with controls stays on one line", []watchdog.Alert{oomAlert(1, watchdog.Victim{PID: 7, Name: "a\nb\u202e"}, "", oomSwap)},
 			"[lavender-2] OOM killer struck a b (pid 7) — swap 56% full (1.1/2.0 GB)",
@@ -75,11 +77,11 @@ func TestPushTexts(t *testing.T) {
 		{"three rules in one poll", []watchdog.Alert{
 			swapAlert(0.56, giBytes(1.12), twoGiB),
 			pressureAlert(0.23, oomSwap),
-			oomAlert(1, python, "Pretrain 1/3", oomSwap),
+			oomAlert(1, pythonOf, "Pretrain 1/3", oomSwap),
 		},
 			"[lavender-2] swap 56% full (1.1/2.0 GB) — consider intervening; " +
 				"memory pressure 23% (last 10s), swap 56% full (1.1/2.0 GB) — consider intervening; " +
-				`OOM killer struck python3 (pid 4242) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
+				`OOM killer struck python3 (pid 4242) of phase "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`,
 			"BARK swap 56% + pressure 23% + oom 1 kill sent ok=1 fail=0"},
 	}
 	for _, tt := range tests {

@@ -522,9 +522,9 @@ func TestWebhookPayloads(t *testing.T) {
 		{"firing_pressure_noswap.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] memory pressure 23% (last 1m), no swap — consider intervening"}},
 		{"firing_oom_phase.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
-			[]string{`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap 56% full (1.1/2.0 GB)`}},
+			[]string{`[lavender-2] OOM killer struck (1 kill), victim unknown — swap 56% full (1.1/2.0 GB)`}},
 		{"firing_oom_kills.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
-			[]string{"[lavender-2] OOM killer struck (3 kills) — swap 56% full (1.1/2.0 GB)"}},
+			[]string{"[lavender-2] OOM killer struck (3 kills), victim unknown — swap 56% full (1.1/2.0 GB)"}},
 		// Not plain decimals: the summary stands in, no invented number.
 		{"firing_oom_hex.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] OOMKill: OOM killer struck on gpu-box"}},

@@ -261,7 +261,7 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth, sendResol
 	// its annotations. Last, since the other checks count one push.
 	procfs.SetOOMKills(3)
 	killed := time.Now()
-	wantOOM := fmt.Sprintf(`[lavender-2] OOM killer struck (1 kill) during "Pretrain 1/3" — swap %d%% full (%.1f/%.1f GB)`,
+	wantOOM := fmt.Sprintf(`[lavender-2] OOM killer struck (1 kill), victim unknown — swap %d%% full (%.1f/%.1f GB)`,
 		int(math.Round(low.Ratio()*100)), float64(low.UsedBytes())/(1<<30), float64(low.TotalBytes())/(1<<30))
 	c.waitUntil(killed.Add(30*time.Second), "the OOM push", func() bool { return c.bark.Count() > swapPushes })
 	t.Logf("OOM push arrived %.1fs after the kill", time.Since(killed).Seconds())

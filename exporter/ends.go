@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"lavender/proctree"
@@ -69,11 +70,17 @@ type phaseRunKey struct {
 // a later process) at two checks deadGrace apart. Only pids of this boot
 // and pid namespace are judged; one from another host or container never
 // is. A process is tied to its start time when first seen alive, so a
-// reused pid is not taken for it. serve calls it on every poll.
+// reused pid is not taken for it. It also notes the phases' process trees
+// for OwnerOf. serve calls it on every poll.
 func (e *Exporter) CheckProcesses() {
 	if !e.host.Known() {
 		return
 	}
+	e.checkProcesses()
+	e.traceLineage()
+}
+
+func (e *Exporter) checkProcesses() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock()
@@ -124,6 +131,114 @@ func (e *Exporter) CheckProcesses() {
 		e.saveLocked()
 		e.publishLocked()
 	}
+}
+
+// ownerWindow is how long after its end a phase's processes still count
+// as its own for an OOM victim: the kill ends the process, and the phase
+// often ends with it, before the poll that reads the kill.
+const ownerWindow = 2 * time.Minute
+
+// Owner says whose process a pid is, as OwnerOf judges it.
+type Owner int
+
+const (
+	// OwnerUnknown: not judged (no victim, pids not judgeable here, or a
+	// running phase whose process is unknown).
+	OwnerUnknown Owner = iota
+	// OwnerPhase: the process of a phase, or a descendant of it.
+	OwnerPhase
+	// OwnerNone: no phase's process: every running phase's process is
+	// known and the pid is none of theirs.
+	OwnerNone
+)
+
+// lineage is what the checks saw of the phases' process trees: every
+// process that descended from a phase's process, by pid, kept for
+// ownerWindow after it was last seen, so a process that has ended since (an
+// OOM victim, reaped before the kill is read) can still be placed.
+type lineage struct {
+	phase string
+	comm  string
+	seen  time.Time
+}
+
+// ownerCandidatesLocked lists the judgeable processes of the phases that
+// run or ended within ownerWindow, and whether every running phase has
+// one.
+func (e *Exporter) ownerCandidatesLocked(now time.Time) (pids []int, phases map[int]string, all bool) {
+	phases, all = map[int]string{}, true
+	for _, p := range e.table.phases {
+		recent := p.Active() || now.Sub(p.Ended) <= ownerWindow
+		switch {
+		case !recent:
+		case e.judgeable(p.Process):
+			pids = append(pids, int(p.PID))
+			phases[int(p.PID)] = p.Name
+		case p.Active():
+			all = false
+		}
+	}
+	return pids, phases, all
+}
+
+// traceLineage records the process trees of the phases' processes. serve
+// calls it with CheckProcesses on every poll; it reads procfs outside the
+// table's lock, so heartbeats do not wait for it.
+func (e *Exporter) traceLineage() {
+	now := e.clock()
+	e.mu.Lock()
+	pids, phases, _ := e.ownerCandidatesLocked(now)
+	e.mu.Unlock()
+	var tree proctree.Tree
+	if len(pids) > 0 {
+		var err error
+		if tree, err = proctree.Scan(e.procfs); err != nil {
+			e.logger.Debug("process tree not read", "err", err)
+		}
+	}
+	e.lineageMu.Lock()
+	defer e.lineageMu.Unlock()
+	for pid, l := range e.lineage {
+		if now.Sub(l.seen) > ownerWindow {
+			delete(e.lineage, pid)
+		}
+	}
+	for pid, st := range tree {
+		if root, ok := tree.AncestorAmong(pid, pids); ok {
+			if e.lineage == nil {
+				e.lineage = map[int]lineage{}
+			}
+			e.lineage[pid] = lineage{phase: phases[root], comm: st.Comm, seen: now}
+		}
+	}
+}
+
+// OwnerOf says whose process pid (named comm by the kernel) is: a phase's,
+// when it is the process of a phase that runs or has just ended, or
+// descends from it (judged now, or as the last check saw the trees, for a
+// process that has ended since); no phase's, when every running phase's
+// process is known and it is none of those; else unknown. Only pids of
+// this host are judged.
+func (e *Exporter) OwnerOf(pid int, comm string) (phase string, owner Owner) {
+	if pid <= 0 || !e.host.Known() {
+		return "", OwnerUnknown
+	}
+	e.mu.Lock()
+	pids, phases, all := e.ownerCandidatesLocked(e.clock())
+	e.mu.Unlock()
+	if root, ok := proctree.AncestorAmong(e.procfs, pid, pids); ok {
+		return phases[root], OwnerPhase
+	}
+	e.lineageMu.Lock()
+	l, ok := e.lineage[pid]
+	e.lineageMu.Unlock()
+	if ok && (comm == "" || l.comm == comm || strings.HasPrefix(comm, l.comm) || strings.HasPrefix(l.comm, comm)) {
+		return l.phase, OwnerPhase
+	}
+	if !all {
+		return "", OwnerUnknown
+	}
+	return "", OwnerNone
 }
 
 // startSlack allows for the clocks of a process's start and of the

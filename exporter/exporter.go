@@ -86,6 +86,9 @@ type Exporter struct {
 	endSeq   uint64
 	endsView atomic.Pointer[[]PhaseEnd]
 	gone     map[phaseRunKey]time.Time
+
+	lineageMu sync.Mutex
+	lineage   map[int]lineage
 	// faults are the newest faults of the kernel log that hit each phase
 	// (NoteFault), for the reason of a failed end.
 	faults map[string]phaseFault

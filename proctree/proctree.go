@@ -211,3 +211,52 @@ func StartTime(root string, ticks uint64) (time.Time, error) {
 	}
 	return time.Time{}, errors.New("proctree: boot time: no btime line")
 }
+
+// maxScan bounds a Scan: a host has far fewer processes than this.
+const maxScan = 1 << 16
+
+// Tree is every process of a procfs at one moment, by pid.
+type Tree map[int]Stat
+
+// Scan reads the stat of every process under root. Processes that end
+// while it reads are left out; it fails only when root cannot be listed.
+func Scan(root string) (Tree, error) {
+	dir, err := os.Open(rootOr(root))
+	if err != nil {
+		return nil, fmt.Errorf("proctree: %w", err)
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(maxScan)
+	if err != nil && len(names) == 0 {
+		return nil, fmt.Errorf("proctree: %w", err)
+	}
+	t := make(Tree, len(names))
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid < 1 {
+			continue
+		}
+		if s, err := ReadStat(root, pid); err == nil {
+			t[pid] = s
+		}
+	}
+	return t, nil
+}
+
+// AncestorAmong is the package's AncestorAmong over the tree as it was
+// when scanned: it answers for a process that has ended since.
+func (t Tree) AncestorAmong(pid int, candidates []int) (ancestor int, ok bool) {
+	for depth := 0; pid > 0 && depth < maxDepth; depth++ {
+		for _, c := range candidates {
+			if c == pid {
+				return c, true
+			}
+		}
+		s, found := t[pid]
+		if !found {
+			return 0, false
+		}
+		pid = s.PPID
+	}
+	return 0, false
+}

@@ -9,33 +9,43 @@ import (
 )
 
 // OOMFigures describe OOM kills: how many, the victim if the kernel log
-// named it, the phase they hit, and swap at the time.
+// named it and whose process it was, and swap at the time.
 type OOMFigures struct {
 	Kills      uint64 // 0: unknown
 	VictimName string
 	VictimPID  int // 0: unknown victim
-	Phase      string
-	Swap       SwapFigures
-	SwapKnown  bool
+	// Phase is the phase whose process (or a descendant of it) the victim
+	// was; NotAPhase says it was no phase's. Neither: not known. A kill is
+	// never put on a phase because the phase was running at the time.
+	Phase     string
+	NotAPhase bool
+	Swap      SwapFigures
+	SwapKnown bool
 }
 
-// OOM is `OOM killer struck (1 kill) during "Pretrain 1/3" — swap 56% full
-// (1.1/2.0 GB)`; with a victim `OOM killer struck python3 (pid 4242) during
-// …`, and "and 2 more" when it was one of several kills. Subject "oom 1
-// kill".
+// OOM is `OOM killer struck python3 (pid 4242) of phase "Pretrain 1/3" —
+// swap 56% full (1.1/2.0 GB)`, `… python3 (pid 4242), not a phase's
+// process — …`, with "and 2 more" when it was one of several kills, or
+// without a victim `OOM killer struck (1 kill), victim unknown — …`.
+// Subject "oom 1 kill".
 func OOM(o OOMFigures) Text {
 	text := "OOM killer struck"
 	switch {
 	case o.VictimPID > 0:
 		text += fmt.Sprintf(" %s (pid %d)", victimName(o.VictimName), o.VictimPID)
+		switch {
+		case o.Phase != "":
+			text += " of phase " + strconv.Quote(phaseName(o.Phase))
+		case o.NotAPhase:
+			text += ", not a phase's process"
+		}
 		if o.Kills > 1 {
-			text += fmt.Sprintf(" and %d more", o.Kills-1)
+			text += fmt.Sprintf(", and %d more", o.Kills-1)
 		}
 	case o.Kills > 0:
-		text += " (" + killsText(o.Kills) + ")"
-	}
-	if o.Phase != "" {
-		text += " during " + strconv.Quote(o.Phase)
+		text += " (" + killsText(o.Kills) + "), victim unknown"
+	default:
+		text += ", victim unknown"
 	}
 	if o.SwapKnown {
 		text += " — " + swapOrNone(o.Swap)

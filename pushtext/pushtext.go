@@ -69,9 +69,15 @@ func firing(a watchdog.Alert) Text {
 	case "pressure":
 		return Pressure(PressureFigures{Ratio: a.Sample.Pressure.Some, Window: 10 * time.Second, Swap: swap, SwapKnown: true})
 	case "oom":
-		o := OOMFigures{Kills: a.Kills, Phase: a.Phase, Swap: swap, SwapKnown: true}
+		o := OOMFigures{Kills: a.Kills, Swap: swap, SwapKnown: true}
 		if a.Victim.Known() {
 			o.VictimName, o.VictimPID = a.Victim.Name, a.Victim.PID
+			switch a.Victim.Owner {
+			case watchdog.VictimOfPhase:
+				o.Phase = a.Victim.Phase
+			case watchdog.VictimOfNoPhase:
+				o.NotAPhase = true
+			}
 		}
 		return OOM(o)
 	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:

@@ -18,7 +18,13 @@ func TestAlertTexts(t *testing.T) {
 		return watchdog.Alert{Rule: rule, Status: status, Began: t0, At: t0.Add(42 * time.Minute), Sample: s}
 	}
 	oom := alert("oom", watchdog.Firing, watchdog.Sample{Swap: swap})
-	oom.Kills, oom.Phase, oom.Victim = 3, "Pretrain 1/3", watchdog.Victim{PID: 4242, Name: "python3", Seq: 1}
+	oom.Kills, oom.Phase, oom.Victim = 3, "Pretrain 1/3", watchdog.Victim{PID: 4242, Name: "python3", Seq: 1, Owner: watchdog.VictimOfPhase, Phase: "Pretrain 1/3"}
+	notPhase := oom
+	notPhase.Kills, notPhase.Phase, notPhase.Victim.Owner, notPhase.Victim.Phase = 1, "", watchdog.VictimOfNoPhase, ""
+	unjudged := notPhase
+	unjudged.Victim.Owner = watchdog.VictimOwnerUnknown
+	unknown := alert("oom", watchdog.Firing, watchdog.Sample{Swap: swap})
+	unknown.Kills, unknown.Phase = 1, "Pretrain 1/3" // a phase ran: not said
 	tests := []struct {
 		a             watchdog.Alert
 		body, subject string
@@ -31,7 +37,10 @@ func TestAlertTexts(t *testing.T) {
 			"memory pressure 23% (last 10s), swap 54% full (16.3/32.0 GB) — consider intervening", "pressure 23%"},
 		{alert("pressure", watchdog.Firing, watchdog.Sample{Pressure: watchdog.Pressure{Available: true, Some: 0.23}}),
 			"memory pressure 23% (last 10s), no swap — consider intervening", "pressure 23%"},
-		{oom, `OOM killer struck python3 (pid 4242) and 2 more during "Pretrain 1/3" — swap 54% full (16.3/32.0 GB)`, "oom 3 kills"},
+		{oom, `OOM killer struck python3 (pid 4242) of phase "Pretrain 1/3", and 2 more — swap 54% full (16.3/32.0 GB)`, "oom 3 kills"},
+		{notPhase, `OOM killer struck python3 (pid 4242), not a phase's process — swap 54% full (16.3/32.0 GB)`, "oom 1 kill"},
+		{unjudged, `OOM killer struck python3 (pid 4242) — swap 54% full (16.3/32.0 GB)`, "oom 1 kill"},
+		{unknown, `OOM killer struck (1 kill), victim unknown — swap 54% full (16.3/32.0 GB)`, "oom 1 kill"},
 		{alert("mystery", watchdog.Firing, watchdog.Sample{}), "mystery firing", "mystery"},
 	}
 	for _, tt := range tests {
@@ -47,7 +56,7 @@ func TestAlertTexts(t *testing.T) {
 // push so the client cuts it to the longest there is.
 func TestJoinNamedAndSelfTest(t *testing.T) {
 	j := Join([]Text{Swap(SwapFigures{Ratio: 0.6}), OOM(OOMFigures{Kills: 1})}, 512, 40)
-	if j.Body != "swap 60% full — consider intervening; OOM killer struck (1 kill)" || j.Subject != "swap 60% + oom 1 kill" {
+	if j.Body != "swap 60% full — consider intervening; OOM killer struck (1 kill), victim unknown" || j.Subject != "swap 60% + oom 1 kill" {
 		t.Errorf("Join = %+v", j)
 	}
 	if n := Named("DiskFull", "/data is 97% full"); n.Body != "DiskFull: /data is 97% full" || n.Subject != "DiskFull" {

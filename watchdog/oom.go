@@ -47,7 +47,7 @@ func (r *OOMRule) Name() string { return "oom" }
 func (r *OOMRule) Observe(s Sample, now time.Time) []Alert {
 	if o := s.OOM; o.Available {
 		rise := r.baselined && o.Kills > r.base
-		fresh := o.Victim.Known() && o.Victim != r.lastVictim
+		fresh := o.Victim.Known() && !o.Victim.Same(r.lastVictim)
 		switch {
 		case rise:
 			r.struck(s, now, o.Kills-r.base)
@@ -85,14 +85,16 @@ func (r *OOMRule) struck(s Sample, now time.Time, n uint64) {
 	a.Kills += n
 	// Only a record that appeared since the last reading is this rise's.
 	switch v := s.OOM.Victim; {
-	case v.Known() && v != r.lastVictim:
+	case v.Known() && !v.Same(r.lastVictim):
 		a.Victim = v
-	case r.held.Known() && v == r.held:
+	case r.held.Known() && v.Same(r.held):
 		a.Victim = r.held
 	}
+	// Whose process it was is the reader's judgement, never "the phase
+	// that was running".
 	a.Phase = ""
-	if p, ok := s.ActivePhase(); ok {
-		a.Phase = p.Name
+	if a.Victim.Owner == VictimOfPhase {
+		a.Phase = a.Victim.Phase
 	}
 }
 

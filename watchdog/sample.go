@@ -62,10 +62,28 @@ type Victim struct {
 	// Seq is the kernel log record's sequence number, if the reader knows
 	// it: two kills of processes that reuse a pid and a name stay apart.
 	Seq uint64
+	// Owner says whose process it was, as the reader judged it from the
+	// phases' processes and their descendants; Phase names the phase when
+	// it was one's.
+	Owner VictimOwner
+	Phase string
 }
+
+// VictimOwner says whose process an OOM victim was.
+type VictimOwner int
+
+const (
+	VictimOwnerUnknown VictimOwner = iota // not judged
+	VictimOfPhase                         // a phase's process or a descendant of it
+	VictimOfNoPhase                       // no phase's: every running phase's process is known
+)
 
 // Known reports whether the kernel log named a victim.
 func (v Victim) Known() bool { return v.PID > 0 }
+
+// Same reports whether v and o are the same kernel log record, whatever
+// was judged of them.
+func (v Victim) Same(o Victim) bool { return v.PID == o.PID && v.Name == o.Name && v.Seq == o.Seq }
 
 // PhaseStatus is a phase's state, as the exporter's phase table spells it.
 type PhaseStatus string

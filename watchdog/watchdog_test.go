@@ -383,7 +383,7 @@ func TestSeveralRulesInOnePollGiveOnePush(t *testing.T) {
 	}
 	want := `swap firing kills=0 victim=/0 phase=""
 pressure firing kills=0 victim=/0 phase=""
-oom firing kills=1 victim=python3/4242 phase="Pretrain 1/3"`
+oom firing kills=1 victim=python3/4242 phase=""`
 	if strings.Join(got, "\n") != want {
 		t.Errorf("alerts:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}

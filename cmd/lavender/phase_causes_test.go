@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -194,4 +198,77 @@ sys.exit(0)  # the framework swallowed it
 	if text := runlogtest.Text(t, r.logDir); strings.Count(text, "START Inner") != 1 || !strings.Contains(text, "END   Inner 0s failed: ValueError\n") {
 		t.Errorf("run log:\n%s\nwant one START Inner and its failed END", text)
 	}
+}
+
+// TestServeOOMSaysWhoseProcess: an OOM push names the phase whose process,
+// or a descendant of it, the kernel killed, even one that was reaped
+// before the kill was read; or says the victim was no phase's process.
+// Real processes: the phase's shell, its background children, and a
+// process of the test's own.
+func TestServeOOMSaysWhoseProcess(t *testing.T) {
+	clock := newFakeClock()
+	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26)})
+	host.LinkRealHost()
+	kmsg := filepath.Join(t.TempDir(), "kmsg")
+	if err := os.WriteFile(kmsg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startPhaseServeOn(t, clock, host, "--path.kmsg="+kmsg)
+	here, err := proctree.ReadHost("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(args ...string) (*exec.Cmd, *bufio.Reader) {
+		t.Helper()
+		c := exec.Command(args[0], args[1:]...)
+		out, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		host.LinkProcess(c.Process.Pid)
+		return c, bufio.NewReader(out)
+	}
+	// The phase's process, with a worker that the kernel will kill.
+	shell, out := start("sh", "-c", "sleep 600 & sleep 601 & echo $!; wait")
+	line, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worker int
+	fmt.Sscan(line, &worker)
+	host.LinkProcess(worker)
+	r.beat("S2c", fmt.Sprintf(`"event":"start","pid":%d,"boot_id":%q,"pid_ns":%q`, shell.Process.Pid, here.BootID, here.PIDNS))
+	r.waitPolls(3) // the phase's process tree is seen
+
+	// The worker is killed and reaped before lavender reads the kill.
+	if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", worker))
+		return os.IsNotExist(err)
+	}, "the worker reaped")
+	kill := func(seq, pid int, name string, kills uint64) {
+		t.Helper()
+		f, err := os.OpenFile(kmsg, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, "3,%d,%d,-;Out of memory: Killed process %d (%s) total-vm:9000000kB, anon-rss:8000000kB\n", seq, seq*100, pid, name)
+		f.Close()
+		r.host.SetOOMKills(kills)
+	}
+	kill(30, worker, "sleep", 1)
+	ofPhase := fmt.Sprintf(`[lavender-2] OOM killer struck sleep (pid %d) of phase "S2c" — swap 26%% full (0.5/2.0 GB)`, worker)
+	r.wantPushes([]string{ofPhase}, []string{"BARK oom 1 kill sent ok=1 fail=0"})
+
+	// A process of someone else's: the test's own child, not the phase's.
+	other, _ := start("sleep", "600")
+	kill(31, other.Process.Pid, "sleep", 2)
+	notPhase := fmt.Sprintf(`[lavender-2] OOM killer struck sleep (pid %d), not a phase's process — swap 26%% full (0.5/2.0 GB)`, other.Process.Pid)
+	r.wantPushes([]string{ofPhase, notPhase}, []string{"BARK oom 1 kill sent ok=1 fail=0", "BARK oom 1 kill sent ok=1 fail=0"})
 }

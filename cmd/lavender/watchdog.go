@@ -119,6 +119,7 @@ func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.Hist
 // from procfs, the victim from the kernel log, the phases from the
 // exporter's table.
 func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog.Reader {
+	var judged victimJudge
 	return func(ctx context.Context) (watchdog.Sample, error) {
 		h, err := exporter.ReadHost(ctx, procfs)
 		if err != nil {
@@ -130,7 +131,7 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 			OOM:      watchdog.OOM{Available: h.HaveOOMKills, Kills: h.OOMKills},
 		}
 		v := klog.victim()
-		s.OOM.Victim = watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}
+		s.OOM.Victim = judged.of(watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}, exp)
 		// A phase whose process died without an end ends now, failed, so
 		// this very poll pushes it.
 		exp.CheckProcesses()
@@ -146,4 +147,26 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 		}
 		return s, nil
 	}
+}
+
+// victimJudge says whose process an OOM victim was, once per kernel log
+// record: at the first poll that sees it, the closest to the kill.
+type victimJudge struct{ last watchdog.Victim }
+
+func (j *victimJudge) of(v watchdog.Victim, exp *exporter.Exporter) watchdog.Victim {
+	if !v.Known() {
+		return v
+	}
+	if v.Same(j.last) {
+		return j.last
+	}
+	phase, owner := exp.OwnerOf(v.PID, v.Name)
+	switch owner {
+	case exporter.OwnerPhase:
+		v.Owner, v.Phase = watchdog.VictimOfPhase, phase
+	case exporter.OwnerNone:
+		v.Owner = watchdog.VictimOfNoPhase
+	}
+	j.last = v
+	return v
 }
