@@ -35,6 +35,7 @@ var deviceName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,32}$`)
 type KernelLog struct {
 	mu       sync.Mutex
 	readable bool
+	why      string            // why not readable, for the status page
 	stats    func() kmsg.Stats // the reader's counts; nil without one
 	xid      map[[2]string]float64
 	fallen   map[string]float64

@@ -73,17 +73,29 @@ func (f *diskFlags) openDiskGuard(exp *exporter.Exporter, g *Globals, reg promet
 	return guard, nil
 }
 
-// runDiskGuard polls once before the command is ready, so that the first
-// scrape and the first watchdog poll see the disks, then every interval
-// until ctx ends.
-func runDiskGuard(ctx context.Context, guard *diskguard.Guard, interval time.Duration) func() {
-	guard.Poll(ctx)
-	done := make(chan struct{})
+// runDiskGuard polls at once and then every interval until ctx ends, on
+// its own goroutine. first is closed after the first poll: the command
+// waits for it before it reports ready, so the first scrape sees the
+// disks, but serve's first watchdog poll runs meanwhile, so a path whose
+// statfs hangs at the start delays no push either. wait returns once the
+// guard has stopped.
+func runDiskGuard(ctx context.Context, guard *diskguard.Guard, interval time.Duration) (first <-chan struct{}, wait func()) {
+	polled, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		guard.Poll(ctx)
+		close(polled)
 		guard.Run(ctx, interval)
 	}()
-	return func() { <-done }
+	return polled, func() { <-done }
+}
+
+// awaitFirst waits for the guard's first poll, or for ctx to end.
+func awaitFirst(ctx context.Context, first <-chan struct{}) {
+	select {
+	case <-first:
+	case <-ctx.Done():
+	}
 }
 
 // defaultDiskMinFree is --watchdog.disk-min-free's default, parsed.

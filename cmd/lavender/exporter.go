@@ -73,7 +73,8 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	if err != nil {
 		return err
 	}
-	defer runDiskGuard(ctx, guard, c.HistoryStep)()
+	guardPolled, waitGuard := runDiskGuard(ctx, guard, c.HistoryStep)
+	defer waitGuard()
 	// The status page's history, sampled as serve's watchdog does when
 	// it is off: no rules, no watchdog metrics.
 	history := watchdog.NewHistory(c.HistoryStep)
@@ -92,6 +93,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	}); err != nil {
 		return err
 	}
+	awaitFirst(ctx, guardPolled)
 	srv.ready.set()
 	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
 	return srv.serve(ctx, &c.webFlags, shutdownGrace, g.Logger)

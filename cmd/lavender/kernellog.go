@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,30 +20,21 @@ type kernelLogFlags struct {
 	KmsgPath string `name:"path.kmsg" default:"${kmsg_path}" help:"Kernel log to read OOM victims, GPU Xid errors and storage faults from, where readable (root or CAP_SYSLOG); a FIFO or file of /dev/kmsg records also works. Empty: none."`
 }
 
-// kernelLog is the open kernel log, or why there is none, and its metrics.
+// kernelLog is the open kernel log, if any, and its metrics, which also
+// say whether it is read and, if not, why.
 type kernelLog struct {
 	r       *kmsg.Reader // nil when not readable or not asked for
 	metrics *exporter.KernelLog
 
 	// handlers get every batch of faults, after the metrics.
 	handlers []func([]kmsg.Fault)
-
-	mu  sync.Mutex
-	err error // why not readable (or no longer); nil when asked for none
 }
 
 // status says whether the log is read, and if not, why, for the status
 // page.
 func (k *kernelLog) status() statuspage.KernelLogStatus {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	switch {
-	case k.err != nil:
-		return statuspage.KernelLogStatus{Why: k.err.Error()}
-	case k.r == nil:
-		return statuspage.KernelLogStatus{Why: "--path.kmsg is empty"}
-	}
-	return statuspage.KernelLogStatus{Readable: true}
+	readable, why := k.metrics.Status()
+	return statuspage.KernelLogStatus{Readable: readable, Why: why}
 }
 
 // openKernelLog opens the kernel log. Not readable (no root, no
@@ -55,12 +45,13 @@ func (f *kernelLogFlags) openKernelLog(logger *slog.Logger, reg prometheus.Regis
 	k := &kernelLog{metrics: exporter.NewKernelLog()}
 	reg.MustRegister(k.metrics)
 	if f.KmsgPath == "" {
+		k.metrics.Unreadable("--path.kmsg is empty")
 		return k
 	}
 	r, err := kmsg.Open(f.KmsgPath)
 	if err != nil {
 		logger.Warn("kernel log not readable: OOM victims go unnamed, GPU and storage faults unseen", "err", err)
-		k.err = err
+		k.metrics.Unreadable(err.Error())
 		return k
 	}
 	k.r = r
@@ -82,18 +73,13 @@ func (k *kernelLog) run(ctx context.Context, logger *slog.Logger) {
 	if k == nil || k.r == nil {
 		return
 	}
-	err := k.r.Run(ctx, func(fs []kmsg.Fault) {
-		k.metrics.Observe(fs)
+	err := k.metrics.Read(ctx, k.r, func(fs []kmsg.Fault) {
 		for _, h := range k.handlers {
 			h(fs)
 		}
 	})
 	if err != nil {
 		logger.Error("kernel log: reading stopped; GPU and storage faults are no longer seen", "err", err)
-		k.mu.Lock()
-		k.err = err
-		k.mu.Unlock()
-		k.metrics.SetReadable(false, k.r.Stats)
 	}
 }
 

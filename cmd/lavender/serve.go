@@ -204,9 +204,10 @@ func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *wat
 	if c.enabled() {
 		diskInterval = c.WatchdogInterval
 	}
-	waitGuard := runDiskGuard(ctx, guard, diskInterval)
+	guardPolled, waitGuard := runDiskGuard(ctx, guard, diskInterval)
 	defer waitGuard()
 	wd.Poll(ctx)
+	awaitFirst(ctx, guardPolled)
 	var background sync.WaitGroup
 	background.Go(func() { wd.Run(ctx) })
 	background.Go(func() { klog.run(ctx, g.Logger) })
