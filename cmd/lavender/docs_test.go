@@ -204,15 +204,19 @@ func TestHelpShowsEveryDefault(t *testing.T) {
 	}
 }
 
-// docPages are the pages a user reads: README.md, CONTRIBUTING.md and
-// docs/*.md.
+// docPages are the pages a user reads: README.md, CONTRIBUTING.md,
+// docs/*.md and the deploy files' READMEs.
 func docPages(t *testing.T) map[string]string {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths = append(paths, filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "CONTRIBUTING.md"))
+	deploy, err := filepath.Glob(filepath.Join(repoRoot, "deploy", "*", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths = append(append(paths, deploy...), filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "CONTRIBUTING.md"))
 	pages := map[string]string{}
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
