@@ -89,6 +89,28 @@ type Push struct {
 	Group   string // Notification Centre groups by it: the host the alert is about
 	URL     string // opened when the notification is tapped
 	Delete  bool   // remove the notification with this id instead (delete=1)
+	// Level is the push's urgency, one of Levels; "" is LevelPassive. A
+	// level the template sets itself wins.
+	Level string
+}
+
+// Bark's levels, from silent to loudest.
+const (
+	LevelPassive       = "passive"       // silent, into the list
+	LevelActive        = "active"        // Bark's own default: sound and banner
+	LevelTimeSensitive = "timeSensitive" // breaks through Focus, if the user allowed it
+	LevelCritical      = "critical"      // ignores mute
+)
+
+// Levels are Bark's levels, from silent to loudest.
+var Levels = []string{LevelPassive, LevelActive, LevelTimeSensitive, LevelCritical}
+
+// levelOr is level, or LevelPassive when it is "".
+func levelOr(level string) string {
+	if level == "" {
+		return LevelPassive
+	}
+	return level
 }
 
 // params are the Bark parameters p adds to a template, in the order they
@@ -123,10 +145,14 @@ func (t Target) newRequest(ctx context.Context, p Push) (*http.Request, *PushErr
 		return t.newGET(ctx, fillMessage(appendMissingParams(t.tmpl, p.params()...), encryptedPathBody))
 	}
 	if t.enc == nil {
-		tmpl := appendMissingParams(t.tmpl, p.params()...)
+		base := t.tmpl
+		if level := levelOr(p.Level); level != LevelPassive && !t.ownLevel {
+			base = appendMissingParams(t.unleveled, queryParam{"level", level})
+		}
+		tmpl := appendMissingParams(base, p.params()...)
 		return t.newGET(ctx, fillMessage(tmpl, p.Message))
 	}
-	reqURL, form, err := t.enc.encryptedRequest(t.shape, pushParams{Body: p.Message, Group: p.Group, URL: p.URL, ID: p.ID})
+	reqURL, form, err := t.enc.encryptedRequest(t.shape, pushParams{Body: p.Message, Group: p.Group, URL: p.URL, ID: p.ID, Level: levelOr(p.Level)})
 	if err != nil {
 		// encrypt's errors name the random source or the JSON, never the key.
 		return nil, &PushError{Class: "encryption", Detail: t.scrub(err.Error())}

@@ -38,6 +38,11 @@ type Target struct {
 	Line int    // 1-based line number
 
 	tmpl    string   // template with the level/isArchive query already appended
+	// unleveled is the template with isArchive appended but no level, for
+	// a push louder than passive; ownLevel: the template sets its level,
+	// which then wins over every push's.
+	unleveled string
+	ownLevel  bool
 	id      string   // hash of the template: the target's identity for dedup
 	host    string   // host[:port], which is not secret and helps `bark check`
 	secrets []string // parts of the template to scrub from any detail text
@@ -263,7 +268,10 @@ func parseLines(name string, data []byte) ([]Target, []*LineError) {
 		}
 		t.File, t.Line = name, i+1
 		if enc != nil {
-			shape, reason := shapeEncrypted(t.tmpl)
+			// The level is left out of the shape: each push brings its
+			// own (passive unless told), and the template's, if it has one,
+			// wins inside the ciphertext.
+			shape, reason := shapeEncrypted(t.unleveled)
 			if reason != "" {
 				errs = append(errs, &LineError{name, i + 1, reason})
 				continue
@@ -339,10 +347,12 @@ func parseTemplate(line string) (Target, string) {
 	// Silent and not archived, unless the template chose otherwise, in any
 	// spelling: bark-server lowercases query keys and the last one wins, so
 	// an appended level=passive would override a template's Level=active.
-	tmpl := appendMissingParams(line, queryParam{"level", "passive"}, queryParam{"isArchive", "0"})
+	tmpl := appendMissingParams(line, queryParam{"level", LevelPassive}, queryParam{"isArchive", "0"})
 	sum := sha256.Sum256([]byte(line))
 	return Target{
-		tmpl:    tmpl,
+		tmpl:      tmpl,
+		unleveled: appendMissingParams(line, queryParam{"isArchive", "0"}),
+		ownLevel:  templateSets(line)["level"],
 		id:      hex.EncodeToString(sum[:8]),
 		host:    u.Host,
 		secrets: secretParts(u),

@@ -67,6 +67,9 @@ type Config struct {
 	// Hostname is the watchdog's host: its pushes' group and part of their
 	// ids. The commands pass os.Hostname; "" leaves the group out.
 	Hostname string
+	// Levels sets the Bark level of the watchdog's pushes by kind
+	// (--bark.level); nil: all passive. A template's own level wins.
+	Levels Levels
 	// StateFile is where the held alerts and the dedup memory are kept
 	// across a restart or a crash (the serving commands pass
 	// StateFileName in the logs dir); "": nothing is kept.

@@ -47,6 +47,9 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 	room := bark.MaxMessageBytes - len(pushtext.WithPrefix(b.cfg.Prefix, ""))
 	d := b.textDelivery(pushtext.Join(texts, room, maxSubjectBytes))
 	d.storm = events
+	if level := b.cfg.Levels.of(alerts); level != bark.LevelPassive {
+		d.Level = level
+	}
 	b.addIncident(d, id, b.cfg.Hostname, resolvedOnly)
 	b.deliver(ctx, []*delivery{d})
 	b.record(d)

@@ -146,7 +146,7 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 		return err
 	}
 	defer srv.close()
-	bridge, stopReload, err := openBridge(&c.barkFlags, c.runlogFlags, g, srv)
+	bridge, stopReload, err := openBridge(&c.barkFlags, nil, c.runlogFlags, g, srv)
 	if err != nil {
 		return err
 	}
@@ -167,8 +167,9 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 
 // openBridge builds the bridge for bridge and serve, reloading its targets
 // on SIGHUP until stopReload is called.
-func openBridge(f *barkFlags, r runlogFlags, g *Globals, srv *commandServer) (b *barkbridge.Bridge, stopReload func(), err error) {
+func openBridge(f *barkFlags, levels barkbridge.Levels, r runlogFlags, g *Globals, srv *commandServer) (b *barkbridge.Bridge, stopReload func(), err error) {
 	cfg := f.barkConfig(r.logged(g))
+	cfg.Levels = levels
 	cfg.WriteErrors = srv.writeErrors.WithLabelValues("bark")
 	b, err = barkbridge.New(cfg, g.Logger, srv.reg)
 	var dirErr *bark.ConfigDirError

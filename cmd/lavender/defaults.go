@@ -51,6 +51,7 @@ func flagVars() kong.Vars {
 	maps.Copy(vars, defaultVars)
 	maps.Copy(vars, watchdogVars)
 	maps.Copy(vars, diskVars)
+	maps.Copy(vars, barkLevelVars())
 	return vars
 }
 

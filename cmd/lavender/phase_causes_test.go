@@ -272,3 +272,38 @@ func TestServeOOMSaysWhoseProcess(t *testing.T) {
 	notPhase := fmt.Sprintf(`[lavender-2] OOM killer struck sleep (pid %d), not a phase's process — swap 26%% full (0.5/2.0 GB)`, other.Process.Pid)
 	r.wantPushes([]string{ofPhase, notPhase}, []string{"BARK oom 1 kill sent ok=1 fail=0", "BARK oom 1 kill sent ok=1 fail=0"})
 }
+
+// TestServeBarkLevels: --bark.level makes the named events louder; every
+// other push stays passive; an unknown event or level is a start-up error
+// that names the known ones.
+func TestServeBarkLevels(t *testing.T) {
+	clock := newFakeClock()
+	r := startPhaseServe(t, clock, "", "--bark.level=failed=timeSensitive,stalled=active", "--bark.level=oom=critical")
+	r.beat("Train", `"event":"start"`)
+	r.beat("Train", `"event":"end","status":"failed","reason":"RuntimeError: boom"`)
+	r.bark.WaitPushes(t, 1)
+	r.host.SetSwap(testkit.SwapAt(swap2GiBinKB, 0.60))
+	r.bark.WaitPushes(t, 2)
+	var got []string
+	for _, p := range r.bark.Pushes() {
+		got = append(got, p.Level+" "+p.Body)
+	}
+	want := []string{
+		`timeSensitive [lavender-2] phase "Train" failed after 0s: RuntimeError: boom`,
+		"passive [lavender-2] swap 60% full (1.2/2.0 GB) — consider intervening",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("pushes\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	for _, tc := range []struct{ flag, want string }{
+		{"--bark.level=crashed=critical", `--bark.level: unknown event "crashed"; the events are swap, pressure, oom, failed, stalled, done, loss, gpu, disk, disk-space`},
+		{"--bark.level=failed=loud", `--bark.level: unknown level "loud" for failed; the levels are passive, active, timeSensitive, critical`},
+		{"--bark.level=failed", `--bark.level: "failed" is not EVENT=LEVEL`},
+	} {
+		cli := parseCLI(t, "serve", tc.flag)
+		if err := cli.Serve.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.flag, err, tc.want)
+		}
+	}
+}

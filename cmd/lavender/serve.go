@@ -28,6 +28,7 @@ type ServeCmd struct {
 	kernelLogFlags
 	diskFlags
 	diskRuleFlags
+	barkLevelFlags
 
 	RunHeader string `name:"run.header" placeholder:"TEXT" help:"Header text of the new run's log (default \"device=<cpu|cuda|mps> lavender=v<version>\")."`
 	RunResume bool   `name:"run.resume" help:"Keep appending to the current run instead of starting a new one."`
@@ -55,6 +56,9 @@ func (c *ServeCmd) validate() error {
 	if _, err := c.paths(); err != nil {
 		return err
 	}
+	if _, err := c.levels(); err != nil {
+		return err
+	}
 	_, err := c.diskRule(c.WatchdogRepeat, c.WatchdogInterval)
 	return err
 }
@@ -77,7 +81,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer closeExp()
-	bridge, stopReload, err := openBridge(&c.barkFlags, c.runlogFlags, g, srv)
+	levels, _ := c.levels() // checked by validate
+	bridge, stopReload, err := openBridge(&c.barkFlags, levels, c.runlogFlags, g, srv)
 	if err != nil {
 		return err
 	}
