@@ -37,15 +37,15 @@ type Target struct {
 	File string // base name of the file, e.g. "phone.bark.env"
 	Line int    // 1-based line number
 
-	tmpl    string   // template with the level/isArchive query already appended
+	tmpl string // template with the level/isArchive query already appended
 	// unleveled is the template with isArchive appended but no level, for
 	// a push louder than passive; ownLevel: the template sets its level,
 	// which then wins over every push's.
 	unleveled string
 	ownLevel  bool
-	id      string   // hash of the template: the target's identity for dedup
-	host    string   // host[:port], which is not secret and helps `bark check`
-	secrets []string // parts of the template to scrub from any detail text
+	id        string   // hash of the template: the target's identity for dedup
+	host      string   // host[:port], which is not secret and helps `bark check`
+	secrets   []string // parts of the template to scrub from any detail text
 	// enc encrypts this target's pushes end to end (a BARK_ENCRYPTION line
 	// above the template in its file); nil sends them in clear.
 	enc   *encryption
@@ -353,9 +353,9 @@ func parseTemplate(line string) (Target, string) {
 		tmpl:      tmpl,
 		unleveled: appendMissingParams(line, queryParam{"isArchive", "0"}),
 		ownLevel:  templateSets(line)["level"],
-		id:      hex.EncodeToString(sum[:8]),
-		host:    u.Host,
-		secrets: secretParts(u),
+		id:        hex.EncodeToString(sum[:8]),
+		host:      u.Host,
+		secrets:   secretParts(u),
 	}, ""
 }
 
