@@ -32,3 +32,13 @@ func WithDisks(read Reader, latest func() diskguard.Snapshot) Reader {
 		return s, nil
 	}
 }
+
+// DefaultMinFree is DefaultDiskMinFree, parsed: the floor a status page
+// marks disks at where no disk rule sets one.
+func DefaultMinFree() MinFree {
+	floor, err := ParseMinFree(DefaultDiskMinFree)
+	if err != nil {
+		panic(err) // a constant
+	}
+	return floor
+}

@@ -49,3 +49,11 @@ func TestWithDisks(t *testing.T) {
 		t.Errorf("failed read: %+v, %v", s, err)
 	}
 }
+
+// TestDefaultMinFree: the parsed default is the constant's 5 %.
+func TestDefaultMinFree(t *testing.T) {
+	want, err := ParseMinFree(DefaultDiskMinFree)
+	if err != nil || DefaultMinFree() != want || want.Ratio != 0.05 {
+		t.Errorf("DefaultMinFree() = %+v, ParseMinFree(%q) = %+v, %v", DefaultMinFree(), DefaultDiskMinFree, want, err)
+	}
+}

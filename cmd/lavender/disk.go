@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -71,40 +70,6 @@ func (f *diskFlags) openDiskGuard(exp *exporter.Exporter, g *Globals, reg promet
 		return nil, fmt.Errorf("disk guard: register metrics: %w", err)
 	}
 	return guard, nil
-}
-
-// runDiskGuard polls at once and then every interval until ctx ends, on
-// its own goroutine. first is closed after the first poll: the command
-// waits for it before it reports ready, so the first scrape sees the
-// disks, but serve's first watchdog poll runs meanwhile, so a path whose
-// statfs hangs at the start delays no push either. wait returns once the
-// guard has stopped.
-func runDiskGuard(ctx context.Context, guard *diskguard.Guard, interval time.Duration) (first <-chan struct{}, wait func()) {
-	polled, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		guard.Poll(ctx)
-		close(polled)
-		guard.Run(ctx, interval)
-	}()
-	return polled, func() { <-done }
-}
-
-// awaitFirst waits for the guard's first poll, or for ctx to end.
-func awaitFirst(ctx context.Context, first <-chan struct{}) {
-	select {
-	case <-first:
-	case <-ctx.Done():
-	}
-}
-
-// defaultDiskMinFree is --watchdog.disk-min-free's default, parsed.
-func defaultDiskMinFree() watchdog.MinFree {
-	floor, err := watchdog.ParseMinFree(watchdog.DefaultDiskMinFree)
-	if err != nil {
-		panic(err) // a constant
-	}
-	return floor
 }
 
 // diskRule is serve's disk rule, checked even with the watchdog off.

@@ -73,8 +73,8 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	if err != nil {
 		return err
 	}
-	guardPolled, waitGuard := runDiskGuard(ctx, guard, c.HistoryStep)
-	defer waitGuard()
+	diskPolls := guard.Start(ctx, c.HistoryStep)
+	defer diskPolls.Wait()
 	// The status page's history, sampled as serve's watchdog does when
 	// it is off: no rules, no watchdog metrics.
 	history := watchdog.NewHistory(c.HistoryStep)
@@ -89,11 +89,11 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 		// stalled rule would at its default.
 		History: history, StallAfter: watchdog.DefaultStallAfter, KernelLog: klog.status,
 		// exporter has no disk rule; its page marks disks at serve's default floor.
-		Disks: guard.Latest, DiskMinFree: defaultDiskMinFree(),
+		Disks: guard.Latest, DiskMinFree: watchdog.DefaultMinFree(),
 	}); err != nil {
 		return err
 	}
-	awaitFirst(ctx, guardPolled)
+	diskPolls.AwaitFirst(ctx)
 	srv.ready.set()
 	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
 	return srv.serve(ctx, &c.webFlags, shutdownGrace, g.Logger)

@@ -204,10 +204,10 @@ func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *wat
 	if c.enabled() {
 		diskInterval = c.WatchdogInterval
 	}
-	guardPolled, waitGuard := runDiskGuard(ctx, guard, diskInterval)
-	defer waitGuard()
+	diskPolls := guard.Start(ctx, diskInterval)
+	defer diskPolls.Wait()
 	wd.Poll(ctx)
-	awaitFirst(ctx, guardPolled)
+	diskPolls.AwaitFirst(ctx)
 	var background sync.WaitGroup
 	background.Go(func() { wd.Run(ctx) })
 	background.Go(func() { klog.run(ctx, g.Logger) })
