@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -61,8 +62,10 @@ func TestExporterCommand(t *testing.T) {
 	}
 
 	got := runlogtest.EntriesOf(t, runlogtest.Text(t, logDir))
-	if want := "RUN start|START Pretrain 1/3|END   Pretrain 1/3 0s failed"; strings.Join(got, "|") != want {
-		t.Errorf("run log entries %q, want %q", got, want)
+	// The phase lasts as long as three CLI calls: 0s, or more on a loaded
+	// machine; what counts here is that it ended failed.
+	if want := regexp.MustCompile(`^RUN start\|START Pretrain 1/3\|END   Pretrain 1/3 \d+s failed$`); !want.MatchString(strings.Join(got, "|")) {
+		t.Errorf("run log entries %q, want %s", got, want)
 	}
 }
 

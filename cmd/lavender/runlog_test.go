@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,13 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"lavender/internal/testkit"
 	"lavender/runlog"
 )
 
 // runCLI runs the CLI in-process and returns its stdout, stderr and error.
 func runCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	// Synchronised: a lingering HTTP transport goroutine logs through
+	// the standard logger into stderr while the command writes to it.
+	var stdout, stderr testkit.SyncBuffer
 	err := runExiting(args, &stdout, &stderr)
 	return stdout.String(), stderr.String(), err
 }
@@ -24,7 +26,7 @@ func runCLI(t *testing.T, args ...string) (string, string, error) {
 // run, as os.Exit would end it there.
 type kongExit int
 
-func runExiting(args []string, stdout, stderr *bytes.Buffer) (err error) {
+func runExiting(args []string, stdout, stderr *testkit.SyncBuffer) (err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -150,7 +152,7 @@ func TestVersion(t *testing.T) {
 // TestBareCommandPrintsUsage: `lavender` alone lists the commands, one line
 // each, and exits 1, rather than kong's bare `expected one of …`.
 func TestBareCommandPrintsUsage(t *testing.T) {
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr testkit.SyncBuffer
 	err := runExiting(nil, &stdout, &stderr)
 	var code exitCode
 	if !errors.As(err, &code) || code != 1 {
