@@ -43,6 +43,17 @@ func ParseLevels(items []string) (Levels, error) {
 	return levels, nil
 }
 
+// rule is the level of a rule's pushes. "disk" names the disk's trouble
+// as a person says it: the kernel log's storage faults and, unless
+// "disk-space" is given on its own, the disk guard's pushes too.
+func (l Levels) rule(name string) string {
+	level, ok := l[name]
+	if !ok && name == watchdog.DiskSpaceRule {
+		level = l[watchdog.KernelRuleDisk]
+	}
+	return level
+}
+
 // of is the level of one push carrying alerts: the loudest of theirs. A
 // resolution stays passive: it ends what a louder push began.
 func (l Levels) of(alerts []watchdog.Alert) string {
@@ -51,7 +62,7 @@ func (l Levels) of(alerts []watchdog.Alert) string {
 		if a.Status == watchdog.Resolved {
 			continue
 		}
-		if i := slices.Index(bark.Levels, l[a.Rule]); i > loudest {
+		if i := slices.Index(bark.Levels, l.rule(a.Rule)); i > loudest {
 			loudest = i
 		}
 	}
