@@ -38,17 +38,14 @@ func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 
 // that push, so a crash loop pushes once per window. Failures that arrive
 // in one poll for a quiet phase push at once, counted together.
 type PhaseEndRule struct {
-	name          string
-	status        PhaseStatus
-	repeat, retry time.Duration
-	window        time.Duration // 0: every end pushes on its own
+	name   string
+	status PhaseStatus
+	window time.Duration // 0: every end pushes on its own
+	outbox outbox
 
 	baselined bool
 	lastSeq   uint64
 	bursts    map[string]*burst // by phase: failures since its last push
-	pending   []Alert           // pushes not yet delivered
-	retryAt   time.Time
-	backoff   time.Duration
 }
 
 // burst is one phase's window of repeated failures.
@@ -91,14 +88,7 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 		out = append(out, r.ended(name, fresh[name], s, now)...)
 	}
 	out = append(out, r.closeWindows(s, now)...)
-	if len(out) > 0 {
-		r.pending = append(r.pending, out...)
-		return out
-	}
-	if len(r.pending) > 0 && !now.Before(r.retryAt) {
-		return slices.Clone(r.pending)
-	}
-	return nil
+	return r.outbox.send(out, now)
 }
 
 // ended takes the new ends of one phase: a push at once, unless a window
@@ -147,29 +137,11 @@ func (r *PhaseEndRule) closeWindows(s Sample, now time.Time) []Alert {
 
 // Pushed forgets a delivered push, or schedules a retry of what is pending.
 func (r *PhaseEndRule) Pushed(a Alert, delivered bool, now time.Time) {
-	i := slices.IndexFunc(r.pending, func(p Alert) bool {
+	r.outbox.pushed(func(p Alert) bool {
 		return p.Phase == a.Phase && p.Began.Equal(a.Began) && p.End.Seq == a.End.Seq
-	})
-	if i < 0 {
-		return
-	}
-	if delivered {
-		r.pending = slices.Delete(r.pending, i, i+1)
-		if len(r.pending) == 0 {
-			r.retryAt, r.backoff = time.Time{}, 0
-		}
-		return
-	}
-	r.backoff = nextBackoff(r.backoff, r.retry, r.repeat)
-	r.retryAt = now.Add(r.backoff)
+	}, delivered, now)
 }
 
 // State: armed unless a push waits for a target; Since is when the first
 // waiting end came.
-func (r *PhaseEndRule) State() RuleState {
-	st := RuleState{Name: r.name, Armed: len(r.pending) == 0}
-	if len(r.pending) > 0 {
-		st.Since = r.pending[0].Began
-	}
-	return st
-}
+func (r *PhaseEndRule) State() RuleState { return r.outbox.state(r.name) }

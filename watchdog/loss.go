@@ -14,13 +14,10 @@ import (
 // run that diverged and "finished"). A push no target accepted is retried
 // with a backoff until one does.
 type LossRule struct {
-	repeat, retry time.Duration
+	outbox outbox
 
 	baselined bool
 	seen      map[phaseRun]bool // runs already pushed (or already old at the first sample)
-	pending   []Alert
-	retryAt   time.Time
-	backoff   time.Duration
 }
 
 // Name is "loss".
@@ -55,14 +52,7 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 		}
 	}
 	r.baselined, r.seen = true, seen
-	if len(fresh) > 0 {
-		r.pending = append(r.pending, fresh...)
-		return fresh
-	}
-	if len(r.pending) > 0 && !now.Before(r.retryAt) {
-		return slices.Clone(r.pending)
-	}
-	return nil
+	return r.outbox.send(fresh, now)
 }
 
 func phaseInTable(s Sample, key phaseRun) bool {
@@ -73,26 +63,8 @@ func phaseInTable(s Sample, key phaseRun) bool {
 
 // Pushed forgets a delivered push, or schedules a retry of what is pending.
 func (r *LossRule) Pushed(a Alert, delivered bool, now time.Time) {
-	i := slices.IndexFunc(r.pending, func(p Alert) bool { return p.Phase == a.Phase && p.Began.Equal(a.Began) })
-	if i < 0 {
-		return
-	}
-	if delivered {
-		r.pending = slices.Delete(r.pending, i, i+1)
-		if len(r.pending) == 0 {
-			r.retryAt, r.backoff = time.Time{}, 0
-		}
-		return
-	}
-	r.backoff = nextBackoff(r.backoff, r.retry, r.repeat)
-	r.retryAt = now.Add(r.backoff)
+	r.outbox.pushed(func(p Alert) bool { return p.Phase == a.Phase && p.Began.Equal(a.Began) }, delivered, now)
 }
 
 // State: armed unless a push waits for a target.
-func (r *LossRule) State() RuleState {
-	st := RuleState{Name: PhaseRuleLoss, Armed: len(r.pending) == 0}
-	if len(r.pending) > 0 {
-		st.Since = r.pending[0].Began
-	}
-	return st
-}
+func (r *LossRule) State() RuleState { return r.outbox.state(PhaseRuleLoss) }

@@ -72,16 +72,16 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 		if window == 0 {
 			window = DefaultRepeat
 		}
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, repeat: repeat, retry: retry, window: window})
+		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	if want[PhaseRuleStalled] && cfg.StallAfter > 0 {
 		rules = append(rules, &StallRule{after: cfg.StallAfter, repeat: repeat, retry: retry})
 	}
 	if want[PhaseRuleLoss] {
-		rules = append(rules, &LossRule{repeat: repeat, retry: retry})
+		rules = append(rules, &LossRule{outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	if want[PhaseRuleDone] {
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: PhaseOK, repeat: repeat, retry: retry})
+		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: PhaseOK, outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	return rules, nil
 }

@@ -1,0 +1,59 @@
+package watchdog
+
+import (
+	"slices"
+	"time"
+)
+
+// outbox keeps a rule's one-off pushes (a phase's end, a loss gone NaN)
+// until a target accepts them: unlike an episode there is no condition
+// that lasts and re-fires, so a push that reached no phone is retried
+// from here, with a doubling backoff, or it would be lost.
+type outbox struct {
+	repeat, retry time.Duration
+
+	pending []Alert // pushes not yet delivered
+	retryAt time.Time
+	backoff time.Duration
+}
+
+// send queues fresh alerts and says what to push now: the fresh ones, or,
+// without any, everything still pending once its retry is due.
+func (o *outbox) send(fresh []Alert, now time.Time) []Alert {
+	if len(fresh) > 0 {
+		o.pending = append(o.pending, fresh...)
+		return fresh
+	}
+	if len(o.pending) > 0 && !now.Before(o.retryAt) {
+		return slices.Clone(o.pending)
+	}
+	return nil
+}
+
+// pushed forgets the pending alert that is delivered, or schedules a
+// retry of what is pending.
+func (o *outbox) pushed(is func(Alert) bool, delivered bool, now time.Time) {
+	i := slices.IndexFunc(o.pending, is)
+	if i < 0 {
+		return
+	}
+	if delivered {
+		o.pending = slices.Delete(o.pending, i, i+1)
+		if len(o.pending) == 0 {
+			o.retryAt, o.backoff = time.Time{}, 0
+		}
+		return
+	}
+	o.backoff = nextBackoff(o.backoff, o.retry, o.repeat)
+	o.retryAt = now.Add(o.backoff)
+}
+
+// state: armed unless a push waits for a target; Since is when the oldest
+// waiting push began.
+func (o *outbox) state(name string) RuleState {
+	st := RuleState{Name: name, Armed: len(o.pending) == 0}
+	if len(o.pending) > 0 {
+		st.Since = o.pending[0].Began
+	}
+	return st
+}
