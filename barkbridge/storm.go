@@ -248,7 +248,12 @@ func (l *stormLimiter) Allow(target string, events []stormEvent, now time.Time) 
 // Due returns the summaries ready at now, one per target at most, sorted
 // by target, and counts each as a push in its target's window. Each held
 // alert is in exactly one summary.
-func (l *stormLimiter) Due(now time.Time) []stormSummary {
+func (l *stormLimiter) Due(now time.Time) []stormSummary { return l.summaries(now, false) }
+
+// summaries takes a summary from every target that holds alerts and, unless
+// atStop, has room in its window, sorted by target. Outside a stop it then
+// forgets the targets left with nothing to track.
+func (l *stormLimiter) summaries(now time.Time, atStop bool) []stormSummary {
 	if l == nil {
 		return nil
 	}
@@ -260,12 +265,14 @@ func (l *stormLimiter) Due(now time.Time) []stormSummary {
 			continue
 		}
 		st.prune(now, l.window)
-		if l.max > 0 && len(st.sent) >= l.max {
+		if !atStop && l.max > 0 && len(st.sent) >= l.max {
 			continue // with storm control off, only alerts held before a restart are here: due at once
 		}
 		out = append(out, st.take(target, l.prefix, now))
 	}
-	l.dropIdle(now)
+	if !atStop {
+		l.dropIdle(now)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
 	return out
 }

@@ -25,22 +25,7 @@ type heldCount struct {
 // All hands out a summary for every target that holds alerts, whatever its
 // window, and counts each as a push: at a stop, held alerts have no later
 // minute to go out in.
-func (l *stormLimiter) All(now time.Time) []stormSummary {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []stormSummary
-	for target, st := range l.targets {
-		if st.heldTotal > 0 {
-			st.prune(now, l.window)
-			out = append(out, st.take(target, l.prefix, now))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
-	return out
-}
+func (l *stormLimiter) All(now time.Time) []stormSummary { return l.summaries(now, true) }
 
 // requeue holds a summary's alerts again, after its push failed, so that
 // they go out with the target's next summary. A target a reload removed
