@@ -85,7 +85,7 @@ func (e *Exporter) checkProcesses() {
 	defer e.mu.Unlock()
 	now := e.clock()
 	changed := false
-	live := make(map[phaseRunKey]time.Time, len(e.gone))
+	gone := make(map[phaseRunKey]time.Time, len(e.gone))
 	for i := range e.table.phases {
 		p := &e.table.phases[i]
 		if !p.Active() || !e.judgeable(p.Process) {
@@ -111,11 +111,11 @@ func (e *Exporter) checkProcesses() {
 		}
 		first, seen := e.gone[key]
 		if !seen {
-			live[key] = now
+			gone[key] = now
 			continue
 		}
 		if now.Sub(first) < deadGrace {
-			live[key] = first
+			gone[key] = first
 			continue
 		}
 		p.Status, p.Ended = StatusFailed, now
@@ -125,7 +125,7 @@ func (e *Exporter) checkProcesses() {
 		e.logger.Warn("phase process died without ending; phase ended as failed", "phase", p.Name, "pid", p.PID)
 		changed = true
 	}
-	e.gone = live
+	e.gone = gone
 	if changed {
 		e.dirty = true
 		e.saveLocked()
@@ -162,13 +162,13 @@ type lineage struct {
 	seen  time.Time
 }
 
-// ownerCandidatesLocked lists the judgeable processes of the phases that
-// run or ended within ownerWindow, and whether every running phase has
-// one.
-func (e *Exporter) ownerCandidatesLocked(now time.Time) (pids []int, phases map[int]string, all bool) {
+// phaseProcessesLocked lists the judgeable processes of the phases that
+// run or, with a window, ended within it, and whether every running phase
+// has one.
+func (e *Exporter) phaseProcessesLocked(now time.Time, window time.Duration) (pids []int, phases map[int]string, all bool) {
 	phases, all = map[int]string{}, true
 	for _, p := range e.table.phases {
-		recent := p.Active() || now.Sub(p.Ended) <= ownerWindow
+		recent := p.Active() || (window > 0 && now.Sub(p.Ended) <= window)
 		switch {
 		case !recent:
 		case e.judgeable(p.Process):
@@ -187,7 +187,7 @@ func (e *Exporter) ownerCandidatesLocked(now time.Time) (pids []int, phases map[
 func (e *Exporter) traceLineage() {
 	now := e.clock()
 	e.mu.Lock()
-	pids, phases, _ := e.ownerCandidatesLocked(now)
+	pids, phases, _ := e.phaseProcessesLocked(now, ownerWindow)
 	e.mu.Unlock()
 	var tree proctree.Tree
 	if len(pids) > 0 {
@@ -224,7 +224,7 @@ func (e *Exporter) OwnerOf(pid int, comm string) (phase string, owner Owner) {
 		return "", OwnerUnknown
 	}
 	e.mu.Lock()
-	pids, phases, all := e.ownerCandidatesLocked(e.clock())
+	pids, phases, all := e.phaseProcessesLocked(e.clock(), ownerWindow)
 	e.mu.Unlock()
 	if root, ok := proctree.AncestorAmong(e.procfs, pid, pids); ok {
 		return phases[root], OwnerPhase

@@ -335,7 +335,7 @@ func (e *Exporter) Apply(req phaseapi.HeartbeatRequest) (Phase, error) {
 	case EventPing:
 		i, save = e.pingLocked(i, name, now)
 	case EventEnd:
-		i = e.endLocked(i, name, status, cleanReason(req.Reason), now)
+		i = e.endLocked(i, name, status, phaseapi.CleanReason(req.Reason), now)
 	}
 	advanceProgress(&e.table.phases[i].Progress, req.Step, req.Total, now)
 	applyWork(&e.table.phases[i], req, now)

@@ -92,14 +92,7 @@ func (e *Exporter) PhaseOfPID(pid int) (name string, ok bool) {
 		return "", false
 	}
 	e.mu.Lock()
-	var pids []int
-	names := map[int]string{}
-	for _, p := range e.table.phases {
-		if p.Active() && e.judgeable(p.Process) {
-			pids = append(pids, int(p.PID))
-			names[int(p.PID)] = p.Name
-		}
-	}
+	pids, names, _ := e.phaseProcessesLocked(e.clock(), 0)
 	e.mu.Unlock()
 	if len(pids) == 0 {
 		return "", false

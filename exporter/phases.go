@@ -250,7 +250,7 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 		if err := checkSavedWork(p); err != nil {
 			return phaseTable{}, fmt.Errorf("phase %q: %w", name, err)
 		}
-		p.Reason = cleanReason(p.Reason)
+		p.Reason = phaseapi.CleanReason(p.Reason)
 		t.phases = append(t.phases, p)
 	}
 	if len(t.phases) > MaxPhases {

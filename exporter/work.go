@@ -10,10 +10,6 @@ import (
 	"lavender/proctree"
 )
 
-// cleanReason is phaseapi.CleanReason: a reason of any text is shown, never
-// refused.
-func cleanReason(s string) string { return phaseapi.CleanReason(s) }
-
 // applyWork records what a heartbeat reports beside its steps: the process
 // (a start's, or a ping's while the phase has none: a start resets the
 // phase, a start that joins it does not), its directories (added
