@@ -1,7 +1,6 @@
 package heartbeat
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -226,16 +225,10 @@ func TestWrapperSendsTheReason(t *testing.T) {
 
 	t.Run("interrupted, exit 0", func(t *testing.T) {
 		sigc := make(chan os.Signal, 1)
-		stdoutR, stdoutW := io.Pipe()
-		w := &Wrapper{Client: client, Phase: "Lightning", Every: time.Hour, Stdout: stdoutW, Signals: sigc}
-		done := startWrapper(t, w, "lightning")
-		if line, err := bufio.NewReader(stdoutR).ReadString('\n'); err != nil || line != "ready\n" {
-			t.Fatalf("child said %q, %v", line, err)
-		}
-		go io.Copy(io.Discard, stdoutR)
+		w := &Wrapper{Client: client, Phase: "Lightning", Every: time.Hour, Signals: sigc}
+		done := startReady(t, w, "lightning")
 		sigc <- syscall.SIGTERM
 		r := waitResult(t, done)
-		stdoutW.Close()
 		p, _ := env.phase("Lightning")
 		if r.code != 0 || p.Status != phaseapi.StatusFailed || p.Reason != "interrupted by SIGTERM" {
 			t.Errorf("exit %d, phase %s %q; want exit 0 and failed: interrupted by SIGTERM", r.code, p.Status, p.Reason)

@@ -116,6 +116,22 @@ func startWrapper(t *testing.T, w *Wrapper, mode string) <-chan wrapperRun {
 	return done
 }
 
+// startReady is startWrapper with the child's stdout on a pipe: it returns
+// once the child has said "ready", so a signal sent then finds it running,
+// and throws the rest of that output away.
+func startReady(t *testing.T, w *Wrapper, mode string) <-chan wrapperRun {
+	t.Helper()
+	stdoutR, stdoutW := io.Pipe()
+	t.Cleanup(func() { stdoutW.Close() })
+	w.Stdout = stdoutW
+	done := startWrapper(t, w, mode)
+	if line, err := bufio.NewReader(stdoutR).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, stdoutR)
+	return done
+}
+
 func waitResult(t *testing.T, done <-chan wrapperRun) wrapperRun {
 	t.Helper()
 	select {
@@ -213,19 +229,13 @@ func TestWrapperForwardsSignals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stdoutR, stdoutW := io.Pipe()
-			w := &Wrapper{Client: client, Phase: "Train", Every: time.Hour, Stdout: stdoutW}
-			done := startWrapper(t, w, "trap")
-			if line, err := bufio.NewReader(stdoutR).ReadString('\n'); err != nil || line != "ready\n" {
-				t.Fatalf("child said %q, %v", line, err)
-			}
-			go io.Copy(io.Discard, stdoutR)
+			w := &Wrapper{Client: client, Phase: "Train", Every: time.Hour}
+			done := startReady(t, w, "trap")
 			// A real signal to this process, which the wrapper has claimed.
 			if err := syscall.Kill(os.Getpid(), tc.sig); err != nil {
 				t.Fatal(err)
 			}
 			r := waitResult(t, done)
-			stdoutW.Close()
 			if r.err != nil || r.code != tc.code {
 				t.Fatalf("Run = %d, %v; want the child's %d", r.code, r.err, tc.code)
 			}
@@ -241,16 +251,10 @@ func TestWrapperChildKilledBySignal(t *testing.T) {
 	env := newTestEnv(t)
 	client, _ := NewClient(env.server().URL)
 	sigc := make(chan os.Signal, 1)
-	stdoutR, stdoutW := io.Pipe()
-	w := &Wrapper{Client: client, Phase: "Train", Every: time.Hour, Stdout: stdoutW, Signals: sigc}
-	done := startWrapper(t, w, "sleep")
-	if line, err := bufio.NewReader(stdoutR).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("child said %q, %v", line, err)
-	}
-	go io.Copy(io.Discard, stdoutR)
+	w := &Wrapper{Client: client, Phase: "Train", Every: time.Hour, Signals: sigc}
+	done := startReady(t, w, "sleep")
 	sigc <- syscall.SIGTERM
 	r := waitResult(t, done)
-	stdoutW.Close()
 	if r.err != nil || r.code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("Run = %d, %v; want %d", r.code, r.err, 128+int(syscall.SIGTERM))
 	}
