@@ -131,21 +131,6 @@ func digString(v any, path ...string) string {
 	return s
 }
 
-// needTool finds an external program. A missing tool skips the test, unless
-// LAVENDER_E2E=1 (set by .ci/run), where it is a failure.
-func needTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("LAVENDER_E2E") == "1" {
-		t.Fatalf("%s not found and LAVENDER_E2E=1: install the Debian package %s", name, pkg)
-	}
-	t.Skipf("%s not found: install the Debian package %s to run this check (LAVENDER_E2E=1 makes this a failure)", name, pkg)
-	return ""
-}
-
 // runTool runs a program and returns its combined output; a non-zero exit
 // fails the test with that output.
 func runTool(t *testing.T, dir, name string, args ...string) string {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v2"
+
+	"lavender/internal/testkit"
 )
 
 // The end-to-end test runs Prometheus and Alertmanager with configs derived
@@ -279,12 +281,12 @@ func TestE2EConfigsDerive(t *testing.T) {
 		}
 	}
 	t.Run("promtool", func(t *testing.T) {
-		promtool := needTool(t, "promtool", "prometheus")
+		promtool := testkit.NeedTool(t, "prometheus", "promtool")
 		runTool(t, dir, promtool, "check", "config", filepath.Join(dir, "prometheus.yml"))
 		runTool(t, dir, promtool, "check", "config", filepath.Join(dir, "prometheus-basicauth.yml"))
 	})
 	t.Run("amtool", func(t *testing.T) {
-		amtool := needTool(t, "amtool", "prometheus-alertmanager")
+		amtool := testkit.NeedTool(t, "prometheus-alertmanager", "amtool")
 		runTool(t, dir, amtool, "check-config", filepath.Join(dir, "alertmanager.yml"))
 		runTool(t, dir, amtool, "check-config", filepath.Join(dir, "alertmanager-basicauth.yml"))
 	})

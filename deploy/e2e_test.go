@@ -35,7 +35,7 @@ func TestE2E(t *testing.T) {
 		t.Skip("end-to-end test: runs lavender, Prometheus and Alertmanager for about a minute")
 	}
 	bins := e2eBinaries{
-		prometheus:   needTool(t, "prometheus", "prometheus"),
+		prometheus:   testkit.NeedTool(t, "prometheus", "prometheus"),
 		alertmanager: needAlertmanager(t),
 		lavender:     testkit.Binary(t), // built with -race when the tests run with it
 	}
@@ -75,7 +75,7 @@ func needAlertmanager(t *testing.T) string {
 			return path
 		}
 	}
-	return needTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	return testkit.NeedTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
 }
 
 const (

@@ -32,7 +32,7 @@ func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Alertmanager")
 	}
-	am := needTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	am := testkit.NeedTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
 
 	bark := barktest.New(t, "PHONE", "TABLET")
 	bark.SetKeyFault("PHONE", barktest.FailFirst(2, barktest.Status(500, "push failed")))

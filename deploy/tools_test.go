@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lavender/internal/testkit"
 )
 
 // These tests run the real checkers of Debian's prometheus,
@@ -14,7 +16,7 @@ import (
 // the first two and sets LAVENDER_E2E=1, so a missing tool fails there.
 
 func TestPromtoolCheckRules(t *testing.T) {
-	promtool := needTool(t, "promtool", "prometheus")
+	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	out := runTool(t, repoRoot, promtool, "check", "rules", "alerts.yml")
 	if !strings.Contains(out, "SUCCESS") {
 		t.Errorf("promtool check rules printed no SUCCESS:\n%s", out)
@@ -22,7 +24,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 }
 
 func TestPromtoolTestRules(t *testing.T) {
-	promtool := needTool(t, "promtool", "prometheus")
+	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	out := runTool(t, repoRoot, promtool, "test", "rules", "alerts_test.yml")
 	if !strings.Contains(out, "SUCCESS") {
 		t.Errorf("promtool test rules printed no SUCCESS:\n%s", out)
@@ -30,7 +32,7 @@ func TestPromtoolTestRules(t *testing.T) {
 }
 
 func TestPromtoolCheckConfig(t *testing.T) {
-	promtool := needTool(t, "promtool", "prometheus")
+	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	out := runTool(t, repoRoot, promtool, "check", "config", filepath.Join("deploy", "prometheus", "prometheus.yml"))
 	// check config also loads the rule files it names; make sure that is
 	// the repository's alerts.yml and not zero files.
@@ -40,7 +42,7 @@ func TestPromtoolCheckConfig(t *testing.T) {
 }
 
 func TestAmtoolCheckConfig(t *testing.T) {
-	amtool := needTool(t, "amtool", "prometheus-alertmanager")
+	amtool := testkit.NeedTool(t, "prometheus-alertmanager", "amtool")
 	out := runTool(t, repoRoot, amtool, "check-config", filepath.Join("deploy", "alertmanager", "alertmanager.yml"))
 	if !strings.Contains(out, "SUCCESS") {
 		t.Errorf("amtool check-config printed no SUCCESS:\n%s", out)
@@ -50,7 +52,7 @@ func TestAmtoolCheckConfig(t *testing.T) {
 // TestAmtoolRoutes asks Alertmanager's own routing code where each alert
 // goes, so a route typo cannot send the swap warning to the wrong place.
 func TestAmtoolRoutes(t *testing.T) {
-	amtool := needTool(t, "amtool", "prometheus-alertmanager")
+	amtool := testkit.NeedTool(t, "prometheus-alertmanager", "amtool")
 	config := filepath.Join("deploy", "alertmanager", "alertmanager.yml")
 	for labels, want := range map[string]string{
 		"alertname=SwapUsageHigh":        "bark",
@@ -86,7 +88,7 @@ func TestAmtoolRoutes(t *testing.T) {
 // TestPromtoolDashboardExpressions parses every dashboard expression with
 // Prometheus's own parser, by way of a throwaway recording-rule file.
 func TestPromtoolDashboardExpressions(t *testing.T) {
-	promtool := needTool(t, "promtool", "prometheus")
+	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	var rules []rule
 	for i, e := range dashboardExprs(t) {
 		rules = append(rules, rule{

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"lavender/internal/testkit"
 	"lavender/phaseapi"
 )
 
@@ -246,13 +246,7 @@ func TestGatherAndLint(t *testing.T) {
 // promtool check metrics on a real scrape over HTTP, with the collectors
 // `lavender exporter` adds.
 func TestPromtoolCheckMetrics(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("LAVENDER_E2E") == "1" {
-			t.Fatal("LAVENDER_E2E=1 but promtool is not installed")
-		}
-		t.Skip("promtool not installed")
-	}
+	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	env, reg := busyEnv(t, 3)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := env.server()

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lavender/internal/testkit"
 )
 
 // python3 finds an interpreter: $LAVENDER_PYTHON, else python3 on PATH.
@@ -19,15 +21,7 @@ func python3(t *testing.T) string {
 	if name == "" {
 		name = "python3"
 	}
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("LAVENDER_E2E") == "1" {
-		t.Fatalf("no %s on PATH and LAVENDER_E2E=1: install Debian's python3", name)
-	}
-	t.Skipf("no %s on PATH; install it, or set LAVENDER_E2E=1 to make this a failure", name)
-	return ""
+	return testkit.NeedTool(t, "python3", name)
 }
 
 // TestUnittests runs python/tests with python3 -m unittest: the client
@@ -48,10 +42,7 @@ func TestUnittests(t *testing.T) {
 func TestPipInstallOffline(t *testing.T) {
 	python := python3(t)
 	if err := exec.Command(python, "-m", "pip", "--version").Run(); err != nil {
-		if os.Getenv("LAVENDER_E2E") == "1" {
-			t.Fatalf("%s has no pip and LAVENDER_E2E=1: install Debian's python3-pip", python)
-		}
-		t.Skipf("%s has no pip", python)
+		testkit.Unavailable(t, "%s has no pip: install the Debian package python3-pip", python)
 	}
 	target := t.TempDir()
 	src, err := filepath.Abs(".")

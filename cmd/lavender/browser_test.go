@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -34,16 +33,7 @@ func screenshotDir(t *testing.T) string {
 
 func findChromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("LAVENDER_E2E") == "1" {
-		t.Fatal("no chromium on PATH and LAVENDER_E2E=1: install Debian's chromium")
-	}
-	t.Skip("no chromium on PATH; install Debian's chromium, or set LAVENDER_E2E=1 to make this a failure")
-	return ""
+	return testkit.NeedTool(t, "chromium", "chromium", "chromium-browser", "google-chrome")
 }
 
 // stalledRun starts a new run in logDir, as another process would, whose

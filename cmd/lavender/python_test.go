@@ -41,15 +41,7 @@ func pythonDocSnippets(t *testing.T) map[string]string {
 
 func python3(t *testing.T) string {
 	t.Helper()
-	python, err := exec.LookPath("python3")
-	if err == nil {
-		return python
-	}
-	if os.Getenv("LAVENDER_E2E") == "1" {
-		t.Fatal("no python3 on PATH and LAVENDER_E2E=1: install Debian's python3")
-	}
-	t.Skip("no python3 on PATH; install it, or set LAVENDER_E2E=1 to make this a failure")
-	return ""
+	return testkit.NeedTool(t, "python3", "python3")
 }
 
 // driveResult is what testdata/python/drive.py prints: the phase as the API

@@ -286,13 +286,7 @@ func TestServeSIGTERM(t *testing.T) {
 // of serve after a push: the exporter's, the bridge's and the watchdog's
 // metrics together, as Prometheus sees them.
 func TestServeMetricsPassPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("LAVENDER_E2E") == "1" {
-			t.Fatal("LAVENDER_E2E=1 but promtool is not installed")
-		}
-		t.Skip("promtool not installed")
-	}
+	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.54)})
 	r := startServe(t, procfs, "--watchdog.interval=20ms")
 	testkit.MustDo(t, nil, "POST", r.base+"/api/v1/heartbeat", []byte(`{"phase":"Pretrain 1/3","event":"start"}`), "", "")
