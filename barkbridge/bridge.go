@@ -671,9 +671,14 @@ const stormTick = time.Second
 // ends; alerts held before a restart whose minute is over go out at once.
 // The serving commands run it beside the webhook, and call Flush once it
 // has ended; without it, held alerts are counted but never summarised.
+//
+// A summary on the wire when ctx ends finishes, within the push timeout:
+// cut off, it would count as failed, and Flush would send it a second
+// time though Bark had it.
 func (b *Bridge) Run(ctx context.Context) {
-	b.sendDue(ctx, b.cfg.Now())
-	b.storm.run(ctx, stormTick, b.cfg.Now, b.sendSummary)
+	pushCtx := context.WithoutCancel(ctx)
+	b.sendDue(pushCtx, b.cfg.Now())
+	b.storm.run(ctx, stormTick, b.cfg.Now, func(s stormSummary) { b.sendSummary(pushCtx, s) })
 }
 
 // Flush sends every held alert now, one summary per target, whatever the

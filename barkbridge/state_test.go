@@ -146,6 +146,42 @@ func TestStateSummaryAtOnceWhenTheWindowPassed(t *testing.T) {
 	}
 }
 
+// TestStopLetsASummaryOnTheWireFinish: a stop (Run's ctx ends) that
+// comes while a summary is on its way to Bark lets it finish. Cut off, it
+// counted as failed, stayed held, and the stop's Flush sent it again,
+// though Bark had it: a second push of the same summary. Both ways a
+// summary leaves: due at Run's start, and due on a tick.
+func TestStopLetsASummaryOnTheWireFinish(t *testing.T) {
+	for name, atStart := range map[string]bool{"due at start": true, "due on a tick": false} {
+		t.Run(name, func(t *testing.T) {
+			f := newStateFixture(t)
+			f.postAlerts(0, 3) // one push, two held
+			release := make(chan struct{})
+			f.srv.SetFault(barktest.Hold(release))
+			if atStart {
+				f.clock.Advance(time.Minute)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { defer close(done); f.bridge.Run(ctx) }()
+			if !atStart {
+				f.clock.Advance(time.Minute)
+			}
+			f.srv.WaitPushes(t, 2)
+			cancel()
+			close(release)
+			<-done
+			f.bridge.Flush(t.Context())
+			if n, ok := f.srv.Count(), len(f.srv.Accepted()); n != 2 || ok != 2 {
+				t.Errorf("%d pushes, %d accepted; want the first and one summary, both accepted", n, ok)
+			}
+			if lines := f.barkLines(); fmt.Sprint(lines) != fmt.Sprint([]string{"BARK SwapUsageHigh sent ok=1 fail=0", "BARK 2 more alerts sent ok=1 fail=0"}) {
+				t.Errorf("run log %q", lines)
+			}
+		})
+	}
+}
+
 // TestFlushSendsHeldAlertsAndKeepsThoseThatFailed: Flush (a stop) sends
 // the held alerts at once, inside the window; if Bark fails them they stay
 // in the state file and the next start sends them.

@@ -279,7 +279,7 @@ func (l *stormLimiter) summaries(now time.Time, atStop bool) []stormSummary {
 
 // run calls Due every tick until ctx ends and sends what it returns. send
 // is called from run's goroutine only, one summary at a time.
-func (l *stormLimiter) run(ctx context.Context, tick time.Duration, now func() time.Time, send func(context.Context, stormSummary)) {
+func (l *stormLimiter) run(ctx context.Context, tick time.Duration, now func() time.Time, send func(stormSummary)) {
 	if l == nil || l.max == 0 {
 		return
 	}
@@ -291,7 +291,7 @@ func (l *stormLimiter) run(ctx context.Context, tick time.Duration, now func() t
 			return
 		case <-t.C:
 			for _, s := range l.Due(now()) {
-				send(ctx, s)
+				send(s)
 			}
 		}
 	}

@@ -382,7 +382,7 @@ func TestStormRunSendsSummaries(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.run(ctx, time.Millisecond, clock, func(_ context.Context, s stormSummary) { got <- s })
+		l.run(ctx, time.Millisecond, clock, func(s stormSummary) { got <- s })
 	}()
 	l.Allow("t", alerts("A"), stormAt(0))
 	l.Allow("t", alerts("B"), stormAt(time.Second))

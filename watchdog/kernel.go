@@ -274,33 +274,42 @@ func (w *Watchdog) Faults(faults []KernelFault) {
 	}
 }
 
-// runEvents pushes the event rules' alerts as Faults queues them.
+// runEvents pushes the event rules' alerts as Faults queues them. At a
+// stop it pushes what is queued still: a fault the kernel logged just
+// before the stop is told, not dropped.
 func (w *Watchdog) runEvents(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			w.pushEvents(ctx)
 			return
 		case <-w.eventReady:
+			w.pushEvents(ctx)
 		}
-		w.eventMu.Lock()
-		push := w.events
-		w.events = nil
-		w.eventMu.Unlock()
-		if len(push) == 0 {
-			continue
-		}
-		ok, failed := w.cfg.Push.Push(ctx, push)
-		delivered := ok > 0 || failed == 0
-		now := w.cfg.Now()
-		for _, a := range push {
-			for _, r := range w.cfg.Rules {
-				if r.Name() == a.Rule {
-					r.Pushed(a, delivered, now)
-				}
+	}
+}
+
+// pushEvents sends the queued event alerts as one push and tells each
+// rule whether its alert reached a phone.
+func (w *Watchdog) pushEvents(ctx context.Context) {
+	w.eventMu.Lock()
+	push := w.events
+	w.events = nil
+	w.eventMu.Unlock()
+	if len(push) == 0 {
+		return
+	}
+	ok, failed := w.cfg.Push.Push(context.WithoutCancel(ctx), push)
+	delivered := ok > 0 || failed == 0
+	now := w.cfg.Now()
+	for _, a := range push {
+		for _, r := range w.cfg.Rules {
+			if r.Name() == a.Rule {
+				r.Pushed(a, delivered, now)
 			}
 		}
-		w.publishEvents()
 	}
+	w.publishEvents()
 }
 
 // publishEvents is publish for the event rules alone: they guard

@@ -27,6 +27,11 @@ import (
 // webhook share one formatter, sender and run-log line. A sender that does
 // not push some alerts (resolutions, say) leaves them out and answers
 // (0, 0) for a push left empty: the rules then count it as delivered.
+//
+// The watchdog's stop never cancels the context a push is given: a push on
+// the wire when the process is told to stop finishes, bounded by the
+// pusher's own timeout. Cut off, it would be lost, or counted failed after
+// Bark had it.
 type Pusher interface {
 	Push(ctx context.Context, alerts []Alert) (ok, failed int)
 }
@@ -192,7 +197,7 @@ func (w *Watchdog) Poll(ctx context.Context) {
 	if len(push) == 0 {
 		return
 	}
-	ok, failed := w.cfg.Push.Push(ctx, push)
+	ok, failed := w.cfg.Push.Push(context.WithoutCancel(ctx), push)
 	delivered := ok > 0 || failed == 0
 	for i, r := range w.cfg.Rules {
 		for _, a := range raised[i] {

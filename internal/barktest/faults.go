@@ -34,6 +34,20 @@ func Hang() Fault {
 	})
 }
 
+// Hold answers each push as Bark does once release is closed: a slow
+// Bark, for a stop that comes while a push is on the wire. A client that
+// gives up first gets no answer.
+func Hold(release <-chan struct{}) Fault {
+	return faultFunc(func(e *exchange) {
+		select {
+		case <-release:
+			e.barkAnswer()
+		case <-e.r.Context().Done():
+		case <-e.s.release:
+		}
+	})
+}
+
 // Status answers Bark's JSON with the given HTTP status and message, as
 // bark-server does when Apple refuses a push (500 "push failed: …") or a
 // proxy in front of it limits (429).

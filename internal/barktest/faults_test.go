@@ -118,6 +118,35 @@ func TestHangEndsWithTheTest(t *testing.T) {
 	<-errc // any outcome; it only must end
 }
 
+// TestHoldAnswersOnRelease: a held push is recorded unanswered, and
+// answered as Bark does once released.
+func TestHoldAnswersOnRelease(t *testing.T) {
+	s := New(t)
+	release := make(chan struct{})
+	s.SetFault(Hold(release))
+	type answer struct {
+		code int
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		code, _, err := get(http.DefaultClient, s.URL+"/"+Key+"/b")
+		done <- answer{code, err}
+	}()
+	if p := s.WaitPushes(t, 1)[0]; p.Status != 0 {
+		t.Fatalf("held push recorded with status %d, want none yet", p.Status)
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("answered before the release: %+v", a)
+	default:
+	}
+	close(release)
+	if a := <-done; a.err != nil || a.code != 200 || s.Pushes()[0].Status != 200 {
+		t.Errorf("after the release: %+v, recorded %d; want 200", a, s.Pushes()[0].Status)
+	}
+}
+
 func TestDownURL(t *testing.T) {
 	_, _, err := get(http.DefaultClient, DownURL(t)+"/KEY/b")
 	if !errors.Is(err, syscall.ECONNREFUSED) {
