@@ -23,6 +23,7 @@ const (
 	PhaseFailedAlertname          = "PhaseFailed"
 	PhaseStalledAlertname         = "PhaseStalled"
 	PhaseProgressStalledAlertname = "PhaseProgressStalled"
+	PhaseLossAlertname            = "PhaseLossNotFinite"
 
 	annotationRatio          = "swap_used_ratio"
 	annotationUsed           = "swap_used_bytes"
@@ -37,6 +38,7 @@ const (
 	annotationStalledSeconds = "stalled_seconds"
 	annotationStep           = "step"
 	annotationTotalSteps     = "total_steps"
+	annotationLoss           = "loss"
 )
 
 // swapFromAnnotations reads the figures alerts.yml puts on the swap alert.
@@ -175,6 +177,41 @@ func phaseFromAnnotations(name string, a template.KV) (pushtext.PhaseFigures, bo
 	return pushtext.PhaseFigures{}, false
 }
 
+// lossFromAnnotations reads PhaseLossNotFinite's annotations; ok is false
+// without a phase, or with a loss that is not NaN or infinite (a rule of
+// the user's that fires on a number is told by its summary). step and
+// total_steps are empty for a phase that reports no steps.
+func lossFromAnnotations(a template.KV) (pushtext.LossFigures, bool) {
+	phase := strings.TrimSpace(a[annotationPhase])
+	loss, ok := parseNonFinite(a[annotationLoss])
+	if phase == "" || !ok {
+		return pushtext.LossFigures{}, false
+	}
+	l := pushtext.LossFigures{Phase: phase, Loss: loss}
+	if step, ok := parseCount(a[annotationStep]); ok {
+		l.HasStep, l.Step = true, step
+		if total, ok := parseCount(a[annotationTotalSteps]); ok && total >= 1 && total >= step {
+			l.Total = total
+		}
+	}
+	return l, true
+}
+
+// parseNonFinite reads what Prometheus's templates print for a value that
+// is not a number: "NaN", "+Inf", "-Inf" (and "Inf", any case). Anything
+// else, a number included, is not.
+func parseNonFinite(v string) (float64, bool) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "nan":
+		return math.NaN(), true
+	case "inf", "+inf":
+		return math.Inf(1), true
+	case "-inf":
+		return math.Inf(-1), true
+	}
+	return 0, false
+}
+
 // parseSeconds reads a plain decimal number of seconds, at most ten years.
 func parseSeconds(v string) (time.Duration, bool) {
 	f, ok := parseDecimal(strings.TrimSpace(v))
@@ -198,7 +235,7 @@ func parseCount(v string) (int64, bool) {
 // rule's window passed), so it is never pushed.
 func eventAlert(name string) bool {
 	switch name {
-	case PhaseFailedAlertname, OOMAlertname, GPUXidAlertname, GPUFallenOffAlertname, StorageErrorsAlertname:
+	case PhaseFailedAlertname, PhaseLossAlertname, OOMAlertname, GPUXidAlertname, GPUFallenOffAlertname, StorageErrorsAlertname:
 		return true
 	}
 	return false

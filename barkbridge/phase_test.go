@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/alertmanager/template"
+
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
 	"lavender/pushtext"
@@ -130,10 +132,11 @@ func TestPhaseLineKeepsItsTail(t *testing.T) {
 	}
 }
 
-// TestWebhookPhaseAlerts: PhaseFailed, PhaseStalled and PhaseProgressStalled reach the
-// phone in the watchdog's words, through the webhook, with the watchdog's
-// run-log lines; odd annotations fall back to the summary; the resolution
-// of PhaseFailed and OOMKill is skipped even with --bark.send-resolved,
+// TestWebhookPhaseAlerts: PhaseFailed, PhaseStalled, PhaseProgressStalled
+// and PhaseLossNotFinite reach the phone in the watchdog's words, through
+// the webhook, with the watchdog's run-log lines; odd annotations fall back
+// to the summary; the resolution of PhaseFailed, PhaseLossNotFinite and
+// OOMKill is skipped even with --bark.send-resolved,
 // while a stall's resolution is still pushed.
 func TestWebhookPhaseAlerts(t *testing.T) {
 	const summary = `[lavender-2] PhaseFailed: Phase "Pretrain 1/3" on gpu-box:9877 failed after 4h 12m 0s`
@@ -168,6 +171,14 @@ func TestWebhookPhaseAlerts(t *testing.T) {
 			[]string{"BARK PhaseFailed sent ok=1 fail=0", "BARK PhaseFailed sent ok=1 fail=0", "BARK PhaseFailed sent ok=1 fail=0",
 				"BARK PhaseProgressStalled sent ok=1 fail=0", "BARK PhaseProgressStalled sent ok=1 fail=0",
 				"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
+		{"firing_phase_loss.json", "alerts=4 pushed=4 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] phase "Pretrain 1/3" loss is NaN at step 1200/5000 — training diverged`,
+				`[lavender-2] phase "DPO" loss is -Inf — training diverged`,
+				`[lavender-2] phase "SFT" loss is +Inf at step 300 — training diverged`,
+				`[lavender-2] PhaseLossNotFinite: Phase "Eval" on gpu-box:9877: loss is 2.5`},
+			[]string{"BARK loss Pretrain 1/3 sent ok=1 fail=0", "BARK loss DPO sent ok=1 fail=0", "BARK loss SFT sent ok=1 fail=0",
+				"BARK PhaseLossNotFinite sent ok=1 fail=0"}},
+		{"resolved_phase_loss.json", "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil, nil},
 		{"resolved_phase_failed.json", "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil, nil},
 		{"resolved_oom.json", "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil, nil},
 		{"resolved_phase_progress_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
@@ -206,4 +217,32 @@ func TestWebhookPhaseAlerts(t *testing.T) {
 			t.Errorf("resolved skipped = %v, want 2", v)
 		}
 	})
+}
+
+// TestLossFromAnnotations: only what Prometheus prints for a non-finite
+// value is a diverged loss; a step without a total, or a total below the
+// step, is told without the total.
+func TestLossFromAnnotations(t *testing.T) {
+	for _, tc := range []struct {
+		loss, step, total string
+		ok                bool
+		want              string
+	}{
+		{"NaN", "1200", "5000", true, `phase "P" loss is NaN at step 1200/5000 — training diverged`},
+		{" nan ", "", "", true, `phase "P" loss is NaN — training diverged`},
+		{"Inf", "7", "", true, `phase "P" loss is +Inf at step 7 — training diverged`},
+		{"-Inf", "9", "3", true, `phase "P" loss is -Inf at step 9 — training diverged`},
+		{"2.5", "1", "2", false, ""},
+		{"Infinity", "", "", false, ""},
+		{"0x1p-1", "", "", false, ""},
+		{"", "", "", false, ""},
+	} {
+		l, ok := lossFromAnnotations(template.KV{"phase": "P", "loss": tc.loss, "step": tc.step, "total_steps": tc.total})
+		if ok != tc.ok || (ok && pushtext.Loss(l).Body != tc.want) {
+			t.Errorf("loss %q step %q total %q: %v %q, want %v %q", tc.loss, tc.step, tc.total, ok, pushtext.Loss(l).Body, tc.ok, tc.want)
+		}
+	}
+	if _, ok := lossFromAnnotations(template.KV{"loss": "NaN"}); ok {
+		t.Error("a loss without a phase was read")
+	}
 }

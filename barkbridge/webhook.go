@@ -150,6 +150,10 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 		if p, ok := phaseFromAnnotations(name, a.Annotations); ok {
 			return b.textDelivery(pushtext.Phase(p))
 		}
+	case name == PhaseLossAlertname:
+		if l, ok := lossFromAnnotations(a.Annotations); ok {
+			return b.textDelivery(pushtext.Loss(l))
+		}
 	case name == GPUXidAlertname, name == GPUFallenOffAlertname, name == StorageErrorsAlertname:
 		if t, ok := kernelFaultText(name, a); ok {
 			return b.textDelivery(t)

@@ -258,7 +258,7 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth, sendResol
 
 	// An OOM kill (vmstat's oom_kill 2 -> 3) during the running phase:
 	// OOMKill fires at once, and the bridge pushes the watchdog's text from
-	// its annotations. Last, since the other checks count one push.
+	// its annotations. Near the end, since the other checks count one push.
 	procfs.SetOOMKills(3)
 	killed := time.Now()
 	wantOOM := fmt.Sprintf(`[lavender-2] OOM killer struck (1 kill), victim unknown — swap %d%% full (%.1f/%.1f GB)`,
@@ -270,6 +270,23 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth, sendResol
 	})
 	if got := c.bark.Pushes(); len(got) != swapPushes+1 || got[swapPushes].Body != wantOOM {
 		t.Errorf("pushes after the kill: %+v\nwant the second: %q", got, wantOOM)
+	}
+
+	// The running phase's loss turns NaN: Prometheus keeps the NaN, its
+	// template prints it, and the bridge words PhaseLossNotFinite as the
+	// watchdog's loss push (the watchdog is off here).
+	if code := c.status("POST", c.lavender+"/api/v1/heartbeat", c.creds, `{"phase":"Pretrain 1/3","event":"ping","step":300,"loss":"NaN"}`); code != 200 {
+		t.Fatalf("NaN heartbeat: HTTP %d", code)
+	}
+	diverged := time.Now()
+	const wantLoss = `[lavender-2] phase "Pretrain 1/3" loss is NaN at step 300/5000 — training diverged`
+	c.waitUntil(diverged.Add(30*time.Second), "the loss push", func() bool { return c.bark.Count() > swapPushes+1 })
+	t.Logf("loss push arrived %.1fs after the NaN heartbeat", time.Since(diverged).Seconds())
+	c.waitUntil(time.Now().Add(10*time.Second), "the BARK loss line in the run log", func() bool {
+		return strings.Contains(c.runLog(), " BARK loss Pretrain 1/3 sent ok=1 fail=0\n")
+	})
+	if got := c.bark.Pushes(); len(got) != swapPushes+2 || got[swapPushes+1].Body != wantLoss {
+		t.Errorf("pushes after the NaN loss: %+v\nwant the last: %q", got, wantLoss)
 	}
 	c.checkAlive() // none may have exited on its own while the test needed it
 	t.Logf("chain done %.1fs after lavender started", time.Since(start).Seconds())

@@ -214,6 +214,11 @@ func TestAlertsShape(t *testing.T) {
 			annotations: []string{"summary", "description", "phase", "duration_seconds"},
 		},
 		{
+			alert:       "PhaseLossNotFinite",
+			exprHas:     []string{"lavender_phase_loss != lavender_phase_loss", "lavender_phase_loss == +Inf", "lavender_phase_loss == -Inf", "lavender_phase_active == 1", "lavender_phase_loss offset 5m"},
+			annotations: []string{"summary", "description", "phase", "loss", "step", "total_steps"},
+		},
+		{
 			alert:       "LavenderDown",
 			exprHas:     []string{`up{job="lavender"} == 0`},
 			forAtLeast:  5 * time.Minute,
@@ -282,6 +287,7 @@ func TestAlertsShape(t *testing.T) {
 		{"OOMKill", []string{"oom_kills", "swap_used_bytes", "swap_total_bytes"}},
 		{"PhaseProgressStalled", []string{"stalled_seconds", "step", "total_steps"}},
 		{"PhaseFailed", []string{"duration_seconds"}},
+		{"PhaseLossNotFinite", []string{"step", "total_steps"}},
 	} {
 		r := alerts[tc.alert]
 		for _, a := range tc.numbers {
@@ -313,6 +319,8 @@ func TestAlertsShape(t *testing.T) {
 		{"PhaseProgressStalled", "step"},
 		{"PhaseProgressStalled", "total_steps"},
 		{"PhaseFailed", "duration_seconds"},
+		{"PhaseLossNotFinite", "step"},
+		{"PhaseLossNotFinite", "total_steps"},
 	} {
 		if v := alerts[w.alert].Annotations[w.annotation]; !strings.Contains(v, `printf "%.0f"`) {
 			t.Errorf("%s %s = %q, want a whole number through printf \"%%.0f\"", w.alert, w.annotation, v)
@@ -322,13 +330,15 @@ func TestAlertsShape(t *testing.T) {
 	for _, w := range []struct{ alert, annotation, metric string }{
 		{"PhaseProgressStalled", "step", "lavender_phase_step"},
 		{"PhaseProgressStalled", "total_steps", "lavender_phase_total_steps"},
+		{"PhaseLossNotFinite", "step", "lavender_phase_step"},
+		{"PhaseLossNotFinite", "total_steps", "lavender_phase_total_steps"},
 	} {
 		v := alerts[w.alert].Annotations[w.annotation]
 		if !strings.Contains(v, w.metric+"{instance=%q,job=%q,phase=%q}") || !strings.Contains(v, "$labels.instance $labels.job $labels.phase | query") {
 			t.Errorf("%s %s = %q, want a query of %s for the alert's instance, job and phase", w.alert, w.annotation, v, w.metric)
 		}
 	}
-	for _, name := range []string{"PhaseProgressStalled", "PhaseFailed"} {
+	for _, name := range []string{"PhaseProgressStalled", "PhaseFailed", "PhaseLossNotFinite"} {
 		if v := alerts[name].Annotations["phase"]; v != "{{ $labels.phase }}" {
 			t.Errorf("%s phase annotation = %q, want {{ $labels.phase }}", name, v)
 		}

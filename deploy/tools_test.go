@@ -63,6 +63,7 @@ func TestAmtoolRoutes(t *testing.T) {
 		"alertname=MemoryPressureHigh":   "bark",
 		"alertname=OOMKill":              "bark",
 		"alertname=OOMKills":             "default",
+		"alertname=PhaseLossNotFinite":   "bark",
 		"alertname=GPUXidError":          "bark",
 		"alertname=GPUFallenOffBus":      "bark",
 		"alertname=StorageErrors":        "bark",
