@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"lavender/internal/textsafe"
 )
 
 // Bounds of the optional heartbeat fields.
@@ -133,12 +135,15 @@ type Save struct {
 }
 
 // CleanReason makes any text a reason fit to show: line breaks and other
-// white space become single spaces, control and format characters (bidi
-// overrides, zero-width characters) and invalid UTF-8 become U+FFFD, the
-// ends are trimmed, and a reason over MaxReasonChars characters is cut on a
+// white space become single spaces; control characters, invalid UTF-8 and
+// the hidden characters pushes drop (bidi overrides, zero-width spaces; see
+// internal/textsafe) become U+FFFD, so the record shows where something
+// was. The joiners emoji and scripts need are kept, as in a push. The ends
+// are trimmed, and a reason over MaxReasonChars characters is cut on a
 // character boundary with "…". It never fails: an end is never refused
 // for its reason.
 func CleanReason(s string) string {
+	s = textsafe.ReplaceHidden(s, string(utf8.RuneError))
 	var b strings.Builder
 	space := false
 	for i := 0; i < len(s); {
@@ -148,8 +153,7 @@ func CleanReason(s string) string {
 		case unicode.IsSpace(r):
 			space = true
 			continue
-		case r == utf8.RuneError && size == 1, unicode.Is(unicode.Cc, r), unicode.Is(unicode.Cf, r),
-			unicode.Is(unicode.Cs, r), unicode.Is(unicode.Co, r), r == utf8.RuneError:
+		case r == utf8.RuneError, unicode.Is(unicode.Cc, r), unicode.Is(unicode.Cs, r), unicode.Is(unicode.Co, r):
 			r = utf8.RuneError
 		}
 		if space && b.Len() > 0 {

@@ -5,7 +5,9 @@ package layout
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -24,9 +26,11 @@ var mayUse = map[string][]string{
 	// The heartbeat API's wire format, shared by the exporter (server) and
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the collectors.
-	"phaseapi":  {},
-	"heartbeat": {"phaseapi", "proctree", "internal/procfile"},
-	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "diskguard", "internal/throttle", "internal/procfile"},
+	// It cleans reasons with textsafe, so a reason reads the same in the
+	// run log as on the phone.
+	"phaseapi":  {"internal/textsafe"},
+	"heartbeat": {"phaseapi", "proctree", "internal/procfile", "internal/textsafe"},
+	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "diskguard", "internal/throttle", "internal/procfile", "internal/textsafe"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// exporter judges phase pids with it, the kernel-log readers victims.
 	"proctree": {"internal/procfile"},
@@ -75,8 +79,8 @@ var mayUse = map[string][]string{
 	// that a FIFO or /dev/zero in their place hangs and swells nothing.
 	"internal/procfile": {},
 	// Makes any text safe to show (valid UTF-8, no controls, no spoofing
-	// characters) and cuts it with "…"; the texts, the client and the
-	// bridge share it.
+	// characters) and cuts it with "…"; the texts, the client, the
+	// bridge and the heartbeat API's reasons share it.
 	"internal/textsafe": {},
 	// The Python client (python/); its Go tests only run the Python ones.
 	"python": {},
@@ -133,5 +137,68 @@ func TestPackagesKeepTheirLayer(t *testing.T) {
 	}
 	if seen < len(mayUse)-1 {
 		t.Errorf("go list found %d packages, fewer than the table's %d", seen, len(mayUse))
+	}
+}
+
+// TestContributingTableMatches keeps CONTRIBUTING.md's package table, which
+// people read, equal to mayUse, which this test enforces: every package in
+// both, with the same "May import" column ("nothing", "anything", or the
+// packages in backquotes; a row ending in "and what they use" lists only
+// the packages it uses directly).
+func TestContributingTableMatches(t *testing.T) {
+	data, err := os.ReadFile("../../CONTRIBUTING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(data), "| Package | What it is | May import |\n")
+	if !ok {
+		t.Fatal("CONTRIBUTING.md has no package table (| Package | What it is | May import |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	quoted := regexp.MustCompile("`([^`]+)`")
+	rows := map[string]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		names := quoted.FindAllStringSubmatch(cells[0], -1)
+		name := names[len(names)-1][1] // `bench` (`bench/cmd/lavbench`): the package
+		rows[name] = strings.TrimSuffix(cells[len(cells)-1], " |")
+	}
+	for name, allowed := range mayUse {
+		col, ok := rows[name]
+		if !ok {
+			t.Errorf("CONTRIBUTING.md's package table has no row for %s", name)
+			continue
+		}
+		var listed []string
+		switch col {
+		case "nothing":
+		case "anything":
+			listed = []string{"*"}
+		default:
+			for _, m := range quoted.FindAllStringSubmatch(col, -1) {
+				listed = append(listed, m[1])
+			}
+		}
+		want := slices.Sorted(slices.Values(allowed))
+		slices.Sort(listed)
+		if strings.HasSuffix(col, "and what they use") {
+			for _, l := range listed {
+				if !slices.Contains(want, l) {
+					t.Errorf("CONTRIBUTING.md says %s may import %s; mayUse does not allow it", name, l)
+				}
+			}
+			continue
+		}
+		if !slices.Equal(listed, want) {
+			t.Errorf("CONTRIBUTING.md says %s may import %q; mayUse says %q", name, listed, want)
+		}
+	}
+	for name := range rows {
+		if _, ok := mayUse[name]; !ok {
+			t.Errorf("CONTRIBUTING.md lists %s, which mayUse does not know", name)
+		}
 	}
 }

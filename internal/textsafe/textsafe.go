@@ -63,7 +63,12 @@ func Sanitize(s string) string {
 
 // StripHidden drops the hidden characters the package doc lists and keeps
 // everything else as it is: what a log line may show of a text.
-func StripHidden(s string) string {
+func StripHidden(s string) string { return ReplaceHidden(s, "") }
+
+// ReplaceHidden puts mark in the place of each hidden character the
+// package doc lists, and keeps everything else as it is (the joiners, a
+// flag's tags): for a record that shows where something was taken out.
+func ReplaceHidden(s, mark string) string {
 	if !strings.ContainsFunc(s, mayHide) {
 		return s
 	}
@@ -78,7 +83,9 @@ func StripHidden(s string) string {
 				continue
 			}
 		}
-		if !Hidden(r) {
+		if Hidden(r) {
+			b.WriteString(mark)
+		} else {
 			b.WriteString(s[i : i+n])
 		}
 		i += n
