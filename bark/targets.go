@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode"
 )
 
@@ -163,22 +164,17 @@ func LoadTargets(dir string) (LoadResult, error) {
 	var errs []error
 	for _, name := range names {
 		path := filepath.Join(dir, name)
-		fi, err := os.Stat(path) // follows symlinks, as a user would expect
+		data, perm, err := readConfigFile(path)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !fi.Mode().IsRegular() {
-			continue // a directory that happens to match the suffix
+		if data == nil {
+			continue // a directory, FIFO or device that happens to match the suffix
 		}
-		if perm := fi.Mode().Perm(); perm&0o044 != 0 {
+		if perm&0o044 != 0 {
 			res.Warnings = append(res.Warnings, fmt.Sprintf(
 				"%s is readable by group or others (mode %04o) but holds device keys; run chmod 600 on it", name, perm))
-		}
-		data, err := readBounded(path)
-		if err != nil {
-			errs = append(errs, err)
-			continue
 		}
 		res.Files = append(res.Files, name)
 		ts, bad := parseLines(name, data)
@@ -199,20 +195,32 @@ type ConfigDirError struct{ err error }
 func (e *ConfigDirError) Error() string { return "bark config dir: " + e.err.Error() }
 func (e *ConfigDirError) Unwrap() error { return e.err }
 
-func readBounded(path string) ([]byte, error) {
-	fh, err := os.Open(path)
+// readConfigFile reads a target file, following a symlink as a user would
+// expect, and returns its permissions; data is nil for anything but a
+// regular file. The file is opened without waiting (a FIFO opens at once)
+// and judged by what was opened, so one swapped for a FIFO or a device
+// after a look at its name can neither hang a reload nor be read.
+func readConfigFile(path string) (data []byte, perm os.FileMode, err error) {
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxConfigFileBytes+1))
+	fi, err := fh.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, nil
+	}
+	data, err = io.ReadAll(io.LimitReader(fh, maxConfigFileBytes+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(data) > maxConfigFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFileBytes)
+		return nil, 0, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFileBytes)
 	}
-	return data, nil
+	return data, fi.Mode().Perm(), nil
 }
 
 // parseTargets parses one file's content; name is used in Target.File and

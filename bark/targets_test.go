@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"lavender/internal/barktest"
@@ -195,5 +196,35 @@ func TestLoadTargets(t *testing.T) {
 	empty, err := LoadTargets(t.TempDir())
 	if err != nil || len(empty.Targets) != 0 {
 		t.Errorf("empty dir: %v, %d targets", err, len(empty.Targets))
+	}
+}
+
+// TestLoadTargetsSkipsWhatIsNoFile: a FIFO or a device under a target
+// file's name is skipped at once, never read (a FIFO with no writer would
+// hang a reload, /dev/zero would fill memory), and a symlink to a good
+// file is followed, with the file's own mode judged.
+func TestLoadTargetsSkipsWhatIsNoFile(t *testing.T) {
+	dir := barktest.ConfigDir(t, map[string]string{"a.bark.env": "https://api.day.app/KEYA/$0\n"})
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.bark.env"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"zero.bark.env": "/dev/zero", "link.bark.env": "a.bark.env"} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := LoadTargets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tg := range res.Targets {
+		names = append(names, tg.Name())
+	}
+	if got := strings.Join(names, " "); got != "a.bark.env:1 link.bark.env:1" {
+		t.Errorf("targets = %s, want a.bark.env:1 link.bark.env:1", got)
+	}
+	if len(res.Warnings) != 0 {
+		t.Errorf("warnings for a symlink to a 0600 file (a link's own mode is 0777): %q", res.Warnings)
 	}
 }
