@@ -19,6 +19,7 @@ import (
 	"lavender/barkbridge"
 	"lavender/cmd/lavender/internal/hangup"
 	"lavender/runlog"
+	"lavender/webserve"
 )
 
 // barkDirFlags locate the Bark targets; every Bark command has them.
@@ -82,9 +83,9 @@ func (f *barkFlags) validateBark() error {
 	if err != nil {
 		return err
 	}
-	if f.BarkTimeout+webhookMargin > writeTimeout {
+	if f.BarkTimeout+webhookMargin > servingTimeouts.Write {
 		return fmt.Errorf("--bark.timeout %s leaves no room under the server's %s write timeout; use at most %s",
-			f.BarkTimeout, writeTimeout, writeTimeout-webhookMargin)
+			f.BarkTimeout, servingTimeouts.Write, servingTimeouts.Write-webhookMargin)
 	}
 	return nil
 }
@@ -154,10 +155,10 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 	stopStorm := runBridge(ctx, bridge, c.BarkTimeout+webhookMargin)
 	defer stopStorm()
 	bridge.Register(srv.mux)
-	if err := addLanding(srv.mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
+	if err := webserve.AddLanding(srv.mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
 		return err
 	}
-	srv.ready.set()
+	srv.ready.Set()
 	g.Logger.Info("starting lavender bridge", "version", version.Info(), "bark_config_dir", c.BarkConfigDir,
 		"targets", len(bridge.Targets()), "runlog_dir", c.Dir)
 	// In-flight webhooks wait on Bark for at most the timeout: let them

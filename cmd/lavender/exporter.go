@@ -94,7 +94,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 		return err
 	}
 	diskPolls.AwaitFirst(ctx)
-	srv.ready.set()
+	srv.ready.Set()
 	g.Logger.Info("starting lavender exporter", "version", version.Info(), "procfs", c.ProcFS, "runlog_dir", c.Dir)
 	return srv.serve(ctx, &c.webFlags, shutdownGrace, g.Logger)
 }

@@ -626,7 +626,7 @@ func TestSlowloris(t *testing.T) {
 	wg.Wait()
 	// The bound is the spec's: ReadHeaderTimeout, plus slack for a loaded
 	// machine to get round to 400 timers.
-	if bound := readHeaderTimeout + 10*time.Second; latest > bound {
+	if bound := servingTimeouts.ReadHeader + 10*time.Second; latest > bound {
 		t.Errorf("the last slow connection was closed after %v, over %v", latest, bound)
 	}
 	var after float64

@@ -211,7 +211,7 @@ func (c *ServeCmd) serveWatched(ctx context.Context, srv *commandServer, wd *wat
 	var background sync.WaitGroup
 	background.Go(func() { wd.Run(ctx) })
 	background.Go(func() { klog.run(ctx, g.Logger) })
-	srv.ready.set()
+	srv.ready.Set()
 	ready()
 	err := <-served
 	background.Wait()

@@ -2,29 +2,23 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/common/version"
-	"github.com/prometheus/exporter-toolkit/web"
 
 	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/phaseapi"
 	"lavender/webguard"
+	"lavender/webserve"
 )
 
 // webFlags are exporter-toolkit's flags, bound through kong.
@@ -62,120 +56,18 @@ func (f *webFlags) guard(h http.Handler, externalURL string, logger *slog.Logger
 	})
 }
 
-func (f *webFlags) toolkit() *web.FlagConfig {
-	return &web.FlagConfig{
-		WebListenAddresses: &f.ListenAddresses,
-		WebSystemdSocket:   &f.SystemdSocket,
-		WebConfigFile:      &f.ConfigFile,
-	}
+// listen is where the flags say to serve.
+func (f *webFlags) listen() webserve.Listen {
+	return webserve.Listen{Addresses: f.ListenAddresses, SystemdSocket: f.SystemdSocket, ConfigFile: f.ConfigFile}
 }
 
-// Timeouts bound every connection so a slow or hostile client cannot hold
-// the server; WriteTimeout leaves room for a webhook that waits on Bark.
-const (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 30 * time.Second
-	writeTimeout      = 60 * time.Second
-	idleTimeout       = 120 * time.Second
-	shutdownGrace     = 10 * time.Second
-)
-
-// httpTimeouts are an HTTP server's connection timeouts.
-type httpTimeouts struct {
-	ReadHeader, Read, Write, Idle time.Duration
-}
+// shutdownGrace bounds a serving command's graceful stop when nothing
+// longer is needed.
+const shutdownGrace = 10 * time.Second
 
 // servingTimeouts are every serving command's; tests shorten them to see
 // them act.
-var servingTimeouts = httpTimeouts{ReadHeader: readHeaderTimeout, Read: readTimeout, Write: writeTimeout, Idle: idleTimeout}
-
-func newHTTPServer(h http.Handler, t httpTimeouts, logger *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: t.ReadHeader,
-		ReadTimeout:       t.Read,
-		WriteTimeout:      t.Write,
-		IdleTimeout:       t.Idle,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-}
-
-// bind opens the configured listeners, or takes systemd's sockets, before
-// anything else starts, so a port in use fails the command early. onListen,
-// if set, learns the bound addresses (tests listen on 127.0.0.1:0).
-func (f *webFlags) bind(onListen func([]net.Addr)) ([]net.Listener, error) {
-	var listeners []net.Listener
-	if f.SystemdSocket {
-		ls, err := activation.Listeners()
-		if err != nil {
-			return nil, fmt.Errorf("systemd socket activation: %w", err)
-		}
-		for _, l := range ls {
-			if l != nil {
-				listeners = append(listeners, l)
-			}
-		}
-		if len(listeners) == 0 {
-			return nil, errors.New("systemd socket activation: no sockets passed")
-		}
-	} else {
-		for _, addr := range f.ListenAddresses {
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				closeAll(listeners)
-				return nil, fmt.Errorf("listen on %s: %w", addr, err)
-			}
-			listeners = append(listeners, l)
-		}
-		if len(listeners) == 0 {
-			return nil, errors.New("no --web.listen-address given")
-		}
-	}
-	if onListen != nil {
-		addrs := make([]net.Addr, len(listeners))
-		for i, l := range listeners {
-			addrs[i] = l.Addr()
-		}
-		onListen(addrs)
-	}
-	return listeners, nil
-}
-
-func closeAll(listeners []net.Listener) {
-	for _, l := range listeners {
-		l.Close()
-	}
-}
-
-// serveHTTP serves h on listeners until ctx ends, then shuts down, letting
-// in-flight requests finish within grace. TLS and basic auth come from
-// --web.config.file through exporter-toolkit.
-func serveHTTP(ctx context.Context, listeners []net.Listener, h http.Handler, f *webFlags, timeouts httpTimeouts, grace time.Duration, logger *slog.Logger) error {
-	if f.ConfigFile != "" {
-		if err := web.Validate(f.ConfigFile); err != nil {
-			closeAll(listeners)
-			return fmt.Errorf("web config %s: %w", f.ConfigFile, err)
-		}
-	}
-	srv := newHTTPServer(h, timeouts, logger)
-	errc := make(chan error, 1)
-	go func() { errc <- web.ServeMultiple(listeners, srv, f.toolkit(), logger) }()
-	select {
-	case err := <-errc:
-		closeAll(listeners)
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
+var servingTimeouts = webserve.DefaultTimeouts
 
 // newRegistry holds what every serving command exports besides its own
 // metrics: the Go runtime, the process, and lavender_build_info.
@@ -239,7 +131,7 @@ type commandServer struct {
 	writeErrors *prometheus.CounterVec
 	mux         *http.ServeMux
 	handler     http.Handler // mux behind the write guard
-	ready       readiness
+	ready       webserve.Readiness
 }
 
 func newCommandServer(f *webFlags, externalURL string, logger *slog.Logger, onListen func([]net.Addr)) (*commandServer, error) {
@@ -248,72 +140,21 @@ func newCommandServer(f *webFlags, externalURL string, logger *slog.Logger, onLi
 	if err != nil {
 		return nil, err
 	}
-	listeners, err := f.bind(onListen)
+	listeners, err := webserve.Bind(f.listen(), onListen)
 	if err != nil {
 		return nil, err
 	}
 	s := &commandServer{listeners: listeners, reg: newRegistry(), mux: mux, handler: handler}
 	s.writeErrors = newWriteErrors(s.reg)
 	s.mux.Handle("/metrics", metricsHandler(s.reg, logger))
-	addLifecycle(s.mux, &s.ready)
+	webserve.AddLifecycle(s.mux, &s.ready)
 	return s, nil
 }
 
 // close releases the listeners if serve was never reached.
-func (s *commandServer) close() { closeAll(s.listeners) }
+func (s *commandServer) close() { webserve.CloseAll(s.listeners) }
 
-// serve marks the command ready and serves until ctx ends; see serveHTTP.
+// serve serves until ctx ends, then stops within grace; see webserve.Serve.
 func (s *commandServer) serve(ctx context.Context, f *webFlags, grace time.Duration, logger *slog.Logger) error {
-	return serveHTTP(ctx, s.listeners, s.handler, f, servingTimeouts, grace, logger)
-}
-
-// readiness backs /-/ready: a command marks itself ready once its start-up
-// work (e.g. the watchdog's first poll) is done.
-type readiness struct{ ready atomic.Bool }
-
-func (r *readiness) set() { r.ready.Store(true) }
-
-// addLifecycle registers the Prometheus-style health endpoints.
-func addLifecycle(mux *http.ServeMux, r *readiness) {
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "lavender is Healthy.")
-	})
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !r.ready.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "lavender is not ready.")
-			return
-		}
-		fmt.Fprintln(w, "lavender is Ready.")
-	})
-}
-
-// addLanding registers exporter-toolkit's landing page at "/", linking the
-// given paths.
-func addLanding(mux *http.ServeMux, description string, links ...string) error {
-	cfg := web.LandingConfig{
-		Name:        "lavender",
-		Description: description,
-		Version:     version.Info(),
-	}
-	for _, l := range links {
-		cfg.Links = append(cfg.Links, web.LandingLinks{Address: l, Text: strings.TrimPrefix(l, "/")})
-	}
-	page, err := web.NewLandingPage(cfg)
-	if err != nil {
-		return err
-	}
-	// The toolkit's page answers 404 for other paths itself but serves
-	// any method at "/"; a write there is a mistake, so it gets 405.
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/" && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, fmt.Sprintf("method %s not allowed; use GET, HEAD", r.Method), http.StatusMethodNotAllowed)
-			return
-		}
-		page.ServeHTTP(w, r)
-	}))
-	return nil
+	return webserve.Serve(ctx, s.listeners, s.handler, f.listen(), servingTimeouts, grace, logger)
 }

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"lavender/internal/barktest"
 	"lavender/internal/runlogtest"
@@ -200,63 +195,4 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 			t.Errorf("serve = %v, want an error naming the flag and value", err)
 		}
 	})
-}
-
-// TestSlowHeadersAreCutOff: a client that never finishes its headers is
-// disconnected once ReadHeaderTimeout passes, while another client is
-// answered. The timeout is shortened so the test is quick; the read's
-// deadline only bounds a failing test.
-func TestSlowHeadersAreCutOff(t *testing.T) {
-	for name, d := range map[string]time.Duration{
-		"ReadHeader": servingTimeouts.ReadHeader, "Read": servingTimeouts.Read,
-		"Write": servingTimeouts.Write, "Idle": servingTimeouts.Idle,
-	} {
-		if d <= 0 {
-			t.Errorf("%s timeout is %v: a slow or idle client could hold a connection for ever", name, d)
-		}
-	}
-	short := servingTimeouts
-	short.ReadHeader = 100 * time.Millisecond
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		served <- serveHTTP(ctx, []net.Listener{l}, http.NotFoundHandler(), &webFlags{}, short, time.Second, slog.New(slog.DiscardHandler))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serveHTTP: %v", err)
-		}
-	})
-
-	slow, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slow.Close()
-	if _, err := slow.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Get("http://" + l.Addr().String() + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("a prompt client got %d, want 404", resp.StatusCode)
-	}
-
-	slow.SetReadDeadline(time.Now().Add(30 * time.Second))
-	n, err := slow.Read(make([]byte, 512))
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatal("the slow client's connection was still open after 30s: ReadHeaderTimeout did not act")
-	}
-	if n > 0 || err == nil {
-		t.Errorf("the slow client got %d bytes (err %v), want the connection closed", n, err)
-	}
 }

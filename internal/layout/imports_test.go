@@ -53,6 +53,9 @@ var mayUse = map[string][]string{
 	"diskguard": {},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
+	// webserve runs the HTTP servers (listeners, timeouts, graceful stop,
+	// health endpoints); it too knows no handler of ours.
+	"webserve": {},
 	// cmd wires everything; bench drives the built binary and may read any
 	// package's constants; deploy holds only tests of the deploy files.
 	"cmd/lavender": {"*"},
