@@ -127,6 +127,7 @@ type Filesystem struct {
 type Unreadable struct {
 	Path  string
 	Err   string
+	Hung  bool      // statfs did not answer within the timeout (or still hangs)
 	Since time.Time // when it first failed in this stretch
 }
 
@@ -274,7 +275,7 @@ func (g *Guard) Poll(ctx context.Context) Snapshot {
 		switch {
 		case !ok:
 			g.transition(path, p, stateUnreadable, now, nil)
-			snap.Unreadable = append(snap.Unreadable, Unreadable{Path: path, Since: p.since,
+			snap.Unreadable = append(snap.Unreadable, Unreadable{Path: path, Since: p.since, Hung: true,
 				Err: fmt.Sprintf("statfs did not answer within %s", g.cfg.Timeout)})
 		case errors.Is(r.err, fs.ErrNotExist):
 			g.transition(path, p, stateMissing, now, r.err)

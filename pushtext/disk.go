@@ -19,16 +19,22 @@ const maxDiskPathBytes = 60
 //	disk /data: 120 GB free, fills in ~40m; "Pretrain 1/3" needs ~2h10m more
 //	disk /data: 9.8 GB free (4% of 250 GB), under the 5% floor
 //	disk /data: 2% of inodes free (1.3k of 65k) — new files will fail
+//	disk /mnt/nfs: statfs has not answered for 1m — a save there will hang
+//	disk /data: unreadable for 1m (statfs /data: permission denied) — a save there may fail
 //
 // A resolution says what is free now: "resolved: disk /data: 40 MB free
-// after 3m". Subjects name the condition and the filesystem: "disk save
-// /data".
+// after 3m", or for an unreadable path "resolved: disk /mnt/nfs: answers
+// again after 5m". Subjects name the condition and the filesystem: "disk
+// save /data".
 func DiskSpace(a watchdog.Alert) Text {
 	d := a.Disk
 	head := "disk " + diskPath(d.Path) + ": "
 	free := watchdog.HumanBytes(d.AvailBytes) + " free"
 	subject := "disk " + string(a.DiskKind) + " " + diskPath(d.Path) // the kind first: a long path is what the run log cuts
 	inodes := fmt.Sprintf("%s of inodes free", percentOf(d.FilesFree, d.Files))
+	if a.DiskKind == watchdog.DiskUnreadable {
+		return diskUnreadable(a, head, subject)
+	}
 	if a.Status == watchdog.Resolved {
 		if a.DiskKind == watchdog.DiskInodes {
 			return Text{Body: head + inodes, Subject: subject}
@@ -48,6 +54,23 @@ func DiskSpace(a watchdog.Alert) Text {
 		return Text{Body: head + inodes + " (" + count(d.FilesFree) + " of " + count(d.Files) + ") — new files will fail", Subject: subject}
 	}
 	return Text{Body: head + free, Subject: subject}
+}
+
+// maxDiskErrBytes bounds the error an unreadable path's push quotes.
+const maxDiskErrBytes = 80
+
+// diskUnreadable is the text of a watched path statfs cannot read.
+func diskUnreadable(a watchdog.Alert, head, subject string) Text {
+	d := a.Disk
+	if a.Status == watchdog.Resolved {
+		return Text{Body: head + "answers again", Subject: subject}
+	}
+	lasted := watchdog.HumanDuration(max(a.At.Sub(d.ErrSince), 0))
+	if d.Hung {
+		return Text{Body: head + "statfs has not answered for " + lasted + " — a save there will hang", Subject: subject}
+	}
+	why := textsafe.Truncate(strings.Join(strings.Fields(textsafe.Sanitize(d.Err)), " "), maxDiskErrBytes)
+	return Text{Body: head + "unreadable for " + lasted + " (" + why + ") — a save there may fail", Subject: subject}
 }
 
 // diskPath keeps a path on one line and within maxDiskPathBytes, cut at

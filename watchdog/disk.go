@@ -24,6 +24,11 @@ const (
 	// save, a fill time a quarter over the phase's ETA), so a disk
 	// hovering at the line does not buzz the phone.
 	DiskHysteresis = 0.20
+	// DiskUnreadableAfter is how long a watched path must stay unreadable
+	// before the phone hears of it: a network filesystem that stalls for
+	// seconds is no news, one that has not answered for a minute will hang
+	// the next save.
+	DiskUnreadableAfter = time.Minute
 )
 
 // Disk is one watched filesystem, as the disk rules read it.
@@ -48,6 +53,13 @@ type Disk struct {
 	RateSpan time.Duration
 	// Writers are the phases with a directory on it.
 	Writers []string
+
+	// A path that could not be read (Sample.UnreadableDisks) says why
+	// (the error, or that statfs did not answer: Hung) and since when;
+	// its figures are zero.
+	Err      string
+	ErrSince time.Time
+	Hung     bool
 }
 
 // FillsIn is how long the free space lasts at FillRate; ok is false when
@@ -71,6 +83,9 @@ const (
 	DiskFill   DiskKind = "fill"   // at its rate it fills before the phase's ETA
 	DiskFloor  DiskKind = "floor"  // free space under --watchdog.disk-min-free
 	DiskInodes DiskKind = "inodes" // free inodes under DiskInodesMinFree
+	// DiskUnreadable: statfs of a watched path has failed or not answered
+	// for DiskUnreadableAfter.
+	DiskUnreadable DiskKind = "unreadable"
 )
 
 // diskKinds is the order of a disk's alerts in a push.
@@ -171,7 +186,8 @@ type DiskConfig struct {
 // (DiskHysteresis), with no reminders in between: a full disk stays full
 // until someone acts, and the first push says so. A push no target
 // accepted is retried with a backoff. A filesystem that cannot be read
-// keeps its incidents as they were until it can.
+// keeps its incidents as they were until it can, and is an incident of
+// its own (DiskUnreadable) once that has lasted DiskUnreadableAfter.
 type DiskRule struct {
 	cfg      DiskConfig
 	episodes map[diskKey]*episode
@@ -225,6 +241,38 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 				out = append(out, a)
 			}
 		}
+	}
+	for _, d := range s.UnreadableDisks {
+		key := diskKey{d.Path, DiskUnreadable}
+		seen[key] = true
+		ep := r.episodes[key]
+		if ep == nil {
+			ep = &episode{retry: r.cfg.Retry}
+			r.episodes[key] = ep
+		}
+		value := 0.0
+		if !now.Before(d.ErrSince.Add(DiskUnreadableAfter)) {
+			value = 1
+		}
+		for _, a := range ep.level(r.Name(), value, 1, DiskHysteresis, s, now) {
+			// The incident began when the path stopped answering, not a
+			// minute later when the phone heard of it.
+			ep.began, a.Began = d.ErrSince, d.ErrSince
+			a.Disk, a.DiskKind = d, DiskUnreadable
+			out = append(out, a)
+		}
+	}
+	// A path read again (or gone, or no longer watched) ends its
+	// unreadable incident.
+	for key, ep := range r.episodes {
+		if key.kind != DiskUnreadable || seen[key] {
+			continue
+		}
+		for _, a := range ep.level(r.Name(), 0, 1, DiskHysteresis, s, now) {
+			a.Disk, a.DiskKind = Disk{Path: key.path}, DiskUnreadable
+			out = append(out, a)
+		}
+		delete(r.episodes, key)
 	}
 	for key, ep := range r.episodes {
 		if !seen[key] && !ep.disarmed {

@@ -92,6 +92,56 @@ func TestDiskSaveRule(t *testing.T) {
 	}
 }
 
+// TestDiskUnreadableRule: a path statfs cannot read pushes once it has
+// been unreadable for DiskUnreadableAfter, not before and not again while
+// it lasts; a full disk's incident is kept meanwhile (its figures are
+// unknown, not good); read again, the path pushes its resolution and the
+// full disk's incident goes on, unpushed.
+func TestDiskUnreadableRule(t *testing.T) {
+	r := newDiskRule(t, "0")
+	now := t0
+	poll := func(after time.Duration, s Sample) []string {
+		now = now.Add(after)
+		return kinds(observeDelivered(r, s, now))
+	}
+	if got := poll(0, Sample{Disks: []Disk{tmpfs64(16 * mib)}}); len(got) != 1 || got[0] != "firing save /data" {
+		t.Fatalf("a full disk: %v", got)
+	}
+	since := now
+	hung := Sample{UnreadableDisks: []Disk{{Path: "/data", Hung: true, ErrSince: since, Err: "statfs did not answer within 2s"}}}
+	for range 11 { // 55 s
+		if got := poll(5*time.Second, hung); got != nil {
+			t.Fatalf("%s unreadable: %v, want nothing before %s", now.Sub(since), got, DiskUnreadableAfter)
+		}
+	}
+	got := r.Observe(hung, now.Add(5*time.Second))
+	now = now.Add(5 * time.Second)
+	if len(got) != 1 || got[0].DiskKind != DiskUnreadable || got[0].Status != Firing || !got[0].Disk.Hung || got[0].Disk.Path != "/data" {
+		t.Fatalf("a minute unreadable: %+v", got)
+	}
+	r.Pushed(got[0], true, now)
+	for range 100 {
+		if got := poll(5*time.Second, hung); got != nil {
+			t.Fatalf("a second push while it lasts: %v", got)
+		}
+	}
+	if got := poll(5*time.Second, Sample{Disks: []Disk{tmpfs64(16 * mib)}}); len(got) != 1 || got[0] != "resolved unreadable /data" {
+		t.Fatalf("read again: %v, want the unreadable incident's resolution alone", got)
+	}
+	if got := poll(5*time.Second, Sample{Disks: []Disk{tmpfs64(34 * mib)}}); len(got) != 1 || got[0] != "resolved save /data" {
+		t.Fatalf("the full disk's incident was lost while unreadable: %v", got)
+	}
+	// A path unreadable for less than the minute and read again says
+	// nothing at all.
+	brief := Sample{UnreadableDisks: []Disk{{Path: "/data", Err: "statfs /data: input/output error", ErrSince: now}}}
+	if got := poll(30*time.Second, brief); got != nil {
+		t.Fatalf("30 s unreadable: %v", got)
+	}
+	if got := poll(5*time.Second, Sample{Disks: []Disk{tmpfs64(34 * mib)}}); got != nil {
+		t.Fatalf("read again after 35 s: %v, want nothing", got)
+	}
+}
+
 // TestDiskSaveRuleNeedsASaveSize: without a known save size the rule is
 // silent, however little is free (the floor is for that).
 func TestDiskSaveRuleNeedsASaveSize(t *testing.T) {

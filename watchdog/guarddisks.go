@@ -19,6 +19,16 @@ func DisksOf(snap diskguard.Snapshot) []Disk {
 	return out
 }
 
+// UnreadableOf is the watched paths the guard could not read, each as a
+// Disk that says why and since when.
+func UnreadableOf(snap diskguard.Snapshot) []Disk {
+	var out []Disk
+	for _, u := range snap.Unreadable {
+		out = append(out, Disk{Path: u.Path, Err: u.Err, ErrSince: u.Since, Hung: u.Hung})
+	}
+	return out
+}
+
 // WithDisks adds the guard's last readings, from latest, to each sample of
 // read. It never waits on a filesystem: the guard reads them apart, so a
 // hung statfs delays no rule.
@@ -28,7 +38,9 @@ func WithDisks(read Reader, latest func() diskguard.Snapshot) Reader {
 		if err != nil {
 			return s, err
 		}
-		s.Disks = append(s.Disks, DisksOf(latest())...)
+		snap := latest()
+		s.Disks = append(s.Disks, DisksOf(snap)...)
+		s.UnreadableDisks = append(s.UnreadableDisks, UnreadableOf(snap)...)
 		return s, nil
 	}
 }

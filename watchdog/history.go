@@ -55,7 +55,7 @@ func (h *History) Record(s Sample) {
 	if last, ok := h.ring.Newest(); ok && s.Time.Sub(last.Time) < h.step {
 		return
 	}
-	s.Phases, s.Disks = nil, nil
+	s.Phases, s.Disks, s.UnreadableDisks = nil, nil, nil
 	h.ring.Push(s)
 }
 

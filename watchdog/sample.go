@@ -21,9 +21,12 @@ type Sample struct {
 	// that fails and starts again within one poll shows running in Phases,
 	// and its failure only here.
 	Ends []PhaseEnd
-	// Disks are the watched filesystems that could be read at the poll.
-	// The history keeps them only in the latest sample, as the phases.
-	Disks []Disk
+	// Disks are the watched filesystems that could be read at the poll;
+	// UnreadableDisks the watched paths that could not (Disk.Err says
+	// why). The history keeps them only in the latest sample, as the
+	// phases.
+	Disks           []Disk
+	UnreadableDisks []Disk
 }
 
 // Swap is the host's swap use. TotalBytes == 0 means the host has no swap;

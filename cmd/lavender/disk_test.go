@@ -186,6 +186,46 @@ func TestServeDiskHungStatfsDoesNotDelayTheSwapPush(t *testing.T) {
 	}
 }
 
+// TestServeDiskHungPushesOnceAndItsEnd: on serve's clock, a path whose
+// statfs has not answered for a minute pushes once, saying so; once the
+// call returns and the path reads again, the resolution follows.
+func TestServeDiskHungPushesOnceAndItsEnd(t *testing.T) {
+	clock := newFakeClock()
+	hung := newHangingStatfs(t, "/mnt/nfs")
+	answered := make(chan struct{})
+	stat := func(path string) (diskguard.Stat, error) {
+		if path != hung.path {
+			return diskguard.Statfs(path)
+		}
+		select {
+		case <-answered:
+			return diskguard.Stat{Dev: 1 << 41, Size: 100 << 30, Free: 50 << 30, Avail: 50 << 30, Files: 1 << 20, FilesFree: 1 << 19}, nil
+		default:
+		}
+		return hung.stat(path)
+	}
+	r := startDiskServe(t, serveOpts{clock: clock.Now, statfs: stat}, "--watchdog.disk=/mnt/nfs")
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.diskMetric("lavender_disk_error", "/mnt/nfs") == 1 }, "/mnt/nfs reported unreadable")
+	clock.Advance(30 * time.Second)
+	r.waitPolls(5)
+	if got := r.pushes(); len(got) != 0 {
+		t.Fatalf("pushes after 30 s hung: %q", got)
+	}
+	clock.Advance(31 * time.Second)
+	r.bark.WaitPushes(t, 1)
+	r.waitPolls(5)
+	if got := r.pushes(); len(got) != 1 || got[0] != "[lavender-2] disk /mnt/nfs: statfs has not answered for 1m — a save there will hang" {
+		t.Fatalf("pushes %q", got)
+	}
+	clock.Advance(2 * time.Minute)
+	close(answered)
+	hung.release <- struct{}{} // the hung call returns; the next one reads
+	r.bark.WaitPushes(t, 2)
+	if got := r.pushes()[1]; got != "[lavender-2] resolved: disk /mnt/nfs: answers again after 3m" {
+		t.Errorf("resolution %q, want one that counts from when the path stopped answering", got)
+	}
+}
+
 // TestServeDiskMissingPathAppears: a path that does not exist at the start
 // is said so in the log and watched once it appears.
 func TestServeDiskMissingPathAppears(t *testing.T) {
