@@ -102,6 +102,9 @@ var watchdogWords = map[string]string{
 	watchdog.PhaseRuleStalled: "phase stalled",
 	watchdog.PhaseRuleDone:    "phase done",
 	watchdog.PhaseRuleLoss:    "loss diverged",
+	watchdog.KernelRuleGPU:    "GPU fault",
+	watchdog.KernelRuleDisk:   "storage fault",
+	watchdog.DiskSpaceRule:    "disk space",
 }
 
 // label is how a summary lists the event: "SwapUsageHigh", "phase

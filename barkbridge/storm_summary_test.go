@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
+	"lavender/pushtext"
 	"lavender/watchdog"
 )
 
@@ -131,4 +132,19 @@ func unquoted(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestStormSummaryWordsEveryWatchdogRule: every kind of watchdog push has
+// words of its own in a summary, rather than "watchdog disk-space".
+func TestStormSummaryWordsEveryWatchdogRule(t *testing.T) {
+	for _, event := range pushtext.Events {
+		words, ok := watchdogWords[event]
+		if !ok {
+			t.Errorf("no summary words for the watchdog's %q pushes", event)
+			continue
+		}
+		if got := (stormEvent{Watchdog: event}).label(); got != words || !strings.Contains(got, " ") {
+			t.Errorf("%s is listed as %q, want %q, with a space no alert name has", event, got, words)
+		}
+	}
 }
