@@ -92,7 +92,7 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 	// stderr is teed, raw bytes as they come (tqdm's carriage returns and
 	// all), so that the wrapper can tell why the command failed; stdout
 	// goes to the command as it is.
-	stderrR, stderrW, err := os.Pipe()
+	stderrR, stderrW, err := stderrPipe(w.Stderr)
 	if err != nil {
 		return ExitCannotExecute, fmt.Errorf("phase run: stderr pipe: %w", err)
 	}

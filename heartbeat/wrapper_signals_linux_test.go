@@ -11,34 +11,28 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"lavender/internal/testkit"
 )
 
 // openPTY opens a pseudo-terminal pair with the kernel's default settings
-// (ISIG on, so ^C on the master is SIGINT for the foreground group).
+// (ISIG on, so ^C on the master is SIGINT for the foreground group), whose
+// output nobody reads.
 func openPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	master, slave = openPTYPair(t)
+	go io.Copy(io.Discard, master) // the terminal's output; nobody reads it
+	return master, slave
+}
+
+// openPTYPair is openPTY for a test that reads the terminal's output.
+func openPTYPair(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	master, slave, err := newPTY()
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
 	}
-	t.Cleanup(func() { master.Close() })
-	var unlock int32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		t.Fatalf("unlockpt: %v", e)
-	}
-	var n uint32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
-		t.Fatalf("ptsname: %v", e)
-	}
-	slave, err = os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { slave.Close() })
-	go io.Copy(io.Discard, master) // the terminal's output; nobody reads it
+	t.Cleanup(func() { master.Close(); slave.Close() })
 	return master, slave
 }
 

@@ -91,6 +91,8 @@ func runChild(mode string) int {
 		return 0
 	case "count":
 		return countSignals(arg)
+	case "tty":
+		return describeStderr()
 	}
 	return runCauseChild(verb, arg)
 }
