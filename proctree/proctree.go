@@ -57,12 +57,16 @@ var ErrGone = errors.New("no such process")
 
 // ReadStat reads <root>/<pid>/stat. A pid that names no process gives an
 // error wrapping ErrGone.
-func ReadStat(root string, pid int) (Stat, error) {
+func ReadStat(root string, pid int) (Stat, error) { return readStat(root, pid, nil) }
+
+// readStat is ReadStat reading into *buf, which a Scan reuses for every
+// process (buf may be nil).
+func readStat(root string, pid int, buf *[]byte) (Stat, error) {
 	if pid < 1 {
 		return Stat{}, fmt.Errorf("proctree: pid %d: %w", pid, ErrGone)
 	}
 	path := filepath.Join(rootOr(root), strconv.Itoa(pid), "stat")
-	data, err := readBounded(path, maxStatBytes)
+	data, err := procfile.Read(path, buf, maxStatBytes)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
 		return Stat{}, fmt.Errorf("proctree: pid %d: %w", pid, ErrGone)
 	}
@@ -231,12 +235,13 @@ func Scan(root string) (Tree, error) {
 		return nil, fmt.Errorf("proctree: %w", err)
 	}
 	t := make(Tree, len(names))
+	var buf []byte
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil || pid < 1 {
 			continue
 		}
-		if s, err := ReadStat(root, pid); err == nil {
+		if s, err := readStat(root, pid, &buf); err == nil {
 			t[pid] = s
 		}
 	}
