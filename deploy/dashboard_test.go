@@ -203,6 +203,10 @@ func TestDashboard(t *testing.T) {
 		{"GPU faults", "timeseries", []string{"increase(lavender_gpu_xid_errors_total", "increase(lavender_gpu_fallen_off_bus_total"}},
 		{"Storage errors", "timeseries", []string{"increase(lavender_storage_errors_total"}},
 		{"Kernel log readable", "stat", []string{"lavender_kernel_log_readable"}},
+		{"Training loss", "timeseries", []string{"lavender_phase_loss"}},
+		{"Disk space free", "timeseries", []string{"lavender_disk_avail_bytes", "lavender_disk_size_bytes"}},
+		{"Disk inodes free", "timeseries", []string{"lavender_disk_files_free", "lavender_disk_files"}},
+		{"Unreadable disks", "stat", []string{"lavender_disk_error"}},
 	}
 	for _, r := range required {
 		p, ok := byTitle[r.title]
@@ -231,6 +235,8 @@ func TestDashboard(t *testing.T) {
 		"Swap in/out rate":               1048576,
 		"Memory pressure":                0.1, // MemoryPressureHigh
 		"Heartbeat age of active phases": 600,
+		"Disk space free":                0.05, // --watchdog.disk-min-free's default
+		"Disk inodes free":               0.05,
 	} {
 		p := byTitle[title]
 		if mode := p.FieldConf.Defaults.Custom.ThresholdsStyle.Mode; !strings.Contains(mode, "line") {
@@ -246,7 +252,7 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("panel %q has no threshold step at %v", title, value)
 		}
 	}
-	for _, title := range []string{"Swap used", "Memory pressure"} {
+	for _, title := range []string{"Swap used", "Memory pressure", "Disk space free", "Disk inodes free"} {
 		if u := byTitle[title].FieldConf.Defaults.Unit; u != "percentunit" {
 			t.Errorf("%s unit = %q, want percentunit (0–1 shown as %%)", title, u)
 		}

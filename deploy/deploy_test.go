@@ -195,6 +195,12 @@ var exportedMetrics = map[string]bool{
 	"lavender_kernel_log_records_total":                   true,
 	"lavender_kernel_log_ignored_records_total":           true,
 	"lavender_kernel_log_overruns_total":                  true,
+	"lavender_disk_avail_bytes":                           true,
+	"lavender_disk_size_bytes":                            true,
+	"lavender_disk_files":                                 true,
+	"lavender_disk_files_free":                            true,
+	"lavender_disk_error":                                 true,
+	"lavender_disk_save_bytes":                            true,
 	"up":                                                  true,
 }
 

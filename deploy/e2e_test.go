@@ -162,7 +162,7 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth, sendResol
 	for _, hb := range []string{
 		`{"phase":"Pretrain 1/3","event":"start","step":0,"total":5000}`,
 		`{"phase":"Pretrain 1/3","event":"ping","step":100}`,
-		`{"phase":"Pretrain 1/3","event":"ping","step":200}`,
+		`{"phase":"Pretrain 1/3","event":"ping","step":200,"loss":2.5}`,
 	} {
 		if code := c.status("POST", c.lavender+"/api/v1/heartbeat", c.creds, hb); code != 200 {
 			t.Fatalf("heartbeat %s: HTTP %d", hb, code)
@@ -457,12 +457,19 @@ func (c *e2eChain) checkDashboard(now testkit.Swap) {
 		{"Phase progress", "A", 200.0 / 5000}, // the pings above
 		{"Phase progress", "B", 200},
 		{"Phase progress", "C", 5000},
+		{"Training loss", "A", 2.5},
+		{"Unreadable disks", "A", 0}, // /dev/shm, read
 	} {
 		got, ok := values[w.panel][w.ref]
 		if !ok {
 			c.t.Errorf("panel %q %s: no value (missing panel or no data)", w.panel, w.ref)
 		} else if math.Abs(got-w.want) > 1e-9*math.Max(1, math.Abs(w.want)) {
 			c.t.Errorf("panel %q %s = %v, want %v", w.panel, w.ref, got, w.want)
+		}
+	}
+	for _, panel := range []string{"Disk space free", "Disk inodes free"} {
+		if v := values[panel]["A"]; !(v > 0 && v <= 1) {
+			c.t.Errorf("panel %q A (/dev/shm) = %v, want a share in (0, 1]", panel, v)
 		}
 	}
 	// 4800 steps to go at a rate the two pings set: some positive ETA.
