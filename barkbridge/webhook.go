@@ -150,6 +150,10 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 		if p, ok := phaseFromAnnotations(name, a.Annotations); ok {
 			return b.textDelivery(pushtext.Phase(p))
 		}
+	case name == DiskSaveAlertname, name == DiskSpaceAlertname, name == DiskInodesAlertname, name == DiskUnreadableAlertname:
+		if t, ok := diskText(name, a, b.cfg.Now()); ok {
+			return b.textDelivery(t)
+		}
 	case name == PhaseLossAlertname:
 		if l, ok := lossFromAnnotations(a.Annotations); ok {
 			return b.textDelivery(pushtext.Loss(l))

@@ -321,6 +321,12 @@ func TestAlertsShape(t *testing.T) {
 		{"PhaseFailed", "duration_seconds"},
 		{"PhaseLossNotFinite", "step"},
 		{"PhaseLossNotFinite", "total_steps"},
+		{"DiskSaveWillNotFit", "avail_bytes"},
+		{"DiskSaveWillNotFit", "save_bytes"},
+		{"DiskSpaceLow", "avail_bytes"},
+		{"DiskSpaceLow", "size_bytes"},
+		{"DiskInodesLow", "files_free"},
+		{"DiskInodesLow", "files"},
 	} {
 		if v := alerts[w.alert].Annotations[w.annotation]; !strings.Contains(v, `printf "%.0f"`) {
 			t.Errorf("%s %s = %q, want a whole number through printf \"%%.0f\"", w.alert, w.annotation, v)
@@ -336,6 +342,19 @@ func TestAlertsShape(t *testing.T) {
 		v := alerts[w.alert].Annotations[w.annotation]
 		if !strings.Contains(v, w.metric+"{instance=%q,job=%q,phase=%q}") || !strings.Contains(v, "$labels.instance $labels.job $labels.phase | query") {
 			t.Errorf("%s %s = %q, want a query of %s for the alert's instance, job and phase", w.alert, w.annotation, v, w.metric)
+		}
+	}
+	// The disk annotations look up the alert's own path on its own host.
+	for _, w := range []struct{ alert, annotation, metric string }{
+		{"DiskSaveWillNotFit", "save_bytes", "lavender_disk_save_bytes"},
+		{"DiskSpaceLow", "avail_bytes", "lavender_disk_avail_bytes"},
+		{"DiskSpaceLow", "size_bytes", "lavender_disk_size_bytes"},
+		{"DiskInodesLow", "files_free", "lavender_disk_files_free"},
+		{"DiskInodesLow", "files", "lavender_disk_files"},
+	} {
+		v := alerts[w.alert].Annotations[w.annotation]
+		if !strings.Contains(v, w.metric+"{instance=%q,job=%q,path=%q}") || !strings.Contains(v, "$labels.instance $labels.job $labels.path | query") {
+			t.Errorf("%s %s = %q, want a query of %s for the alert's instance, job and path", w.alert, w.annotation, v, w.metric)
 		}
 	}
 	for _, name := range []string{"PhaseProgressStalled", "PhaseFailed", "PhaseLossNotFinite"} {
