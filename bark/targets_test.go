@@ -171,12 +171,8 @@ func TestLoadTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, tg := range res.Targets {
-		names = append(names, tg.Name())
-	}
 	want := ".bark.env:2 a.bark.env:1 a.bark.env:3 b.bark.env:1 open.bark.env:1"
-	if got := strings.Join(names, " "); got != want {
+	if got := targetNames(res); got != want {
 		t.Errorf("targets = %s, want %s", got, want)
 	}
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "open.bark.env is readable by group or others (mode 0644)") {
@@ -217,14 +213,19 @@ func TestLoadTargetsSkipsWhatIsNoFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, tg := range res.Targets {
-		names = append(names, tg.Name())
-	}
-	if got := strings.Join(names, " "); got != "a.bark.env:1 link.bark.env:1" {
+	if got := targetNames(res); got != "a.bark.env:1 link.bark.env:1" {
 		t.Errorf("targets = %s, want a.bark.env:1 link.bark.env:1", got)
 	}
 	if len(res.Warnings) != 0 {
 		t.Errorf("warnings for a symlink to a 0600 file (a link's own mode is 0777): %q", res.Warnings)
 	}
+}
+
+// targetNames lists the loaded targets by file:line, space-separated.
+func targetNames(res LoadResult) string {
+	var names []string
+	for _, tg := range res.Targets {
+		names = append(names, tg.Name())
+	}
+	return strings.Join(names, " ")
 }

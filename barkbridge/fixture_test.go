@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,4 +110,15 @@ func (f *fixture) metrics() testkit.Metrics {
 		f.t.Fatal(err)
 	}
 	return m
+}
+
+// sortedBodies are the bodies of every push srv received, sorted: the
+// pushes of one webhook go out in parallel, in no fixed order.
+func sortedBodies(srv *barktest.Server) []string {
+	var bodies []string
+	for _, p := range srv.Pushes() {
+		bodies = append(bodies, p.Body)
+	}
+	slices.Sort(bodies)
+	return bodies
 }

@@ -16,11 +16,7 @@ func TestWebhookKernelFaults(t *testing.T) {
 	if code, answer := f.post(readTestdata(t, "firing_kernel_faults.json")); code != 200 || answer != "alerts=4 pushed=4 failed=0 skipped=0 duplicate=0\n" {
 		t.Errorf("webhook answered %d %q", code, answer)
 	}
-	var bodies []string
-	for _, p := range srv.Pushes() {
-		bodies = append(bodies, p.Body)
-	}
-	slices.Sort(bodies)
+	bodies := sortedBodies(srv)
 	want := []string{
 		`[lavender-2] GPU 0000:3b:00: fallen off the bus — reboot the host; phase "Pretrain 1/3" was running`,
 		`[lavender-2] GPU 0000:86:00 Xid 48: double-bit ECC error — reset the GPU (nvidia-smi -r)`,
@@ -42,11 +38,7 @@ func TestWebhookDiskAlerts(t *testing.T) {
 	if code, answer := f.post(readTestdata(t, "firing_disk.json")); code != 200 || answer != "alerts=6 pushed=6 failed=0 skipped=0 duplicate=0\n" {
 		t.Errorf("webhook answered %d %q", code, answer)
 	}
-	var bodies []string
-	for _, p := range srv.Pushes() {
-		bodies = append(bodies, p.Body)
-	}
-	slices.Sort(bodies)
+	bodies := sortedBodies(srv)
 	want := []string{
 		"[lavender-2] DiskSaveWillNotFit: /data on gpu-box:9877: DiskSaveWillNotFit",
 		"[lavender-2] DiskSpaceLow: data on gpu-box:9877: DiskSpaceLow",

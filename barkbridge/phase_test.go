@@ -193,11 +193,7 @@ func TestWebhookPhaseAlerts(t *testing.T) {
 			if code != 200 || answer != tt.answer {
 				t.Errorf("webhook answered %d %q, want 200 %q", code, answer, tt.answer)
 			}
-			var bodies []string
-			for _, p := range srv.Pushes() {
-				bodies = append(bodies, p.Body)
-			}
-			slices.Sort(bodies) // the pushes of one group go out in parallel
+			bodies := sortedBodies(srv)
 			want := slices.Sorted(slices.Values(tt.bodies))
 			if !slices.Equal(bodies, want) {
 				t.Errorf("pushed\n%q\nwant\n%q", bodies, want)

@@ -332,29 +332,22 @@ func TestAlertsShape(t *testing.T) {
 			t.Errorf("%s %s = %q, want a whole number through printf \"%%.0f\"", w.alert, w.annotation, v)
 		}
 	}
-	// The phase annotations look up the alert's own phase on its own host.
-	for _, w := range []struct{ alert, annotation, metric string }{
-		{"PhaseProgressStalled", "step", "lavender_phase_step"},
-		{"PhaseProgressStalled", "total_steps", "lavender_phase_total_steps"},
-		{"PhaseLossNotFinite", "step", "lavender_phase_step"},
-		{"PhaseLossNotFinite", "total_steps", "lavender_phase_total_steps"},
+	// The phase and disk annotations look up the alert's own phase or path
+	// on its own host.
+	for _, w := range []struct{ alert, annotation, metric, label string }{
+		{"PhaseProgressStalled", "step", "lavender_phase_step", "phase"},
+		{"PhaseProgressStalled", "total_steps", "lavender_phase_total_steps", "phase"},
+		{"PhaseLossNotFinite", "step", "lavender_phase_step", "phase"},
+		{"PhaseLossNotFinite", "total_steps", "lavender_phase_total_steps", "phase"},
+		{"DiskSaveWillNotFit", "save_bytes", "lavender_disk_save_bytes", "path"},
+		{"DiskSpaceLow", "avail_bytes", "lavender_disk_avail_bytes", "path"},
+		{"DiskSpaceLow", "size_bytes", "lavender_disk_size_bytes", "path"},
+		{"DiskInodesLow", "files_free", "lavender_disk_files_free", "path"},
+		{"DiskInodesLow", "files", "lavender_disk_files", "path"},
 	} {
 		v := alerts[w.alert].Annotations[w.annotation]
-		if !strings.Contains(v, w.metric+"{instance=%q,job=%q,phase=%q}") || !strings.Contains(v, "$labels.instance $labels.job $labels.phase | query") {
-			t.Errorf("%s %s = %q, want a query of %s for the alert's instance, job and phase", w.alert, w.annotation, v, w.metric)
-		}
-	}
-	// The disk annotations look up the alert's own path on its own host.
-	for _, w := range []struct{ alert, annotation, metric string }{
-		{"DiskSaveWillNotFit", "save_bytes", "lavender_disk_save_bytes"},
-		{"DiskSpaceLow", "avail_bytes", "lavender_disk_avail_bytes"},
-		{"DiskSpaceLow", "size_bytes", "lavender_disk_size_bytes"},
-		{"DiskInodesLow", "files_free", "lavender_disk_files_free"},
-		{"DiskInodesLow", "files", "lavender_disk_files"},
-	} {
-		v := alerts[w.alert].Annotations[w.annotation]
-		if !strings.Contains(v, w.metric+"{instance=%q,job=%q,path=%q}") || !strings.Contains(v, "$labels.instance $labels.job $labels.path | query") {
-			t.Errorf("%s %s = %q, want a query of %s for the alert's instance, job and path", w.alert, w.annotation, v, w.metric)
+		if !strings.Contains(v, w.metric+"{instance=%q,job=%q,"+w.label+"=%q}") || !strings.Contains(v, "$labels.instance $labels.job $labels."+w.label+" | query") {
+			t.Errorf("%s %s = %q, want a query of %s for the alert's instance, job and %s", w.alert, w.annotation, v, w.metric, w.label)
 		}
 	}
 	for _, name := range []string{"PhaseProgressStalled", "PhaseFailed", "PhaseLossNotFinite"} {

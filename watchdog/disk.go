@@ -226,12 +226,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 		for _, kind := range diskKinds {
 			key := diskKey{d.Path, kind}
 			seen[key] = true
-			ep := r.episodes[key]
-			if ep == nil {
-				// No reminders (repeat 0): Pushed caps the backoff.
-				ep = &episode{retry: r.cfg.Retry}
-				r.episodes[key] = ep
-			}
+			ep := r.episode(key)
 			if kind == DiskSave && d.Saving {
 				continue // judged on what the save leaves, once it is written
 			}
@@ -245,11 +240,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 	for _, d := range s.UnreadableDisks {
 		key := diskKey{d.Path, DiskUnreadable}
 		seen[key] = true
-		ep := r.episodes[key]
-		if ep == nil {
-			ep = &episode{retry: r.cfg.Retry}
-			r.episodes[key] = ep
-		}
+		ep := r.episode(key)
 		value := 0.0
 		if !now.Before(d.ErrSince.Add(DiskUnreadableAfter)) {
 			value = 1
@@ -280,6 +271,17 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 		}
 	}
 	return out
+}
+
+// episode is the incident state of one condition of one path, made on
+// first sight. No reminders (repeat 0): Pushed caps the backoff.
+func (r *DiskRule) episode(key diskKey) *episode {
+	ep := r.episodes[key]
+	if ep == nil {
+		ep = &episode{retry: r.cfg.Retry}
+		r.episodes[key] = ep
+	}
+	return ep
 }
 
 // need is how much of the condition's margin is used up: 1 or more is the
