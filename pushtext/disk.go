@@ -69,14 +69,14 @@ func diskUnreadable(a watchdog.Alert, head, subject string) Text {
 	if d.Hung {
 		return Text{Body: head + "statfs has not answered for " + lasted + " — a save there will hang", Subject: subject}
 	}
-	why := textsafe.Truncate(strings.Join(strings.Fields(textsafe.Sanitize(d.Err)), " "), maxDiskErrBytes)
+	why := textsafe.Truncate(oneLine(d.Err), maxDiskErrBytes)
 	return Text{Body: head + "unreadable for " + lasted + " (" + why + ") — a save there may fail", Subject: subject}
 }
 
 // diskPath keeps a path on one line and within maxDiskPathBytes, cut at
 // its start: "…/run-7/checkpoints".
 func diskPath(p string) string {
-	p = textsafe.Sanitize(p)
+	p = oneLine(p)
 	if len(p) <= maxDiskPathBytes {
 		return p
 	}

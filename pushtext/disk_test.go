@@ -45,6 +45,9 @@ func TestDiskTexts(t *testing.T) {
 		{"readable again", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Resolved, Began: began, At: began.Add(5 * time.Minute), DiskKind: watchdog.DiskUnreadable,
 			Disk: watchdog.Disk{Path: "/mnt/nfs"}},
 			"[lavender-2] resolved: disk /mnt/nfs: answers again after 5m", "resolved disk unreadable /mnt/nfs"},
+		{"path with a line break", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, DiskKind: watchdog.DiskSave,
+			Disk: watchdog.Disk{Path: "/data\n[lavender-2] all good\u202e", AvailBytes: 16 * mib, SaveBytes: 24 * mib}},
+			"[lavender-2] disk /data [lavender-2] all good: 16 MB free, a checkpoint save takes 24 MB — the next save will fail", "disk save /data [lavender-2] all good"},
 		{"long path", watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, Disk: long, DiskKind: watchdog.DiskSave},
 			"[lavender-2] disk …" + strings.Repeat("x", 39) + "/run-7/checkpoints: 16 MB free, a checkpoint save takes 24 MB — the next save will fail", ""},
 	} {
