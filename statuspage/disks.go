@@ -50,8 +50,7 @@ func newDisks(snap diskguard.Snapshot, minFree watchdog.MinFree) []Disk {
 		if len(f.Paths) > 1 {
 			d.Paths = f.Paths
 		}
-		wd := watchdog.Disk{Path: f.Path, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
-			SaveBytes: f.SaveBytes, Saving: f.Saving, FillRate: f.Rate, RateSpan: f.RateSpan}
+		wd := watchdog.DiskOf(f)
 		if fills, ok := wd.FillsIn(); ok {
 			secs := fills.Seconds()
 			d.FillsInSeconds = &secs

@@ -11,12 +11,17 @@ import (
 func DisksOf(snap diskguard.Snapshot) []Disk {
 	var out []Disk
 	for _, f := range snap.Filesystems {
-		out = append(out, Disk{
-			Path: f.Path, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
-			SaveBytes: f.SaveBytes, SaveReported: f.SaveReported, Saving: f.Saving, FillRate: f.Rate, RateSpan: f.RateSpan, Writers: f.Writers,
-		})
+		out = append(out, DiskOf(f))
 	}
 	return out
+}
+
+// DiskOf is one filesystem the guard read, as the disk rules see it.
+func DiskOf(f diskguard.Filesystem) Disk {
+	return Disk{
+		Path: f.Path, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
+		SaveBytes: f.SaveBytes, SaveReported: f.SaveReported, Saving: f.Saving, FillRate: f.Rate, RateSpan: f.RateSpan, Writers: f.Writers,
+	}
 }
 
 // UnreadableOf is the watched paths the guard could not read, each as a
