@@ -10,9 +10,11 @@ import (
 // hour, then gigabytes within a few polls. A jump is a rise between two
 // polls of at least minJump; a save is the rise from before its first jump
 // to the peak of the jumps that follow, ended by quietPolls polls without
-// one that also span quietFor (15 s at the default 5 s interval: a save
-// that gathers its optimizer state between two files is still one save). Deleting the oldest checkpoint after a save (HF's save_total_limit)
-// lowers the used bytes after the peak and so does not shrink the save.
+// one, spanning at least quietFor (15 s at the default 5 s interval: a
+// save that gathers its optimizer state between two files is still one
+// save). Deleting the oldest checkpoint after a save (HF's
+// save_total_limit) lowers the used bytes after the peak and so does not
+// shrink the save.
 const (
 	minJumpBytes = 1 << 20 // a log line or two never makes a jump
 	minJumpShare = 100_000 // nor a rise under 1/100000 of the filesystem (10 MB of a TB)
