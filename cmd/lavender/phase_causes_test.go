@@ -165,10 +165,7 @@ func (r *watchdogRig) phaseRun(name string, command ...string) int {
 // inside the command that reports into the wrapper's phase (progress, its
 // own reason) instead of making another, with one push.
 func TestServePhaseRunPushesTheCause(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is needed to stand in for a training script:", err)
-	}
+	python := python3(t) // stands in for a training script
 	clock := newFakeClock()
 	r := startPhaseServe(t, clock, "")
 	if code := r.phaseRun("Finetune", python, "-c", "raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')"); code != 1 {

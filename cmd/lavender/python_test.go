@@ -44,6 +44,17 @@ func python3(t *testing.T) string {
 	return testkit.NeedTool(t, "python3", "python3")
 }
 
+// pythonClientDir is the lavender package's directory (python/), for
+// PYTHONPATH.
+func pythonClientDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // driveResult is what testdata/python/drive.py prints: the phase as the API
 // showed it at two steps during training, and the error training raised.
 type driveResult struct {
@@ -80,7 +91,7 @@ func TestPythonDocSnippets(t *testing.T) {
 		}
 		return p
 	}
-	drive, pkg, frameworks := abs("testdata", "python", "drive.py"), abs("..", "..", "python"), abs("..", "..", "python", "tests", "frameworks")
+	drive, pkg, frameworks := abs("testdata", "python", "drive.py"), pythonClientDir(t), abs("..", "..", "python", "tests", "frameworks")
 
 	run := func(t *testing.T, snippet, kind, outcome string) (res driveResult, stderr, phases, logDir string) {
 		t.Helper()

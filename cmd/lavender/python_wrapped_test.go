@@ -3,7 +3,6 @@ package main
 import (
 	"math"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,14 +16,7 @@ import (
 // reason in the one failed push, although the script's exit status alone
 // would say less.
 func TestServePhaseRunWithThePythonClient(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is needed for the Python client:", err)
-	}
-	pkg, err := filepath.Abs(filepath.Join("..", "..", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	python, pkg := python3(t), pythonClientDir(t)
 	t.Setenv("PYTHONPATH", pkg)
 	t.Setenv("PYTHONDONTWRITEBYTECODE", "1")
 	r := startPhaseServe(t, newFakeClock(), "")
@@ -56,14 +48,7 @@ with lavender.phase("a name of its own", every=0.05, total=10) as p:
 // Hugging Face callback reads it past logging_nan_inf_filter) is pushed
 // once, with the step, though the run goes on and ends ok.
 func TestServePushesADivergedLoss(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is needed for the Python client:", err)
-	}
-	pkg, err := filepath.Abs(filepath.Join("..", "..", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	python, pkg := python3(t), pythonClientDir(t)
 	r := startPhaseServe(t, newFakeClock(), "")
 	script := `
 import lavender, time
