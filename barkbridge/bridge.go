@@ -87,7 +87,8 @@ type Config struct {
 	// tests inject one. Default: a client that honours the proxy
 	// environment, with deadlines from Timeout.
 	HTTPClient *http.Client
-	// Now is the clock of the dedup window; default time.Now.
+	// Now is the clock of the dedup window and of the texts that say how
+	// long an alert has fired; default time.Now.
 	Now func() time.Time
 }
 

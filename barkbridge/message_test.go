@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"lavender/bark"
@@ -76,14 +77,17 @@ func TestSubjectAndRunlogLine(t *testing.T) {
 // TestPlanGolden records, for every payload in testdata, what the bridge
 // pushes under the default flags and with --bark.send-resolved and
 // --bark.only-swap. Run with -update to rewrite testdata/plans.golden.
+// The clock is fixed, since some texts say how long an alert has fired.
 func TestPlanGolden(t *testing.T) {
+	planTime := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	fixedClock := func(c *Config) { c.Now = func() time.Time { return planTime } }
 	configs := []struct {
 		name  string
 		tweak func(*Config)
 	}{
-		{"default", nil},
-		{"send-resolved", func(c *Config) { c.SendResolved = true }},
-		{"only-swap", func(c *Config) { c.OnlySwap = true; c.SendResolved = true }},
+		{"default", fixedClock},
+		{"send-resolved", func(c *Config) { fixedClock(c); c.SendResolved = true }},
+		{"only-swap", func(c *Config) { fixedClock(c); c.OnlySwap = true; c.SendResolved = true }},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil {
