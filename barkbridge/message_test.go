@@ -12,6 +12,7 @@ import (
 
 	"lavender/bark"
 	"lavender/internal/barktest"
+	"lavender/internal/testkit"
 	"lavender/pushtext"
 
 	"github.com/prometheus/alertmanager/template"
@@ -79,15 +80,14 @@ func TestSubjectAndRunlogLine(t *testing.T) {
 // --bark.only-swap. Run with -update to rewrite testdata/plans.golden.
 // The clock is fixed, since some texts say how long an alert has fired.
 func TestPlanGolden(t *testing.T) {
-	planTime := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	fixedClock := func(c *Config) { c.Now = func() time.Time { return planTime } }
+	clock := testkit.NewClock(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 	configs := []struct {
 		name  string
 		tweak func(*Config)
 	}{
-		{"default", fixedClock},
-		{"send-resolved", func(c *Config) { fixedClock(c); c.SendResolved = true }},
-		{"only-swap", func(c *Config) { fixedClock(c); c.OnlySwap = true; c.SendResolved = true }},
+		{"default", nil},
+		{"send-resolved", func(c *Config) { c.SendResolved = true }},
+		{"only-swap", func(c *Config) { c.OnlySwap = true; c.SendResolved = true }},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil {
@@ -95,7 +95,12 @@ func TestPlanGolden(t *testing.T) {
 	}
 	var out strings.Builder
 	for _, c := range configs {
-		f := newFixture(t, nil, c.tweak)
+		f := newFixture(t, nil, func(cfg *Config) {
+			cfg.Now = clock.Now
+			if c.tweak != nil {
+				c.tweak(cfg)
+			}
+		})
 		fmt.Fprintf(&out, "## %s\n", c.name)
 		for _, file := range files {
 			msg, err := decodeWebhook(readTestdata(t, filepath.Base(file)))
