@@ -56,17 +56,15 @@ func diskText(name string, a template.Alert, now time.Time) (pushtext.Text, bool
 		}
 		d.AvailBytes, d.SaveBytes, alert.DiskKind = avail, save, watchdog.DiskSave
 	case DiskSpaceAlertname:
-		avail, aok := parseBytes(an[annotationAvailBytes])
-		size, sok := parseBytes(an[annotationSizeBytes])
-		if !aok || !sok || size == 0 || avail > size {
+		avail, size, ok := partOfWhole(an, annotationAvailBytes, annotationSizeBytes)
+		if !ok {
 			return pushtext.Text{}, false
 		}
 		d.AvailBytes, d.SizeBytes, alert.DiskKind = avail, size, watchdog.DiskFloor
 		alert.MinFree = watchdog.MinFree{Ratio: alertsDiskFloor}
 	case DiskInodesAlertname:
-		free, fok := parseBytes(an[annotationFilesFree])
-		files, ok := parseBytes(an[annotationFiles])
-		if !fok || !ok || files == 0 || free > files {
+		free, files, ok := partOfWhole(an, annotationFilesFree, annotationFiles)
+		if !ok {
 			return pushtext.Text{}, false
 		}
 		d.FilesFree, d.Files, alert.DiskKind = free, files, watchdog.DiskInodes
@@ -79,4 +77,13 @@ func diskText(name string, a template.Alert, now time.Time) (pushtext.Text, bool
 		return pushtext.Text{}, false
 	}
 	return pushtext.DiskSpace(alert), true
+}
+
+// partOfWhole reads the free part of a filesystem's bytes or inodes and
+// their total from two annotations; ok is false unless both are counts
+// and the part fits in a total above zero.
+func partOfWhole(an template.KV, partKey, wholeKey string) (part, whole uint64, ok bool) {
+	part, pok := parseBytes(an[partKey])
+	whole, wok := parseBytes(an[wholeKey])
+	return part, whole, pok && wok && whole > 0 && part <= whole
 }
