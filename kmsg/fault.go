@@ -121,6 +121,10 @@ var (
 	oomKillTask   = regexp.MustCompile(`(?s)^oom-kill:constraint=CONSTRAINT_[A-Z_]+,.*?,task=(.*),pid=(\d+),uid=\d+$`)
 )
 
+// storageDev is a device name in parentheses: up to the ")", a space, or
+// the colon before a btrfs state.
+const storageDev = `([^)\s:]+)`
+
 // Storage records, each matched from its first byte and by the words the
 // kernel itself prints right after the device, never by words that may
 // follow text a user chose (a process name or a file name): a record
@@ -178,8 +182,6 @@ var (
 // "loop: Write error at byte offset 8192, length 4096." names no loop
 // device either; the block layer's "I/O error, dev loop0, …" that follows
 // it does.
-const storageDev = `([^)\s:]+)`
-
 var storageRules = []struct {
 	re   *regexp.Regexp
 	kind StorageKind
