@@ -21,13 +21,13 @@ const (
 type StorageKind string
 
 const (
-	FSError     StorageKind = "fs_error"     // EXT4-fs error, BTRFS error, XFS corruption or metadata I/O error
+	FSError     StorageKind = "fs_error"     // EXT4-fs error, a jbd2 journal abort, BTRFS error or csum failure, XFS corruption, CRC, metadata I/O or log recovery error
 	ReadOnly    StorageKind = "read_only"    // the filesystem was remounted read-only (ext4) or forced read-only (btrfs)
 	Shutdown    StorageKind = "shutdown"     // XFS shut the filesystem down
-	IOError     StorageKind = "io_error"     // the block layer failed a request ("I/O error, dev sda"), or "Buffer I/O error on dev"
+	IOError     StorageKind = "io_error"     // the block layer failed a request, "Buffer I/O error", ext4 or jbd2 write errors, a SCSI medium or hardware error or failed command
 	NVMeTimeout StorageKind = "nvme_timeout" // an NVMe command timed out
 	NVMeReset   StorageKind = "nvme_reset"   // an NVMe controller is being reset or was removed
-	NVMeDown    StorageKind = "nvme_down"    // "controller is down; will reset"
+	NVMeDown    StorageKind = "nvme_down"    // "controller is down; will reset", or an NVMe namespace's capacity dropped to 0
 )
 
 // StorageKinds lists every StorageKind, in a fixed order.
@@ -87,44 +87,158 @@ var (
 	xidRecord = regexp.MustCompile(`^NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?((?: GPU-C?I:[0-9A-Fa-f]+)*)\): (\d{1,4}),\s*(.*)$`)
 	xidPID    = regexp.MustCompile(`^pid=('?<unknown>'?|\d+), name=([^,]*), ?(.*)$`)
 	gpuLost   = regexp.MustCompile(`^NVRM: GPU (?:at )?(?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?:? .*fallen off the bus`)
-	gpuHeader = regexp.MustCompile(`^NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?`)
+	// gpuLostRest is the last line of "The NVIDIA GPU <addr>", printed as
+	// a record of its own (with or without the NVRM prefix); nothing but
+	// its start is matched, so no other record that mentions the words
+	// can stand for it.
+	gpuLostRest = regexp.MustCompile(`^(?:NVRM: )?fallen off the bus and is not responding to commands`)
+	gpuHeader   = regexp.MustCompile(`^NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?`)
 )
 
-// The OOM killer's two records for a kill (mm/oom_kill.c):
+// The OOM killer's records for a kill (mm/oom_kill.c), the only records
+// an OOM victim is taken from, each matched whole from its first byte:
 //
 //	oom-kill:constraint=CONSTRAINT_NONE,…,task_memcg=/,task=python3,pid=4242,uid=1000
-//	Out of memory: Killed process 4242 (python3) total-vm:… (or "Memory cgroup out of memory: …")
+//	Out of memory: Killed process 4242 (python3) total-vm:9000000kB, anon-rss:… (since 5.1)
+//	Memory cgroup out of memory: Killed process 4242 (python3) total-vm:…
+//	Out of memory (oom_kill_allocating_task): Killed process 4242 (python3) total-vm:…
+//	Killed process 4242 (python3) total-vm:9000000kB, anon-rss:… (before 5.1)
+//
+// The victim's name (comm, at most 15 bytes, chosen by whoever started
+// the process) is read between the pid and the text the kernel prints
+// after it: up to the last ") total-vm:NkB", and from the first ",task="
+// up to the ",pid=N,uid=N" that ends the record. A name may hold either
+// text, but the kernel's own comes after it, so the pid is always the
+// kernel's. A record that
+// merely contains "Killed process" (a trap or segfault line naming a file,
+// an audit line) is another record and names no victim.
+//
+// "oom_reaper: reaped process N (comm), now anon-rss:…" names a victim
+// the kill record already named, possibly long after a later kill: it is
+// not taken, so it can never name a newer kill's victim.
 var (
-	killedProcess = regexp.MustCompile(`Killed process (\d+) \((.*?)\)(?: |$)`)
-	oomKillTask   = regexp.MustCompile(`^oom-kill:.*[:,]task=([^,]*),pid=(\d+)`)
+	killedProcess = regexp.MustCompile(`(?s)^(?:(?:Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?Killed process (\d+) \((.*)\) total-vm:\d+kB(?:,|$)`)
+	oomKillTask   = regexp.MustCompile(`(?s)^oom-kill:constraint=CONSTRAINT_[A-Z_]+,.*?,task=(.*),pid=(\d+),uid=\d+$`)
 )
 
-// Storage records (fs/ext4, fs/xfs, fs/btrfs, block/blk-core, fs/buffer.c,
-// drivers/nvme/host):
+// storageDev is a device name in parentheses: up to the ")", a space, or
+// the colon before a btrfs state.
+const storageDev = `([^)\s:]+)`
+
+// Storage records, each matched from its first byte and by the words the
+// kernel itself prints right after the device, never by words that may
+// follow text a user chose (a process name or a file name): a record
+// that begins with a process name (a segfault line) has at most 15 bytes
+// of it before the kernel's "[pid]", too few to hold any of these forms.
+//
+// ext4 and jbd2 (fs/ext4/super.c, fs/ext4/page-io.c, fs/jbd2):
 //
 //	EXT4-fs error (device nvme1n1p1): ext4_find_entry:1455: inode #2: comm python3: reading directory lblock 0
 //	EXT4-fs (nvme1n1p1): Remounting filesystem read-only
+//	EXT4-fs warning (device dm-4): ext4_end_bio:343: I/O error 10 writing to inode 1182507 starting block 2920460)
+//	EXT4-fs (sdb1): I/O error while writing superblock
+//	EXT4-fs (vdb): error count since last fsck: 26
+//	Aborting journal on device dm-4-8.
+//	JBD2: I/O error when updating journal superblock for sda-8.
+//	JBD2: Detected IO errors while flushing file data on sda1-8
+//
+// XFS (fs/xfs/xfs_message.c, xfs_fsops.c, xfs_log.c):
+//
 //	XFS (dm-0): Filesystem has been shut down due to log error (0x2).
+//	XFS (dm-0): Corruption of in-memory data (0x8) detected at xfs_trans_cancel+0x13c/0x160 (fs/xfs/xfs_trans.c:1093).  Shutting down filesystem.
+//	XFS (sdb): xfs_do_force_shutdown(0x1) called from line 315 of file fs/xfs/xfs_trans_buf.c.  Return address = …
+//	XFS (vda4): Metadata corruption detected at xfs_buf_ioend+0x162/0x570 [xfs], xfs_inode block 0x2f88e0 …
+//	XFS (vda4): Metadata CRC error detected at xfs_dquot_buf_verify_crc+0xe6/0x120 [xfs], xfs_dquot block 0x1478 …
+//	XFS (sdb1): metadata I/O error in "xfs_imap_to_bp+0x5c/0xa0" at daddr 0x80 len 32 error 5
+//	XFS (dm-7): log mount/recovery failed: error -5
+//
+// btrfs (fs/btrfs/messages.c), with the state inside the parentheses
+// since 6.x ("device dm-0 state EA") or after a colon in 5.x ("device
+// sda3: state E"):
+//
+//	BTRFS: error (device dm-0 state A) in __btrfs_unlink_inode:4144: errno=-2 No such entry
+//	BTRFS error (device sde1): bdev /dev/sde1 errs: wr 1, rd 0, flush 0, corrupt 0, gen 0
+//	BTRFS info (device dm-0 state EA): forced readonly
+//	BTRFS warning (device vda3): csum failed root 5 ino 257 off 0 csum 0x8941f998 expected csum 0x… mirror 1
+//
+// "BTRFS: Transaction aborted (error -28)", the warning a transaction
+// abort prints first, names no device; the kernel follows it at once with
+// "BTRFS: error (device X …) in …: errno=-28" and "forced readonly", which
+// name it and are the incident's faults.
+//
+// The block layer, SCSI disks and NVMe (block/blk-mq.c, fs/buffer.c,
+// drivers/scsi, drivers/nvme/host, block/genhd.c):
+//
 //	Buffer I/O error on dev sda1, logical block 0, async page read
 //	I/O error, dev sda, sector 2048 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 0
 //	blk_update_request: I/O error, dev sda, sector 2048 op 0x1:(WRITE) …
+//	sd 4:0:0:1: [sdb] tag#0 Add. Sense: Unrecovered read error
+//	sd 1:0:0:0: [sda] tag#14 UNKNOWN(0x2003) Result: hostbyte=0x00 driverbyte=0x06 cmd_age=30s
+//	sd 1:0:0:0: [sda] tag#12 FAILED Result: hostbyte=DID_BAD_TARGET driverbyte=DRIVER_OK cmd_age=94s
 //	nvme nvme0: I/O 123 QID 4 timeout, aborting
 //	nvme nvme0: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0x10
+//	nvme2n1: detected capacity change from 800166076416 to 0
+//
+// "loop: Write error at byte offset 8192, length 4096." names no loop
+// device either; the block layer's "I/O error, dev loop0, …" that follows
+// it does.
 var storageRules = []struct {
 	re   *regexp.Regexp
 	kind StorageKind
 }{
-	{regexp.MustCompile(`^EXT4-fs \(([^)\s]+)\): Remounting filesystem read-only`), ReadOnly},
-	{regexp.MustCompile(`^EXT4-fs (?:error|critical) \(device ([^)\s]+)\)`), FSError},
-	{regexp.MustCompile(`^BTRFS(?: \w+)? \(device ([^)\s]+)(?:: state \w+)?\): forced readonly`), ReadOnly},
-	{regexp.MustCompile(`^BTRFS (?:error|critical) \(device ([^)\s]+)`), FSError},
-	{regexp.MustCompile(`^XFS \(([^)\s]+)\): (?:Filesystem has been shut down|.*Shutting down filesystem|.*shutting down filesystem)`), Shutdown},
-	{regexp.MustCompile(`^XFS \(([^)\s]+)\): (?:Corruption|metadata I/O error|.*[Ww]rite error|.*I/O error)`), FSError},
+	{regexp.MustCompile(`^EXT4-fs \(` + storageDev + `\): Remounting filesystem read-only`), ReadOnly},
+	{regexp.MustCompile(`^EXT4-fs (?:error|critical) \(device ` + storageDev + `\)`), FSError},
+	{regexp.MustCompile(`^EXT4-fs warning \(device ` + storageDev + `\): ext4_end_bio:\d+: I/O error -?\d+ writing to inode`), IOError},
+	{regexp.MustCompile(`^EXT4-fs \(` + storageDev + `\): (?:I/O error while writing superblock|previous I/O error to superblock detected)`), IOError},
+	{regexp.MustCompile(`^EXT4-fs \(` + storageDev + `\): error count since last fsck: [1-9]`), FSError},
+	{regexp.MustCompile(`^Aborting journal on device ([\w!+-]+)\.`), FSError},
+	{regexp.MustCompile(`^JBD2: (?:I/O error when updating journal superblock for|Error -?\d+ detected when updating journal superblock for|Detected IO errors(?: -?\d+)? while flushing file data on) ([\w!+-]+)`), IOError},
+	{regexp.MustCompile(`^BTRFS(?: \w+)? \(device ` + storageDev + `(?::? state [A-Za-z]+)?\): forced readonly`), ReadOnly},
+	{regexp.MustCompile(`^BTRFS:? (?:error|critical) \(device ` + storageDev + `(?::? state [A-Za-z]+)?\)`), FSError},
+	{regexp.MustCompile(`^BTRFS (?:warning|info) \(device ` + storageDev + `(?::? state [A-Za-z]+)?\): (?:csum failed |checksum error at logical )`), FSError},
+	{regexp.MustCompile(`^XFS \(` + storageDev + `\): (?:Filesystem has been shut down|xfs_do_force_shutdown\(0x[0-9A-Fa-f]+\) called from line|(?:Corruption of in-memory data|(?:Metadata|Log|Block device removal) I/O [Ee]rror|I/O [Ee]rror) \(0x[0-9A-Fa-f]+\) detected at |(?:Corruption of in-memory data|Log I/O Error|I/O Error) [Dd]etected\.\s+Shutting down filesystem)`), Shutdown},
+	{regexp.MustCompile(`^XFS \(` + storageDev + `\): (?:Corruption|Metadata corruption detected at|Metadata CRC error detected at|metadata I/O error|log mount/recovery failed: error|log I/O error -?\d+|xfs_log_force: error -?\d+ returned|Internal error )`), FSError},
 	{regexp.MustCompile(`^Buffer I/O error on dev(?:ice)? ([^,\s]+),`), IOError},
 	{regexp.MustCompile(`^(?:[a-z_]+: )?(?:I/O|critical medium|critical target|critical space allocation|critical nexus|timeout|transport) error, dev ([^,\s]+), sector`), IOError},
+	{regexp.MustCompile(`^sd \d+:\d+:\d+:\d+: \[(sd[a-z]+)\] (?:tag#\d+ )?(?:Add\. Sense: (?:Unrecovered read error|Write error)|Sense Key : (?:Medium Error|Hardware Error))`), IOError},
 	{regexp.MustCompile(`^nvme (nvme\d+): controller is down`), NVMeDown},
+	{regexp.MustCompile(`^(nvme\d+n\d+): detected capacity change from [1-9]\d* to 0$`), NVMeDown},
 	{regexp.MustCompile(`^nvme (nvme\d+): I/O .*QID \d+ timeout`), NVMeTimeout},
 	{regexp.MustCompile(`^nvme (nvme\d+): (?:resetting controller|Device not ready; aborting reset|Removing after probe failure|Disabling device after reset failure|failed to set APST feature)`), NVMeReset},
+}
+
+// scsiResult is a SCSI disk command that failed for good ("FAILED
+// Result:", or a disposition the kernel has no name for). Whether that is
+// a fault is in its bytes: a host byte other than DID_OK (the disk did
+// not answer, timed out, went away), or a driver byte of DRIVER_TIMEOUT
+// (0x06, as kernels without SCSI constants print it). With DID_OK the
+// sense data that follows tells: "Medium Error" is a fault, the empty
+// card reader's "Not Ready" / "Medium not present" is not.
+var scsiResult = regexp.MustCompile(`^sd \d+:\d+:\d+:\d+: \[(sd[a-z]+)\] tag#\d+ (?:FAILED|UNKNOWN\(0x[0-9A-Fa-f]+\)) Result: hostbyte=(\w+) driverbyte=(\w+)`)
+
+func scsiFailed(host, driver string) bool {
+	hostOK := host == "DID_OK" || host == "0x00"
+	timeout := driver == "DRIVER_TIMEOUT" || driver == "0x06"
+	return !hostOK || timeout
+}
+
+// journalDevice names the filesystem device of a jbd2 journal: jbd2 calls
+// an internal journal "<device>-<inode>" ("sda1-8", "dm-4-8"), so its
+// faults and the filesystem's are one device's. A device-mapper name on
+// its own ("dm-4", an external journal) is left as it is.
+var (
+	internalJournal = regexp.MustCompile(`^(.+)-\d+$`)
+	dmDevice        = regexp.MustCompile(`^dm-\d+$`)
+)
+
+func journalDevice(name string) string {
+	if dmDevice.MatchString(name) {
+		return name
+	}
+	if m := internalJournal.FindStringSubmatch(name); m != nil {
+		return m[1]
+	}
+	return name
 }
 
 // Parser turns kernel log records into faults. It is stateful only to join
@@ -168,14 +282,14 @@ func (p *Parser) parse(text string) (Fault, bool) {
 		}
 	}
 	switch {
-	case pending != "" && strings.Contains(text, "fallen off the bus") && !strings.HasPrefix(text, "NVRM: Xid"):
+	case pending != "" && gpuLostRest.MatchString(text):
 		// The rest of a "The NVIDIA GPU <addr>" message, printed as
 		// records of its own (with or without the NVRM prefix).
 		p.pendingGPU, p.pendingLeft = "", 0
 		return Fault{Kind: FallenOffBus, GPU: pending, Message: "fallen off the bus and is not responding to commands"}, true
 	case strings.HasPrefix(text, "NVRM: "):
 		return p.nvrm(text)
-	case strings.Contains(text, "Killed process "), strings.HasPrefix(text, "oom-kill:"):
+	case strings.HasPrefix(text, "oom-kill:"), strings.Contains(text, "Killed process "):
 		return oomKill(text)
 	}
 	if !mayBeStorage(text) {
@@ -183,8 +297,15 @@ func (p *Parser) parse(text string) (Fault, bool) {
 	}
 	for _, rule := range storageRules {
 		if m := rule.re.FindStringSubmatch(text); m != nil {
-			return Fault{Kind: Storage, Device: m[1], Storage: rule.kind, Message: text}, true
+			dev := m[1]
+			if strings.HasPrefix(text, "Aborting journal") || strings.HasPrefix(text, "JBD2: ") {
+				dev = journalDevice(dev)
+			}
+			return Fault{Kind: Storage, Device: dev, Storage: rule.kind, Message: text}, true
 		}
+	}
+	if m := scsiResult.FindStringSubmatch(text); m != nil && scsiFailed(m[2], m[3]) {
+		return Fault{Kind: Storage, Device: m[1], Storage: IOError, Message: text}, true
 	}
 	return Fault{}, false
 }
@@ -251,7 +372,7 @@ func cutUTF8(s string, n int) string {
 // mayBeStorage is a cheap test before the storage expressions: most of a
 // busy log is none of them.
 func mayBeStorage(text string) bool {
-	for _, p := range []string{"EXT4-fs ", "BTRFS", "XFS (", "Buffer I/O error", "nvme nvme"} {
+	for _, p := range []string{"EXT4-fs ", "BTRFS", "XFS (", "Buffer I/O error", "nvme", "Aborting journal ", "JBD2: ", "sd "} {
 		if strings.HasPrefix(text, p) {
 			return true
 		}

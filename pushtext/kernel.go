@@ -2,6 +2,7 @@ package pushtext
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -125,11 +126,25 @@ var diskWords = map[kmsg.StorageKind][2]string{
 	kmsg.NVMeDown:    {"NVMe controller is down", "checkpoints will fail"},
 }
 
+// nvmeNamespace is an NVMe namespace's block device ("nvme2n1"), which the
+// kernel names in a nvme_down fault when its capacity dropped to 0; a
+// controller ("nvme2") is named when it went down.
+var nvmeNamespace = regexp.MustCompile(`^nvme\d+n\d+$`)
+
+// wordsFor is diskWords for a fault of the device.
+func wordsFor(kind kmsg.StorageKind, device string) ([2]string, bool) {
+	if kind == kmsg.NVMeDown && nvmeNamespace.MatchString(device) {
+		return [2]string{"gone (capacity dropped to 0)", "checkpoints will fail"}, true
+	}
+	words, ok := diskWords[kind]
+	return words, ok
+}
+
 // Disk is `disk nvme1n1p1 remounted read-only — checkpoints will fail`,
 // `disk sda I/O error again 41 times in 10m — checkpoints may fail; phase
 // "Pretrain 1/3" was running`. Subject "disk nvme1n1p1 read_only".
 func Disk(d DiskFigures) Text {
-	words, ok := diskWords[d.Kind]
+	words, ok := wordsFor(d.Kind, d.Device)
 	if !ok {
 		words = [2]string{strings.ReplaceAll(oneLine(string(d.Kind)), "_", " "), "checkpoints may fail"}
 	}
@@ -161,7 +176,7 @@ func kernelFault(a watchdog.Alert) Text {
 // read-only`.
 func FaultReason(f watchdog.KernelFault) string {
 	if f.Kind == kmsg.Storage {
-		words, ok := diskWords[f.Storage]
+		words, ok := wordsFor(f.Storage, f.Device)
 		if !ok {
 			words[0] = string(f.Storage)
 		}

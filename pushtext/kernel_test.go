@@ -28,10 +28,24 @@ func TestKernelTexts(t *testing.T) {
 	xid154.Fault.Message = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
 	storm := disk(kmsg.IOError, "Pretrain 1/3")
 	storm.Fault.Device, storm.Repeats, storm.Window = "sda", 1, 3*time.Minute
+	nvlink := func(n int, message string) watchdog.Alert {
+		a := xid(n, 0, "", "", false)
+		a.Fault.GPU, a.Fault.Message = "0000:00:00", message
+		return a
+	}
+	gone := disk(kmsg.NVMeDown, "")
+	gone.Fault.Device = "nvme2n1"
 	for _, tc := range []struct {
 		a             watchdog.Alert
 		body, subject string
 	}{
+		{nvlink(149, "NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+			`GPU 0000:00:00 Xid 149: NVLink NETIR error — reset the GPU (nvidia-smi -r)`, "gpu 0000:00:00 xid 149"},
+		{nvlink(144, "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)"),
+			`GPU 0000:00:00 Xid 144: NVLink SAW error — no action needed`, "gpu 0000:00:00 xid 144"},
+		{xid(14, 0, "", "", false), `GPU 0000:3b:00 Xid 14: fake or injected error from userspace — no action needed`, "gpu 0000:3b:00 xid 14"},
+		{xid(44, 0, "", "", false), `GPU 0000:3b:00 Xid 44: graphics engine fault during context switch — no action needed`, "gpu 0000:3b:00 xid 44"},
+		{gone, `disk nvme2n1 gone (capacity dropped to 0) — checkpoints will fail`, "disk nvme2n1 nvme_down"},
 		{xid(79, 4242, "python3", "Pretrain 1/3", true),
 			`GPU 0000:3b:00 Xid 79: fallen off the bus — reboot the host; phase "Pretrain 1/3" (python3, pid 4242) was using it`, "gpu 0000:3b:00 xid 79"},
 		{mig, `GPU 0000:86:00 (GPU-I:02) Xid 94: contained memory error — restart the training; phase "Pretrain 1/3" (python3, pid 4242) was using it`, "gpu 0000:86:00 xid 94"},
