@@ -166,6 +166,18 @@ func Open(path string) (*Reader, error) {
 	return r, nil
 }
 
+// Check refuses a path that can never be the kernel log, as Open would:
+// the error wraps ErrNotKernelLog. A path that is missing or cannot be
+// looked at passes; whether it can be read is Open's to say.
+func Check(path string) error {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return nil
+	}
+	_, err := kindOf(path, &st)
+	return err
+}
+
 // kindOf says how the file st describes is read, or why it is refused.
 func kindOf(path string, st *unix.Stat_t) (source, error) {
 	switch st.Mode & unix.S_IFMT {
