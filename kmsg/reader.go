@@ -194,16 +194,26 @@ func kindOf(path string, st *unix.Stat_t) (source, error) {
 		if name, ok := memDevices[[2]uint32{major, minor}]; ok {
 			what += " (" + name + ")"
 		}
-		return 0, fmt.Errorf("kernel log: refusing %s: it is %s, not the kernel log (character device %d:%d, /dev/kmsg): %w",
-			path, what, kmsgMajor, kmsgMinor, ErrNotKernelLog)
+		return 0, refused(path, fmt.Sprintf("%s, not the kernel log (character device %d:%d, /dev/kmsg)", what, kmsgMajor, kmsgMinor))
 	case unix.S_IFBLK:
-		return 0, fmt.Errorf("kernel log: refusing %s: it is a block device: %w", path, ErrNotKernelLog)
+		return 0, refused(path, "a block device")
 	case unix.S_IFDIR:
-		return 0, fmt.Errorf("kernel log: refusing %s: it is a directory: %w", path, ErrNotKernelLog)
+		return 0, refused(path, "a directory")
 	default:
-		return 0, fmt.Errorf("kernel log: refusing %s: it is a socket or other special file: %w", path, ErrNotKernelLog)
+		return 0, refused(path, "a socket or other special file")
 	}
 }
+
+// refusedError says why a path is no kernel log; it is ErrNotKernelLog.
+type refusedError struct{ path, what string }
+
+func refused(path, what string) error { return &refusedError{path, what} }
+
+func (e *refusedError) Error() string {
+	return "kernel log: refusing " + e.path + ": it is " + e.what
+}
+
+func (e *refusedError) Is(target error) bool { return target == ErrNotKernelLog }
 
 // memDevices names the character devices one may give by mistake.
 var memDevices = map[[2]uint32]string{
