@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/internal/throttle"
 	"lavender/kmsg"
 )
 
@@ -43,6 +44,11 @@ type KernelLog struct {
 	gpus     labelSet
 	xids     labelSet
 	devices  labelSet
+
+	// down and saidDown: the reader's path is not readable now, and
+	// the log was told (downLogs lets one through a minute).
+	down, saidDown bool
+	downLogs       throttle.Reporter
 }
 
 // labelSet admits up to max distinct values, then maps the rest to other.
@@ -117,7 +123,7 @@ var (
 		"Storage faults in the kernel log since lavender started, by device and kind (fs_error, read_only, shutdown, io_error, nvme_timeout, nvme_reset, nvme_down). At most 32 devices get their own series.",
 		[]string{"device", "kind"}, nil)
 	readableDesc = prometheus.NewDesc(kernelLogMetrics+"readable",
-		"1 while lavender reads the kernel log; 0 when it cannot (no root or CAP_SYSLOG, no /dev/kmsg, --path.kmsg empty, or reading failed): GPU and storage faults are then unseen and OOM victims unnamed.",
+		"1 while lavender reads the kernel log; 0 when it cannot (no root or CAP_SYSLOG, no /dev/kmsg, --path.kmsg empty, its file gone or unreadable, or reading failed): GPU and storage faults are then unseen and OOM victims unnamed.",
 		nil, nil)
 	recordsDesc = prometheus.NewDesc(kernelLogMetrics+"records_total",
 		"Kernel log records read since lavender started, of every facility.", nil, nil)

@@ -41,10 +41,29 @@ const (
 	maxRecordBytes = 1 << 20
 	// streamBytes is one read of a FIFO or a regular file.
 	streamBytes = 64 << 10
-	// fileTick is how often a regular file (tests) is read again at
-	// its end: a regular file is always "readable" to poll(2).
+	// fileTick is how often a regular file is read again at its end (a
+	// regular file is always "readable" to poll(2)), and how often a
+	// path that cannot be read now is tried again.
 	fileTick = 50 * time.Millisecond
+	// fifoTick is how often the path of a FIFO is looked at while poll(2)
+	// waits for records: a FIFO removed and made anew at the path is a
+	// new inode, which the old descriptor never hears of.
+	fifoTick = 500 * time.Millisecond
+	// rotateWait is how long the file before a rotation is still read
+	// after the last bytes it gave: a writer that has not yet reopened
+	// its log (logrotate's create mode, before the writer's SIGHUP) still
+	// appends to the renamed file.
+	rotateWait = 5 * time.Second
 )
+
+// kmsgMajor and kmsgMinor are /dev/kmsg's device number (mem driver, minor
+// 11), whatever the device node is called or wherever it is mounted.
+const kmsgMajor, kmsgMinor = 1, 11
+
+// ErrNotKernelLog is what Open's error wraps for a path that can never be
+// the kernel log: a character device other than /dev/kmsg (/dev/zero
+// would hand out zeros for ever), a block device, a directory, a socket.
+var ErrNotKernelLog = errors.New("not a kernel log")
 
 type source int
 
@@ -64,29 +83,59 @@ type Stats struct {
 	Lost uint64
 }
 
+// input is one open file of the log: the one at the path, or the one that
+// was there before a rotation, read until it is finished.
+type input struct {
+	fd       int // raw and non-blocking: an os.File would park on EAGAIN instead of returning it
+	src      source
+	dev, ino uint64
+	partial  []byte // a stream may end mid-line
+	// writerSeen: a writer had the FIFO open since this descriptor was
+	// (data came, or poll(2) said hang-up), so end of file now means
+	// that it left; until then end of file only means none came yet.
+	writerSeen bool
+	lastData   time.Time // when a retired file last gave bytes
+}
+
 // Reader reads the kernel log from its end on: records from before Open are
 // not new faults. Run delivers faults in batches as they arrive (poll(2)
 // on the device or FIFO); Victim names the newest OOM victim, reading what
 // has arrived first. It is safe for concurrent use.
+//
+// A FIFO or regular file is followed at its path, as log shippers follow
+// a log: a file renamed away and made anew (or removed and made anew) is
+// read to its end, then the new one from its start; a file truncated in
+// place (copytruncate) is read again from its start; a FIFO whose writer
+// closed it, or that was made anew, is opened again. While the path
+// cannot be read, Health says why.
 type Reader struct {
-	path string
-	src  source
+	path       string
+	src        source // what the path was at Open: the device is never followed
+	rotateWait time.Duration
 
-	mu      sync.Mutex
-	fd      int // raw and non-blocking: an os.File would park on EAGAIN instead of returning it
-	wake    [2]int
-	closed  bool
-	buf     []byte
-	partial []byte // a stream may end mid-line
-	parser  Parser
-	newest  OOMVictim
-	queue   []Fault
-	stats   Stats
-	runErr  error
+	mu       sync.Mutex
+	cur      *input // the file at the path; nil while it cannot be read
+	old      *input // the file before a rotation, while it may still grow
+	wake     [2]int
+	closed   bool
+	buf      []byte
+	parser   Parser
+	newest   OOMVictim
+	queue    []Fault
+	stats    Stats
+	runErr   error
+	health   error // why the path cannot be read now; nil while it can
+	told     error // the health last handed to onHealth
+	onHealth func(error)
+	// reopened counts the files opened at the path after Open: the
+	// tests hold it to one per writer gone or file rotated.
+	reopened uint64
 }
 
 // Open opens path (DefaultPath if empty) and seeks to its end. Without root
-// or CAP_SYSLOG opening /dev/kmsg fails; the error says so.
+// or CAP_SYSLOG opening /dev/kmsg fails; the error says so. A path that
+// can never be the kernel log is refused before it is opened (opening
+// some devices does things); the error wraps ErrNotKernelLog.
 func Open(path string) (*Reader, error) {
 	if path == "" {
 		path = DefaultPath
@@ -95,16 +144,95 @@ func Open(path string) (*Reader, error) {
 	if err := unix.Stat(path, &st); err != nil {
 		return nil, fmt.Errorf("kernel log: %w", &os.PathError{Op: "stat", Path: path, Err: err})
 	}
-	src, flags := file, unix.O_RDONLY
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFCHR:
-		src = device
-	case unix.S_IFIFO:
-		// Read and write: the FIFO then always has a writer, so poll(2)
-		// never reports a hang-up between two writers.
-		src, flags = fifo, unix.O_RDWR
+	in, err := openInput(path, &st)
+	if err != nil {
+		return nil, err
 	}
-	fd, err := unix.Open(path, flags|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if in.src != fifo {
+		if _, err := unix.Seek(in.fd, 0, io.SeekEnd); err != nil {
+			unix.Close(in.fd)
+			return nil, fmt.Errorf("kernel log: seek to the end of %s: %w", path, err)
+		}
+	}
+	r := &Reader{path: path, src: in.src, cur: in, rotateWait: rotateWait}
+	if err := unix.Pipe2(r.wake[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		unix.Close(in.fd)
+		return nil, fmt.Errorf("kernel log: wake pipe: %w", err)
+	}
+	r.buf = make([]byte, recordBytes)
+	if in.src != device {
+		r.buf = make([]byte, streamBytes)
+	}
+	return r, nil
+}
+
+// Check refuses a path that can never be the kernel log, as Open would:
+// the error wraps ErrNotKernelLog. A path that is missing or cannot be
+// looked at passes; whether it can be read is Open's to say.
+func Check(path string) error {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return nil
+	}
+	_, err := kindOf(path, &st)
+	return err
+}
+
+// kindOf says how the file st describes is read, or why it is refused.
+func kindOf(path string, st *unix.Stat_t) (source, error) {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return file, nil
+	case unix.S_IFIFO:
+		return fifo, nil
+	case unix.S_IFCHR:
+		major, minor := unix.Major(st.Rdev), unix.Minor(st.Rdev)
+		if major == kmsgMajor && minor == kmsgMinor {
+			return device, nil
+		}
+		what := fmt.Sprintf("character device %d:%d", major, minor)
+		if name, ok := memDevices[[2]uint32{major, minor}]; ok {
+			what += " (" + name + ")"
+		}
+		return 0, refused(path, fmt.Sprintf("%s, not the kernel log (character device %d:%d, /dev/kmsg)", what, kmsgMajor, kmsgMinor))
+	case unix.S_IFBLK:
+		return 0, refused(path, "a block device")
+	case unix.S_IFDIR:
+		return 0, refused(path, "a directory")
+	default:
+		return 0, refused(path, "a socket or other special file")
+	}
+}
+
+// refusedError says why a path is no kernel log; it is ErrNotKernelLog.
+type refusedError struct{ path, what string }
+
+func refused(path, what string) error { return &refusedError{path, what} }
+
+func (e *refusedError) Error() string {
+	return "kernel log: refusing " + e.path + ": it is " + e.what
+}
+
+func (e *refusedError) Is(target error) bool { return target == ErrNotKernelLog }
+
+// memDevices names the character devices one may give by mistake.
+var memDevices = map[[2]uint32]string{
+	{1, 3}: "/dev/null", {1, 5}: "/dev/zero", {1, 7}: "/dev/full",
+	{1, 8}: "/dev/random", {1, 9}: "/dev/urandom", {5, 0}: "/dev/tty",
+	{5, 1}: "/dev/console",
+}
+
+// openInput opens the file st describes at path, without blocking (a
+// FIFO's open would otherwise wait for a writer) and only for reading: a
+// FIFO opened read-only sees end of file when its last writer leaves,
+// which is how a writer gone is told. The descriptor must be the file
+// that was judged: a path swapped in between is an error.
+func openInput(path string, st *unix.Stat_t) (*input, error) {
+	src, err := kindOf(path, st)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		err = &os.PathError{Op: "open", Path: path, Err: err}
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
@@ -112,22 +240,16 @@ func Open(path string) (*Reader, error) {
 		}
 		return nil, fmt.Errorf("kernel log: %w", err)
 	}
-	if src != fifo {
-		if _, err := unix.Seek(fd, 0, io.SeekEnd); err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("kernel log: seek to the end of %s: %w", path, err)
-		}
-	}
-	r := &Reader{path: path, src: src, fd: fd}
-	if err := unix.Pipe2(r.wake[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+	var got unix.Stat_t
+	if err := unix.Fstat(fd, &got); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("kernel log: wake pipe: %w", err)
+		return nil, fmt.Errorf("kernel log: %w", &os.PathError{Op: "fstat", Path: path, Err: err})
 	}
-	r.buf = make([]byte, recordBytes)
-	if src != device {
-		r.buf = make([]byte, streamBytes)
+	if got.Dev != st.Dev || got.Ino != st.Ino {
+		unix.Close(fd)
+		return nil, fmt.Errorf("kernel log: %s was replaced while it was opened", path)
 	}
-	return r, nil
+	return &input{fd: fd, src: src, dev: got.Dev, ino: got.Ino}, nil
 }
 
 // Path is the file the reader reads.
@@ -138,6 +260,23 @@ func (r *Reader) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats
+}
+
+// Health is nil while the log's path can be read, and otherwise why not:
+// removed, not readable, or replaced by something that is no kernel log.
+func (r *Reader) Health() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.health
+}
+
+// OnHealth has Run call f, from its goroutine, each time the log's path
+// turns unreadable (the error), changes why, or is read again (nil). Set
+// it before Run.
+func (r *Reader) OnHealth(f func(error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onHealth = f
 }
 
 // Victim reads the records that arrived since the last read and returns
@@ -177,7 +316,16 @@ func (r *Reader) Run(ctx context.Context, handle func([]Fault)) error {
 		if err != nil {
 			r.runErr = err
 		}
+		tell, health := r.onHealth, r.health
+		if !sameHealth(health, r.told) {
+			r.told = health
+		} else {
+			tell = nil
+		}
 		r.mu.Unlock()
+		if tell != nil {
+			tell(health)
+		}
 		if len(batch) > 0 {
 			handle(batch)
 		}
@@ -190,6 +338,13 @@ func (r *Reader) Run(ctx context.Context, handle func([]Fault)) error {
 			}
 		}
 	}
+}
+
+func sameHealth(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error() == b.Error()
 }
 
 // Err is the error that ended Run, if any.
@@ -208,7 +363,12 @@ func (r *Reader) Close() error {
 	}
 	r.closed = true
 	r.nudge()
-	err := unix.Close(r.fd)
+	var err error
+	if r.cur != nil {
+		err = unix.Close(r.cur.fd)
+		r.cur = nil
+	}
+	r.closeOld()
 	// The wake pipe stays open until the process ends: Run may be about
 	// to poll it. Two descriptors per reader, and serve opens one.
 	return err
@@ -219,21 +379,29 @@ func (r *Reader) nudge() {
 	_, _ = unix.Write(r.wake[1], []byte{0})
 }
 
-// wait blocks until the log may have records, or a nudge.
+// wait blocks until the log may have records, a nudge, or the time to
+// look at the path again.
 func (r *Reader) wait() error {
-	fds := []unix.PollFd{{Fd: int32(r.wake[0]), Events: unix.POLLIN}}
-	timeout := -1
-	if r.src == file {
-		timeout = int(fileTick / time.Millisecond)
-	} else {
-		r.mu.Lock()
-		closed, fd := r.closed, r.fd
+	r.mu.Lock()
+	if r.closed {
 		r.mu.Unlock()
-		if closed {
-			return nil
-		}
-		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		return nil
 	}
+	fds := []unix.PollFd{{Fd: int32(r.wake[0]), Events: unix.POLLIN}}
+	polled := r.cur
+	timeout := -1
+	switch {
+	case r.src == device:
+		// Never followed: the device is not rotated.
+	case polled == nil || polled.src == file || r.old != nil:
+		timeout = int(fileTick / time.Millisecond)
+	default:
+		timeout = int(fifoTick / time.Millisecond)
+	}
+	if polled != nil && polled.src != file {
+		fds = append(fds, unix.PollFd{Fd: int32(polled.fd), Events: unix.POLLIN})
+	}
+	r.mu.Unlock()
 	for {
 		_, err := unix.Poll(fds, timeout)
 		if errors.Is(err, unix.EINTR) {
@@ -243,6 +411,15 @@ func (r *Reader) wait() error {
 			return fmt.Errorf("kernel log: poll %s: %w", r.path, err)
 		}
 		break
+	}
+	if len(fds) > 1 && fds[1].Revents&unix.POLLHUP != 0 {
+		// The FIFO's writer came and left, maybe without writing: the
+		// end of file the next read gets means it is gone.
+		r.mu.Lock()
+		if r.cur == polled {
+			polled.writerSeen = true
+		}
+		r.mu.Unlock()
 	}
 	if fds[0].Revents != 0 {
 		var sink [64]byte
@@ -255,29 +432,84 @@ func (r *Reader) wait() error {
 	return nil
 }
 
-// drain reads at most BatchRecords records into the queue. more is true
-// when it stopped at the bound rather than at the log's end. Called with
-// mu held.
+// drain reads at most BatchRecords records into the queue: first what the
+// file before a rotation still holds, then (after a look at the path) the
+// current file. more is true when it stopped at the bound rather than at
+// the log's end. Called with mu held.
 func (r *Reader) drain() (more bool, err error) {
-	for n := uint64(0); n < BatchRecords; {
-		if len(r.queue) >= maxQueued {
+	budget := uint64(BatchRecords)
+	if r.old != nil {
+		atEnd, eof, err := r.read(r.old, &budget)
+		if err != nil {
+			// What it still held is lost; the file at the path is not.
+			r.closeOld()
+		} else if !atEnd {
 			return true, nil
 		}
-		got, err := unix.Read(r.fd, r.buf)
+		if r.old != nil && (r.old.src == fifo && eof || r.old.src == file && time.Since(r.old.lastData) >= r.rotateWait) {
+			r.closeOld()
+		}
+	}
+	if r.src != device {
+		r.follow()
+	}
+	for reopened := false; r.cur != nil; {
+		atEnd, eof, err := r.read(r.cur, &budget)
+		if err != nil && r.src != device {
+			// A followed file that fails (a stale NFS handle, a disk
+			// error) is opened again at the next look; meanwhile the
+			// reader says why it reads nothing.
+			unix.Close(r.cur.fd)
+			r.cur, r.health = nil, err
+			return false, nil
+		}
+		if err != nil || !atEnd {
+			return !atEnd, err
+		}
+		if !eof || r.cur.src != fifo || !r.cur.writerSeen || reopened {
+			return false, nil
+		}
+		// The FIFO's last writer left. Open it again before closing
+		// this descriptor, so that it always has a reader (a writer
+		// that finds none gets SIGPIPE), and read the new one, which
+		// is also how a FIFO made anew at the path is found.
+		gone := r.cur
+		r.cur = nil
+		r.follow()
+		unix.Close(gone.fd)
+		reopened = true
+	}
+	return false, nil
+}
+
+// read reads in until it has nothing more now (atEnd; eof when the read
+// said end of file rather than EAGAIN) or the budget of records is spent.
+// Called with mu held.
+func (r *Reader) read(in *input, budget *uint64) (atEnd, eof bool, err error) {
+	for *budget > 0 {
+		if len(r.queue) >= maxQueued {
+			return false, false, nil
+		}
+		got, err := unix.Read(in.fd, r.buf)
 		switch {
 		case got > 0:
-			if r.src == device {
-				r.record(r.buf[:got])
-				n++
-			} else {
-				n += r.stream(r.buf[:got])
+			in.writerSeen = true
+			if in == r.old {
+				in.lastData = time.Now()
 			}
+			var n uint64
+			if in.src == device {
+				r.record(r.buf[:got])
+				n = 1
+			} else {
+				n = r.stream(in, r.buf[:got])
+			}
+			*budget -= min(n, *budget)
 			continue
-		case err == nil: // end of a regular file
-			r.rewindIfTruncated()
-			return false, nil
+		case err == nil: // end of a regular file, or a FIFO without a writer
+			return true, true, nil
 		case errors.Is(err, unix.EAGAIN):
-			return false, nil
+			return true, false, nil
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.EPIPE):
@@ -285,16 +517,77 @@ func (r *Reader) drain() (more bool, err error) {
 			// next read resumes at the oldest one left.
 			r.stats.Lost++
 			continue
-		case errors.Is(err, unix.EINVAL) && r.src == device && len(r.buf) < maxRecordBytes:
+		case errors.Is(err, unix.EINVAL) && in.src == device && len(r.buf) < maxRecordBytes:
 			// A record longer than the buffer: read it again with a
 			// bigger one.
 			r.buf = make([]byte, 2*len(r.buf))
 			continue
 		default:
-			return false, fmt.Errorf("kernel log: read %s: %w", r.path, err)
+			return false, false, fmt.Errorf("kernel log: read %s: %w", r.path, err)
 		}
 	}
-	return true, nil
+	return false, false, nil
+}
+
+// follow looks at the path and keeps the reader on the file there. The
+// same file: a regular file that became shorter than what was read of it
+// was truncated in place (copytruncate), and what it holds now is new, so
+// it is read from its start. Another file (rotated, or made anew): the
+// one read so far is retired, read on until it is finished, and the new
+// one is read from its start. No file, or one that cannot be read: the
+// reader says why in its health and tries again on the next look.
+// Called with mu held.
+func (r *Reader) follow() {
+	var st unix.Stat_t
+	if err := unix.Stat(r.path, &st); err != nil {
+		r.retire()
+		r.health = fmt.Errorf("kernel log: %w", &os.PathError{Op: "stat", Path: r.path, Err: err})
+		return
+	}
+	if r.cur != nil && r.cur.dev == st.Dev && r.cur.ino == st.Ino {
+		if r.cur.src == file {
+			r.rewindIfTruncated(st.Size)
+		}
+		return
+	}
+	in, err := openInput(r.path, &st)
+	if err != nil {
+		r.retire()
+		r.health = err
+		return
+	}
+	r.retire()
+	r.cur, r.health = in, nil
+	r.reopened++
+}
+
+// retire makes the current file the one before a rotation: a writer may
+// still append to it. A file retired before is closed: it was read to its
+// end just before. Called with mu held.
+func (r *Reader) retire() {
+	if r.cur == nil {
+		return
+	}
+	r.closeOld()
+	r.old, r.cur = r.cur, nil
+	r.old.lastData = time.Now()
+}
+
+// closeOld closes the file before a rotation. Called with mu held.
+func (r *Reader) closeOld() {
+	if r.old != nil {
+		unix.Close(r.old.fd)
+		r.old = nil
+	}
+}
+
+// rewindIfTruncated starts the current regular file over when it became
+// shorter than what was read of it. Called with mu held.
+func (r *Reader) rewindIfTruncated(size int64) {
+	if off, err := unix.Seek(r.cur.fd, 0, io.SeekCurrent); err == nil && size < off {
+		_, _ = unix.Seek(r.cur.fd, 0, io.SeekStart)
+		r.cur.partial = nil
+	}
 }
 
 // record handles one read of the device: a header line, then dictionary
@@ -306,16 +599,16 @@ func (r *Reader) record(b []byte) {
 
 // stream handles a chunk of a FIFO or file, line by line, and says how
 // many records it held.
-func (r *Reader) stream(data []byte) (records uint64) {
-	if len(r.partial) > 0 {
-		data = append(r.partial, data...)
-		r.partial = nil
+func (r *Reader) stream(in *input, data []byte) (records uint64) {
+	if len(in.partial) > 0 {
+		data = append(in.partial, data...)
+		in.partial = nil
 	}
 	for len(data) > 0 {
 		line, rest, found := bytes.Cut(data, []byte{'\n'})
 		if !found {
 			if len(line) < maxRecordBytes {
-				r.partial = append([]byte(nil), line...)
+				in.partial = append([]byte(nil), line...)
 			}
 			return records
 		}
@@ -353,18 +646,4 @@ func (r *Reader) line(line []byte) {
 		}
 	}
 	r.queue = append(r.queue, f)
-}
-
-// rewindIfTruncated starts a regular file over when it became shorter
-// than what was read of it: it was truncated or replaced, and what it
-// holds now is new.
-func (r *Reader) rewindIfTruncated() {
-	var st unix.Stat_t
-	if r.src != file || unix.Fstat(r.fd, &st) != nil {
-		return
-	}
-	if off, err := unix.Seek(r.fd, 0, io.SeekCurrent); err == nil && st.Size < off {
-		_, _ = unix.Seek(r.fd, 0, io.SeekStart)
-		r.partial = nil
-	}
 }

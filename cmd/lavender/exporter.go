@@ -55,6 +55,9 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
+	if err := c.checkKmsgPath(); err != nil {
+		return err
+	}
 	srv, err := newCommandServer(&c.webFlags, "", g.Logger, onListen)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -35,6 +36,19 @@ type kernelLog struct {
 func (k *kernelLog) status() statuspage.KernelLogStatus {
 	readable, why := k.metrics.Status()
 	return statuspage.KernelLogStatus{Readable: readable, Why: why}
+}
+
+// checkKmsgPath refuses, before anything starts, a --path.kmsg that can
+// never be the kernel log (/dev/zero would be read for ever, a directory
+// never): a mistake in the flag, unlike a log lavender may not read.
+func (f *kernelLogFlags) checkKmsgPath() error {
+	if f.KmsgPath == "" {
+		return nil
+	}
+	if err := kmsg.Check(f.KmsgPath); err != nil {
+		return fmt.Errorf("--path.kmsg: %w", err)
+	}
+	return nil
 }
 
 // openKernelLog opens the kernel log. Not readable (no root, no
@@ -73,7 +87,7 @@ func (k *kernelLog) run(ctx context.Context, logger *slog.Logger) {
 	if k == nil || k.r == nil {
 		return
 	}
-	err := k.metrics.Read(ctx, k.r, func(fs []kmsg.Fault) {
+	err := k.metrics.Read(ctx, k.r, logger, func(fs []kmsg.Fault) {
 		for _, h := range k.handlers {
 			h(fs)
 		}

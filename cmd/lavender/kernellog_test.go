@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/internal/barktest"
 	"lavender/internal/testkit"
 )
 
@@ -102,5 +105,32 @@ func TestStatusPageSaysTheKernelLogIsUnread(t *testing.T) {
 	base, _ = startExporter(t, "--path.kmsg="+path)
 	if _, page := testkit.MustDo(t, nil, "GET", base+"/", nil, "", ""); strings.Contains(page, `id="kernel-log"`) {
 		t.Errorf("a readable log is reported unread:\n%s", grepLines(page, "kernel"))
+	}
+}
+
+// TestKmsgPathRefusesWhatIsNoKernelLog: serve and the exporter refuse to
+// start on a --path.kmsg that can never be the kernel log (/dev/zero was
+// read at full speed for ever, reported readable), naming the path and
+// what it is, before they listen.
+func TestKmsgPathRefusesWhatIsNoKernelLog(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skipf("no /dev/zero: %v", err)
+	}
+	g := testGlobals(io.Discard, io.Discard)
+	// Bounded: a command that did not refuse would serve until this ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	const want = "--path.kmsg: kernel log: refusing /dev/zero: it is character device 1:5 (/dev/zero), not the kernel log"
+	cli := parseCLI(t, quietServeArgs(t, barktest.ConfigDir(t, nil), t.TempDir(), "--path.kmsg=/dev/zero")...)
+	if err := cli.Serve.serve(ctx, g, nil, nil); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("serve: %v; want %q", err, want)
+	}
+	cli = parseCLI(t, "exporter", "--web.listen-address=127.0.0.1:0", "--runlog.dir="+t.TempDir(), "--path.kmsg=/dev/zero")
+	if err := cli.Exporter.serve(ctx, g, nil); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("exporter: %v; want %q", err, want)
+	}
+	// A missing path is no mistake in the flag: lavender runs blind.
+	if err := (&kernelLogFlags{KmsgPath: filepath.Join(t.TempDir(), "missing")}).checkKmsgPath(); err != nil {
+		t.Errorf("a missing path was refused: %v", err)
 	}
 }

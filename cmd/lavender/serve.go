@@ -47,6 +47,9 @@ func (c *ServeCmd) validate() error {
 	if err := c.procfsFlags.validate(); err != nil {
 		return err
 	}
+	if err := c.checkKmsgPath(); err != nil {
+		return err
+	}
 	if err := c.validateRunlog(); err != nil {
 		return err
 	}
