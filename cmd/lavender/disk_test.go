@@ -398,3 +398,40 @@ func TestServeStopsWhileStatfsHangs(t *testing.T) {
 		t.Errorf("the log does not say the statfs hung:\n%s", serve.Stderr)
 	}
 }
+
+// TestServeDiskRunningPhaseWinsOverEndedOnes: four ended phases reported
+// eight directories each on one filesystem, then "Train" starts with its
+// directory on a small tmpfs and fills it. The ended phases' directories
+// are released, so Train's is watched and its filling pushes; nothing is
+// left unwatched.
+func TestServeDiskRunningPhaseWinsOverEndedOnes(t *testing.T) {
+	scratch := testkit.MountTmpfs(t, "size=8m")
+	r := startDiskServe(t, serveOpts{}, "--watchdog.disk-min-free=10%")
+	old := t.TempDir()
+	for i := range 4 {
+		var dirs []string
+		for j := range 8 {
+			d := filepath.Join(old, fmt.Sprintf("prep-%d-%d", i, j))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			dirs = append(dirs, `"`+d+`"`)
+		}
+		name := fmt.Sprintf("Prep %d", i)
+		r.beat(name, `"event":"start","dirs":[`+strings.Join(dirs, ",")+`]`)
+		r.beat(name, `"event":"end"`)
+	}
+	r.beat("Train", `"event":"start","dirs":["`+scratch+`"]`)
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.diskMetric("lavender_disk_size_bytes", scratch) == 8*mib }, "Train's tmpfs watched")
+	if err := testkit.WriteFileOfSize(filepath.Join(scratch, "shard.bin"), 8*mib-64<<10); err != nil {
+		t.Fatal(err)
+	}
+	r.bark.WaitPushes(t, 1)
+	// The push keeps a long path's end.
+	if got := r.pushes()[0]; !strings.HasPrefix(got, "[lavender-2] disk ") || !strings.Contains(got, "/tmpfs: ") || !strings.HasSuffix(got, "under the 10% floor") {
+		t.Errorf("push %q, want the floor of %s", got, scratch)
+	}
+	if v := r.metric("lavender_disk_unwatched_paths", nil); v != 0 {
+		t.Errorf("lavender_disk_unwatched_paths = %v, want 0", v)
+	}
+}
