@@ -291,6 +291,10 @@ func (g *Guard) Poll(ctx context.Context) Snapshot {
 		r, ok := results[path]
 		switch {
 		case !ok:
+			// An unreadable path counts against the cap again, so that a
+			// filesystem that hangs keeps at most the cap's worth of
+			// paths (calls, threads, error series) unreadable.
+			delete(g.devs, path)
 			g.transition(path, p, stateUnreadable, now, nil)
 			snap.Unreadable = append(snap.Unreadable, Unreadable{Path: path, Since: p.since, Hung: true,
 				Err: fmt.Sprintf("statfs did not answer within %s", g.cfg.Timeout)})
@@ -299,6 +303,7 @@ func (g *Guard) Poll(ctx context.Context) Snapshot {
 			g.transition(path, p, stateMissing, now, r.err)
 			snap.Missing = append(snap.Missing, path)
 		case r.err != nil:
+			delete(g.devs, path)
 			g.transition(path, p, stateUnreadable, now, r.err)
 			snap.Unreadable = append(snap.Unreadable, Unreadable{Path: path, Since: p.since, Err: r.err.Error()})
 		default:

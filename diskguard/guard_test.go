@@ -522,3 +522,36 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("%d series, want 13: five per filesystem, an error for /secret, one save size, the unwatched paths", n)
 	}
 }
+
+// TestAHungFilesystemKeepsTheCapsBound: forty directories of a running
+// phase on one filesystem are all watched while it answers; once it hangs,
+// at most MaxWriterFilesystems of them are read and reported unreadable,
+// so a hung mount holds a bounded number of calls and error series.
+func TestAHungFilesystemKeepsTheCapsBound(t *testing.T) {
+	w := Writer{Name: "Train"}
+	for i := range 40 {
+		w.Dirs = append(w.Dirs, fmt.Sprintf("/mnt/nfs/%02d", i))
+	}
+	r := newRig(t, Config{Writers: func() []Writer { return []Writer{w} }, Timeout: 20 * time.Millisecond})
+	for _, d := range w.Dirs {
+		r.fs.set(d, disk(7, gib, 0))
+	}
+	r.poll()
+	if s := r.poll(); len(s.Filesystems) != 1 || len(s.Filesystems[0].Paths) != 40 {
+		t.Fatalf("while it answers: %+v", s.Filesystems)
+	}
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	r.fs.mu.Lock()
+	for _, d := range w.Dirs {
+		r.fs.hang[d] = release
+	}
+	r.fs.mu.Unlock()
+	var s Snapshot
+	for range 3 {
+		s = r.poll()
+	}
+	if len(s.Unreadable) != MaxWriterFilesystems || len(s.NotWatched) != 40-MaxWriterFilesystems {
+		t.Errorf("hung: %d unreadable, %d not watched; want %d and %d", len(s.Unreadable), len(s.NotWatched), MaxWriterFilesystems, 40-MaxWriterFilesystems)
+	}
+}

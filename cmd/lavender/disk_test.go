@@ -435,3 +435,31 @@ func TestServeDiskRunningPhaseWinsOverEndedOnes(t *testing.T) {
 		t.Errorf("lavender_disk_unwatched_paths = %v, want 0", v)
 	}
 }
+
+// TestServeStopDoesNotWaitForAHungStatfs: in process, with a statfs that
+// never returns until the test ends, the stop sends the alerts storm
+// control held and returns: no part of it waits for the hung call.
+func TestServeStopDoesNotWaitForAHungStatfs(t *testing.T) {
+	hung := newHangingStatfs(t, "/mnt/nfs")
+	bark := barktest.New(t)
+	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
+	serve := startInProcessWith(t, Globals{Statfs: hung.stat}, "serve", "--runlog.dir="+t.TempDir(), "--bark.config-dir="+barkDir,
+		"--bark.max-per-minute=2", "--bark.timeout=5s", "--path.procfs="+testkit.SwapProcfs(t, 0.10), "--watchdog.interval=20ms",
+		"--watchdog.shm=", "--watchdog.disk=/mnt/nfs")
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		v, err := testkit.Scrape(t, serve.client, serve.base+"/metrics").Value("lavender_disk_error", testkit.Labels{"path": "/mnt/nfs"})
+		return err == nil && v == 1
+	}, "/mnt/nfs reported unreadable")
+	postStorm(t, serve.base, 5)
+	if err := serve.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := bark.Pushes(); len(got) != 3 || got[2].Body != "[lavender-2] 3 more alerts in the last minute: SwapUsageHigh ×3" {
+		t.Errorf("pushes %+v, want the 2 sent and the summary of the 3 held", got)
+	}
+	hung.mu.Lock()
+	defer hung.mu.Unlock()
+	if hung.calls != 1 {
+		t.Errorf("the hung path was called %d times, want once", hung.calls)
+	}
+}
