@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,10 +28,11 @@ const (
 	DefaultTimeout = 2 * time.Second
 	// DefaultRateWindow is how far back the fill rate looks.
 	DefaultRateWindow = 30 * time.Minute
-	// MaxWriterPaths bounds the distinct directories taken from writers,
-	// and so the path label's values: 64 phases of 8 directories each
-	// would otherwise be 512 series per metric.
-	MaxWriterPaths = 32
+	// MaxWriterFilesystems bounds the filesystems taken from writers'
+	// directories, and so the path label's values: 64 phases of 8
+	// directories each could otherwise be 512 series per metric. Paths on
+	// a filesystem already watched cost nothing against it.
+	MaxWriterFilesystems = 32
 	// savesKept is how many saves the size of a save is taken from: the
 	// largest of the last few, as a save's size only grows with the model.
 	savesKept = 3
@@ -80,6 +82,12 @@ type Writer struct {
 	// that save's size. A later SavedAt is a new report.
 	SavedAt   time.Time
 	SaveBytes uint64
+	// Ended is true once it has stopped writing (a phase that ended): its
+	// directories are released, leaving room for the running ones'.
+	Ended bool
+	// Started orders the running writers when their filesystems are more
+	// than MaxWriterFilesystems: the newest are watched first.
+	Started time.Time
 }
 
 // Config wires a Guard.
@@ -131,12 +139,20 @@ type Unreadable struct {
 	Since time.Time // when it first failed in this stretch
 }
 
+// NotWatched is a running writer's directory the guard leaves out, and why.
+type NotWatched struct {
+	Path    string
+	Writers []string // the writers that reported it
+	Reason  string
+}
+
 // Snapshot is what the last poll found.
 type Snapshot struct {
 	At          time.Time
 	Filesystems []Filesystem
 	Unreadable  []Unreadable
-	Missing     []string // watched paths that do not exist yet
+	Missing     []string     // watched paths that do not exist yet
+	NotWatched  []NotWatched // writers' directories over MaxWriterFilesystems
 }
 
 // Guard polls the watched paths. It is safe for concurrent use.
@@ -148,7 +164,8 @@ type Guard struct {
 	probes    map[string]*probe
 	trackers  map[uint64]*tracker
 	seenSaves map[string]time.Time // per writer: its SavedAt when last looked at
-	capLogged bool
+	devs      map[string]uint64    // per watched path: the device it last read as
+	capHeld   string               // the paths the cap left out, as last logged
 
 	viewMu sync.Mutex // guards view alone: readers never wait behind a poll
 	view   Snapshot
@@ -200,7 +217,7 @@ func New(cfg Config) (*Guard, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Guard{cfg: cfg, probes: map[string]*probe{}, trackers: map[uint64]*tracker{}, seenSaves: map[string]time.Time{}}
+	g := &Guard{cfg: cfg, probes: map[string]*probe{}, trackers: map[uint64]*tracker{}, seenSaves: map[string]time.Time{}, devs: map[string]uint64{}}
 	for _, p := range cfg.Paths {
 		if p == "" || !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("disk path %q is not absolute", p)
@@ -242,7 +259,7 @@ func (g *Guard) Poll(ctx context.Context) Snapshot {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.cfg.Now()
-	paths, writers, owners := g.paths()
+	paths, writers, owners, notWatched := g.paths()
 
 	fresh := map[string]bool{}
 	for _, path := range paths {
@@ -266,7 +283,7 @@ func (g *Guard) Poll(ctx context.Context) Snapshot {
 		}
 	}
 
-	snap := Snapshot{At: now}
+	snap := Snapshot{At: now, NotWatched: notWatched}
 	byDev := map[uint64]int{}
 	pathDev := map[string]uint64{}
 	for _, path := range paths {
@@ -274,18 +291,24 @@ func (g *Guard) Poll(ctx context.Context) Snapshot {
 		r, ok := results[path]
 		switch {
 		case !ok:
+			// An unreadable path counts against the cap again, so that a
+			// filesystem that hangs keeps at most the cap's worth of
+			// paths (calls, threads, error series) unreadable.
+			delete(g.devs, path)
 			g.transition(path, p, stateUnreadable, now, nil)
 			snap.Unreadable = append(snap.Unreadable, Unreadable{Path: path, Since: p.since, Hung: true,
 				Err: fmt.Sprintf("statfs did not answer within %s", g.cfg.Timeout)})
 		case errors.Is(r.err, fs.ErrNotExist):
+			delete(g.devs, path)
 			g.transition(path, p, stateMissing, now, r.err)
 			snap.Missing = append(snap.Missing, path)
 		case r.err != nil:
+			delete(g.devs, path)
 			g.transition(path, p, stateUnreadable, now, r.err)
 			snap.Unreadable = append(snap.Unreadable, Unreadable{Path: path, Since: p.since, Err: r.err.Error()})
 		default:
 			g.transition(path, p, stateOK, now, nil)
-			pathDev[path] = r.st.Dev
+			pathDev[path], g.devs[path] = r.st.Dev, r.st.Dev
 			i, seen := byDev[r.st.Dev]
 			if !seen {
 				i = len(snap.Filesystems)
@@ -299,6 +322,11 @@ func (g *Guard) Poll(ctx context.Context) Snapshot {
 					f.Writers = append(f.Writers, w)
 				}
 			}
+		}
+	}
+	for path := range g.devs {
+		if !slices.Contains(paths, path) {
+			delete(g.devs, path)
 		}
 	}
 	g.learn(snap.Filesystems, writers, pathDev, now)
@@ -370,37 +398,90 @@ func (g *Guard) transition(path string, p *probe, to pathState, now time.Time, e
 }
 
 // paths lists the watched paths in order: the fixed ones, then the
-// writers' directories, at most MaxWriterPaths of them. owners names the
-// writers of each path.
-func (g *Guard) paths() (paths []string, writers []Writer, owners map[string][]string) {
+// running writers' directories, newest writer first. Ended writers'
+// directories are released. A directory on a filesystem already watched
+// (its device known from an earlier reading) is watched at no cost; the
+// others count against MaxWriterFilesystems until read, and those beyond
+// it are notWatched. owners names the writers of each path.
+func (g *Guard) paths() (paths []string, writers []Writer, owners map[string][]string, notWatched []NotWatched) {
 	paths = slices.Clone(g.static)
 	owners = map[string][]string{}
 	if g.cfg.Writers != nil {
 		writers = g.cfg.Writers()
 	}
-	added, dropped := 0, 0
+	var running []Writer
 	for _, w := range writers {
+		if !w.Ended {
+			running = append(running, w)
+		}
+	}
+	slices.SortStableFunc(running, func(a, b Writer) int { return b.Started.Compare(a.Started) })
+
+	watched := map[uint64]bool{} // filesystems already watched, by device
+	for _, p := range g.static {
+		if dev, ok := g.devs[p]; ok {
+			watched[dev] = true
+		}
+	}
+	taken := 0 // filesystems taken from writers, counting each unread path as one
+	left := map[string]int{}
+	for _, w := range running {
 		for _, d := range w.Dirs {
 			if d == "" || !filepath.IsAbs(d) {
 				continue
 			}
 			d = filepath.Clean(d)
+			if i, ok := left[d]; ok {
+				if !slices.Contains(notWatched[i].Writers, w.Name) {
+					notWatched[i].Writers = append(notWatched[i].Writers, w.Name)
+				}
+				continue
+			}
 			if !slices.Contains(paths, d) {
-				if added == MaxWriterPaths {
-					dropped++
+				dev, known := g.devs[d]
+				switch {
+				case known && watched[dev]:
+				case taken < MaxWriterFilesystems:
+					taken++
+					if known {
+						watched[dev] = true
+					}
+				default:
+					left[d] = len(notWatched)
+					notWatched = append(notWatched, NotWatched{Path: d, Writers: []string{w.Name}, Reason: capReason})
 					continue
 				}
 				paths = append(paths, d)
-				added++
 			}
 			if !slices.Contains(owners[d], w.Name) {
 				owners[d] = append(owners[d], w.Name)
 			}
 		}
 	}
-	if dropped > 0 && !g.capLogged {
-		g.capLogged = true
-		g.cfg.Logger.Warn("disk guard: writers report more directories than it watches; the rest are not watched", "watched", MaxWriterPaths, "not_watched", dropped)
+	g.logCap(notWatched)
+	return paths, writers, owners, notWatched
+}
+
+// capReason is why a running writer's directory is not watched.
+var capReason = fmt.Sprintf("phases write to more than %d filesystems; the newest running phases' are watched first", MaxWriterFilesystems)
+
+// logCap says when the set of directories the cap leaves out changes, and
+// when it is empty again; never once per poll.
+func (g *Guard) logCap(notWatched []NotWatched) {
+	var left []string
+	for _, n := range notWatched {
+		left = append(left, n.Path)
 	}
-	return paths, writers, owners
+	held := strings.Join(left, "\x00")
+	if held == g.capHeld {
+		return
+	}
+	g.capHeld = held
+	if len(left) == 0 {
+		g.cfg.Logger.Info("disk guard: every running phase's directory is watched again")
+		return
+	}
+	shown := left[:min(len(left), 8)]
+	g.cfg.Logger.Warn("disk guard: phases write to more filesystems than it watches; the newest running phases' are watched, these are not",
+		"cap", MaxWriterFilesystems, "not_watched", len(left), "paths", strings.Join(shown, " "))
 }

@@ -3,10 +3,12 @@ package diskguard
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -370,25 +372,107 @@ func TestFillRateOverTheWindow(t *testing.T) {
 	}
 }
 
-// TestWriterPathsAreBounded: writers' directories beyond MaxWriterPaths
-// are not watched, so the path label stays bounded; it is said once.
-func TestWriterPathsAreBounded(t *testing.T) {
+// TestWriterFilesystemsAreBounded: running writers' directories on more
+// than MaxWriterFilesystems filesystems are not all watched, so the path
+// label stays bounded; the newest writers' are, the oldest's are listed
+// with why, counted in a metric, and logged once per change: once when the
+// cap is hit, once when it no longer is.
+func TestWriterFilesystemsAreBounded(t *testing.T) {
+	var mu sync.Mutex
 	var ws []Writer
-	for i := range 64 {
-		ws = append(ws, Writer{Name: string(rune('A' + i)), Dirs: []string{filepath.Join("/runs", string(rune('A'+i)))}})
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range MaxWriterFilesystems + 2 {
+		ws = append(ws, Writer{Name: fmt.Sprintf("phase-%02d", i), Dirs: []string{fmt.Sprintf("/runs/%02d", i)}, Started: t0.Add(time.Duration(i) * time.Minute)})
 	}
-	r := newRig(t, Config{Paths: []string{"/dev/shm"}, Writers: func() []Writer { return ws }})
+	r := newRig(t, Config{Paths: []string{"/dev/shm"}, Writers: func() []Writer { mu.Lock(); defer mu.Unlock(); return slices.Clone(ws) }})
 	for i, w := range ws {
 		r.fs.set(w.Dirs[0], disk(uint64(i+10), gib, 0))
 	}
 	r.fs.set("/dev/shm", disk(1, gib, 0))
 	s := r.poll()
 	r.poll()
-	if n := len(s.Filesystems); n != 1+MaxWriterPaths {
-		t.Errorf("%d filesystems, want %d", n, 1+MaxWriterPaths)
+	if n := len(s.Filesystems); n != 1+MaxWriterFilesystems {
+		t.Errorf("%d filesystems, want %d", n, 1+MaxWriterFilesystems)
 	}
-	if n := strings.Count(r.log.String(), "the rest are not watched"); n != 1 {
-		t.Errorf("cap logged %d times:\n%s", n, r.log)
+	if len(s.NotWatched) != 2 || s.NotWatched[0].Path != "/runs/01" || s.NotWatched[1].Path != "/runs/00" ||
+		s.NotWatched[1].Writers[0] != "phase-00" || !strings.Contains(s.NotWatched[0].Reason, "more than 32 filesystems") {
+		t.Errorf("not watched %+v, want the two oldest phases' directories", s.NotWatched)
+	}
+	want := "# HELP lavender_disk_unwatched_paths " + unwatchedHelp + "\n# TYPE lavender_disk_unwatched_paths gauge\nlavender_disk_unwatched_paths 2\n"
+	if err := testutil.CollectAndCompare(r.g.Collector(), strings.NewReader(want), "lavender_disk_unwatched_paths"); err != nil {
+		t.Error(err)
+	}
+	if n := strings.Count(r.log.String(), "phases write to more filesystems than it watches"); n != 1 {
+		t.Errorf("cap logged %d times over two polls, want once:\n%s", n, r.log)
+	}
+	mu.Lock()
+	ws[0].Ended, ws[1].Ended = true, true
+	mu.Unlock()
+	s = r.poll()
+	r.poll()
+	if len(s.NotWatched) != 0 || len(s.Filesystems) != 1+MaxWriterFilesystems {
+		t.Errorf("after the two oldest ended: %d filesystems, not watched %+v", len(s.Filesystems), s.NotWatched)
+	}
+	if n := strings.Count(r.log.String(), "every running phase's directory is watched again"); n != 1 {
+		t.Errorf("the cap's end logged %d times, want once:\n%s", n, r.log)
+	}
+}
+
+// TestEndedWritersAreReleased: four ended phases with eight directories
+// each, on filesystems of their own, and a running phase with one: the
+// ended phases' directories are not watched, so the running phase's is,
+// whatever the cap. A save an ended phase reported is not lost either.
+func TestEndedWritersAreReleased(t *testing.T) {
+	var ws []Writer
+	for i := range 4 {
+		w := Writer{Name: fmt.Sprintf("Prep %d", i), Ended: true}
+		for j := range 8 {
+			w.Dirs = append(w.Dirs, fmt.Sprintf("/old/%d/%d", i, j))
+		}
+		ws = append(ws, w)
+	}
+	ws = append(ws, Writer{Name: "Train", Dirs: []string{"/scratch"}})
+	r := newRig(t, Config{Writers: func() []Writer { return ws }})
+	for i := range 4 {
+		for j := range 8 {
+			r.fs.set(fmt.Sprintf("/old/%d/%d", i, j), disk(uint64(100+8*i+j), gib, 0))
+		}
+	}
+	r.fs.set("/scratch", disk(2, 64*mib, 63*mib))
+	s := r.poll()
+	if f := r.only(s); f.Path != "/scratch" || strings.Join(f.Writers, ",") != "Train" {
+		t.Errorf("watched %+v, want /scratch alone", f)
+	}
+	if len(s.NotWatched) != 0 {
+		t.Errorf("not watched %+v: ended phases' directories are released, not held back", s.NotWatched)
+	}
+	if n := r.fs.callsOf("/old/0/0"); n != 0 {
+		t.Errorf("an ended phase's directory was read %d times", n)
+	}
+}
+
+// TestOneFilesystemCountsOnceAgainstTheCap: a running phase's 40
+// directories on one filesystem, and one on another, are all watched once
+// their device is known: a path on a filesystem already watched costs
+// nothing against the cap.
+func TestOneFilesystemCountsOnceAgainstTheCap(t *testing.T) {
+	w := Writer{Name: "Train"}
+	for i := range 40 {
+		w.Dirs = append(w.Dirs, fmt.Sprintf("/tmp/run/%02d", i))
+	}
+	w.Dirs = append(w.Dirs, "/scratch")
+	r := newRig(t, Config{Paths: []string{"/tmp"}, Writers: func() []Writer { return []Writer{w} }})
+	r.fs.set("/tmp", disk(1, gib, 0))
+	for _, d := range w.Dirs[:40] {
+		r.fs.set(d, disk(1, gib, 0))
+	}
+	r.fs.set("/scratch", disk(2, 64*mib, 0))
+	var s Snapshot
+	for range 3 {
+		s = r.poll()
+	}
+	if len(s.NotWatched) != 0 || len(s.Filesystems) != 2 || len(s.Filesystems[0].Paths) != 41 || s.Filesystems[1].Path != "/scratch" {
+		t.Fatalf("filesystems %+v, not watched %+v: want /tmp by 41 paths and /scratch", s.Filesystems, s.NotWatched)
 	}
 }
 
@@ -434,7 +518,40 @@ func TestMetrics(t *testing.T) {
 	if err := testutil.CollectAndCompare(r.g.Collector(), strings.NewReader(string(want))); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(r.g.Collector()); n != 2*5+1+1 {
-		t.Errorf("%d series, want 12: five per filesystem, an error for /secret, one save size", n)
+	if n := testutil.CollectAndCount(r.g.Collector()); n != 2*5+1+1+1 {
+		t.Errorf("%d series, want 13: five per filesystem, an error for /secret, one save size, the unwatched paths", n)
+	}
+}
+
+// TestAHungFilesystemKeepsTheCapsBound: forty directories of a running
+// phase on one filesystem are all watched while it answers; once it hangs,
+// at most MaxWriterFilesystems of them are read and reported unreadable,
+// so a hung mount holds a bounded number of calls and error series.
+func TestAHungFilesystemKeepsTheCapsBound(t *testing.T) {
+	w := Writer{Name: "Train"}
+	for i := range 40 {
+		w.Dirs = append(w.Dirs, fmt.Sprintf("/mnt/nfs/%02d", i))
+	}
+	r := newRig(t, Config{Writers: func() []Writer { return []Writer{w} }, Timeout: 20 * time.Millisecond})
+	for _, d := range w.Dirs {
+		r.fs.set(d, disk(7, gib, 0))
+	}
+	r.poll()
+	if s := r.poll(); len(s.Filesystems) != 1 || len(s.Filesystems[0].Paths) != 40 {
+		t.Fatalf("while it answers: %+v", s.Filesystems)
+	}
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	r.fs.mu.Lock()
+	for _, d := range w.Dirs {
+		r.fs.hang[d] = release
+	}
+	r.fs.mu.Unlock()
+	var s Snapshot
+	for range 3 {
+		s = r.poll()
+	}
+	if len(s.Unreadable) != MaxWriterFilesystems || len(s.NotWatched) != 40-MaxWriterFilesystems {
+		t.Errorf("hung: %d unreadable, %d not watched; want %d and %d", len(s.Unreadable), len(s.NotWatched), MaxWriterFilesystems, 40-MaxWriterFilesystems)
 	}
 }

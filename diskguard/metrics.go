@@ -1,11 +1,15 @@
 package diskguard
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // The metrics' path label is the first watched path that leads to a
 // filesystem (one series per filesystem, however many paths lead to it),
 // or an unreadable path. Its values are bounded by the fixed paths plus
-// MaxWriterPaths.
+// MaxWriterFilesystems.
 var (
 	diskLabels    = []string{"path"}
 	availDesc     = prometheus.NewDesc("lavender_disk_avail_bytes", "Bytes an unprivileged writer may still use on the filesystem (statfs f_bavail × f_frsize).", diskLabels, nil)
@@ -13,6 +17,8 @@ var (
 	filesFreeDesc = prometheus.NewDesc("lavender_disk_files_free", "Free inodes of the filesystem (statfs f_ffree).", diskLabels, nil)
 	filesDesc     = prometheus.NewDesc("lavender_disk_files", "Inodes of the filesystem (statfs f_files); 0 where the filesystem has no fixed number.", diskLabels, nil)
 	errorDesc     = prometheus.NewDesc("lavender_disk_error", "1 if statfs of the watched path failed or did not answer in time (a hung network filesystem), 0 for a filesystem read.", diskLabels, nil)
+	unwatchedHelp = "Running phases' directories the disk guard does not watch: they lead to filesystems beyond the " + strconv.Itoa(MaxWriterFilesystems) + " it takes from phases (the newest running phases' come first). The status page lists them."
+	unwatchedDesc = prometheus.NewDesc("lavender_disk_unwatched_paths", unwatchedHelp, nil, nil)
 	saveDesc      = prometheus.NewDesc("lavender_disk_save_bytes", "Size of one checkpoint save onto the filesystem, as reported by clients or learned from the jumps of its used bytes; absent while unknown.", diskLabels, nil)
 )
 
@@ -23,7 +29,7 @@ func (g *Guard) Collector() prometheus.Collector { return (*collector)(g) }
 type collector Guard
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{availDesc, sizeDesc, filesFreeDesc, filesDesc, errorDesc, saveDesc} {
+	for _, d := range []*prometheus.Desc{availDesc, sizeDesc, filesFreeDesc, filesDesc, errorDesc, saveDesc, unwatchedDesc} {
 		ch <- d
 	}
 }
@@ -46,4 +52,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range snap.Unreadable {
 		gauge(errorDesc, 1, u.Path)
 	}
+	ch <- prometheus.MustNewConstMetric(unwatchedDesc, prometheus.GaugeValue, float64(len(snap.NotWatched)))
 }

@@ -91,3 +91,25 @@ func TestTwoSavesOnARealTmpfs(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledFuseMountIsHungNotAHang: the real statfs of a FUSE mount
+// whose server never answers costs a poll the timeout, and the path is
+// reported hung; a path beside it is read as ever.
+func TestStalledFuseMountIsHungNotAHang(t *testing.T) {
+	stalled := testkit.MountStalledFuse(t)
+	ok := testkit.MountTmpfs(t, "size=8m")
+	g, err := New(Config{Paths: []string{stalled, ok}, Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var s Snapshot
+		testkit.NoHang(t, "a poll of a stalled FUSE mount", func() { s = g.Poll(t.Context()) })
+		if len(s.Unreadable) != 1 || s.Unreadable[0].Path != stalled || !s.Unreadable[0].Hung {
+			t.Fatalf("poll %d: unreadable %+v, want %s hung", i, s.Unreadable, stalled)
+		}
+		if len(s.Filesystems) != 1 || s.Filesystems[0].Path != ok || s.Filesystems[0].Stat.Size != 8*mib {
+			t.Fatalf("poll %d: filesystems %+v", i, s.Filesystems)
+		}
+	}
+}

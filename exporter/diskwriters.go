@@ -3,13 +3,15 @@ package exporter
 import "lavender/diskguard"
 
 // DiskWriters are the phases as the disk guard watches them: their
-// directories and their newest save, from the published table, so that
-// the guard takes no lock of the exporter's.
+// directories, whether they ended (then their directories are released),
+// when they started (the newest running ones come first under the guard's
+// cap) and their newest save, from the published table, so that the guard
+// takes no lock of the exporter's.
 func (e *Exporter) DiskWriters() []diskguard.Writer {
 	_, phases := e.Snapshot()
 	ws := make([]diskguard.Writer, 0, len(phases))
 	for _, p := range phases {
-		w := diskguard.Writer{Name: p.Name, Dirs: p.Dirs}
+		w := diskguard.Writer{Name: p.Name, Dirs: p.Dirs, Ended: !p.Active(), Started: p.Started}
 		if n := len(p.Saves); n > 0 {
 			w.SavedAt, w.SaveBytes = p.Saves[n-1].At, p.Saves[n-1].Bytes
 		}

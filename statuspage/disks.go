@@ -14,10 +14,13 @@ type Disk struct {
 	// Paths are every watched path that leads to the filesystem.
 	Paths []string `json:"paths,omitempty"`
 	// State is "ok", "unreadable" (statfs failed or hung: Error says
-	// which, Since since when) or "missing" (watched once it appears).
-	State string    `json:"state"`
-	Error string    `json:"error,omitempty"`
-	Since time.Time `json:"since,omitzero"`
+	// which, Since since when), "missing" (watched once it appears) or
+	// "unwatched" (a running phase's directory the guard leaves out:
+	// Reason says why).
+	State  string    `json:"state"`
+	Error  string    `json:"error,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+	Reason string    `json:"reason,omitempty"`
 
 	SizeBytes  uint64 `json:"size_bytes,omitzero"`
 	AvailBytes uint64 `json:"avail_bytes,omitzero"`
@@ -39,7 +42,8 @@ type Disk struct {
 }
 
 // newDisks turns the guard's last poll into the page's rows: the
-// filesystems, then the unreadable paths, then those not there yet.
+// filesystems, then the unreadable paths, then those not there yet, then
+// the phases' directories left unwatched.
 func newDisks(snap diskguard.Snapshot, minFree watchdog.MinFree) []Disk {
 	out := []Disk{}
 	for _, f := range snap.Filesystems {
@@ -63,6 +67,9 @@ func newDisks(snap diskguard.Snapshot, minFree watchdog.MinFree) []Disk {
 	}
 	for _, p := range snap.Missing {
 		out = append(out, Disk{Path: p, State: "missing"})
+	}
+	for _, n := range snap.NotWatched {
+		out = append(out, Disk{Path: n.Path, State: "unwatched", Reason: n.Reason, Phases: n.Writers})
 	}
 	return out
 }

@@ -24,13 +24,15 @@ func diskSnapshot() diskguard.Snapshot {
 		},
 		Unreadable: []diskguard.Unreadable{{Path: "/mnt/nfs", Err: "statfs did not answer within 2s", Since: t0.Add(-time.Minute)}},
 		Missing:    []string{"/scratch/run-7"},
+		NotWatched: []diskguard.NotWatched{{Path: "/scratch/old-7", Writers: []string{"Eval"}, Reason: "phases write to more than 32 filesystems; the newest running phases' are watched first"}},
 	}
 }
 
 // TestPageDisks: each watched filesystem has a bar (a meter, which needs
 // no inline style under the page's CSP), its free space and inodes, the
 // save size, the fill time; a disk short of the next save is marked; an
-// unreadable path and a missing one say so; a path is text, never markup.
+// unreadable path and a missing one say so, and a phase's directory the
+// guard leaves out says why; a path is text, never markup.
 func TestPageDisks(t *testing.T) {
 	r := newRig(t, func(c *Config) {
 		c.Disks = diskSnapshot
@@ -45,6 +47,7 @@ func TestPageDisks(t *testing.T) {
 		"60 MB free of 64 MB", "fills in ~40m at the last 30m's rate",
 		"&lt;img src=x onerror=alert(1)&gt;",
 		"unreadable: statfs did not answer within 2s", "/scratch/run-7", "does not exist yet; watched once it appears",
+		`<tr class="disk unwatched">`, "/scratch/old-7", "not watched: phases write to more than 32 filesystems; the newest running phases&#39; are watched first",
 	} {
 		if !strings.Contains(section, want) {
 			t.Errorf("disk section lacks %q:\n%s", want, section)
@@ -64,7 +67,7 @@ func TestPageDisks(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Disks) != 5 || s.Disks[0].State != "ok" || len(s.Disks[0].Short) != 1 || s.Disks[0].Short[0] != watchdog.DiskSave ||
+	if len(s.Disks) != 6 || s.Disks[5].State != "unwatched" || s.Disks[5].Reason == "" || len(s.Disks[5].Phases) != 1 || s.Disks[0].State != "ok" || len(s.Disks[0].Short) != 1 || s.Disks[0].Short[0] != watchdog.DiskSave ||
 		s.Disks[1].FillsInSeconds == nil || *s.Disks[1].FillsInSeconds != 2400 || s.Disks[3].State != "unreadable" || s.Disks[4].State != "missing" {
 		t.Errorf("JSON disks: %s", body)
 	}

@@ -3,6 +3,7 @@ package watchdog
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,8 +34,10 @@ const (
 
 // Disk is one watched filesystem, as the disk rules read it.
 type Disk struct {
-	// Path names it: the first watched path that leads to it.
+	// Path names it: the first watched path that leads to it. Paths are
+	// all the watched paths that do (nil: Path alone).
 	Path       string
+	Paths      []string
 	SizeBytes  uint64
 	AvailBytes uint64 // what an unprivileged writer may still use
 	Files      uint64 // inodes; 0 where there is no fixed number
@@ -253,10 +256,15 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 			out = append(out, a)
 		}
 	}
-	// A path read again (or gone, or no longer watched) ends its
-	// unreadable incident.
+	// A path read again ends its unreadable incident with a resolution.
+	// One no longer watched (its phase ended) or gone ends it silently:
+	// nothing answered, so nothing may say it answers again.
 	for key, ep := range r.episodes {
 		if key.kind != DiskUnreadable || seen[key] {
+			continue
+		}
+		if !readIn(s.Disks, key.path) {
+			delete(r.episodes, key)
 			continue
 		}
 		for _, a := range ep.level(r.Name(), 0, 1, DiskHysteresis, s, now) {
@@ -271,6 +279,16 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 		}
 	}
 	return out
+}
+
+// readIn says whether a filesystem of disks was read through path.
+func readIn(disks []Disk, path string) bool {
+	for _, d := range disks {
+		if d.Path == path || slices.Contains(d.Paths, path) {
+			return true
+		}
+	}
+	return false
 }
 
 // episode is the incident state of one condition of one path, made on

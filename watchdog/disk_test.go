@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -139,6 +140,32 @@ func TestDiskUnreadableRule(t *testing.T) {
 	}
 	if got := poll(5*time.Second, Sample{Disks: []Disk{tmpfs64(34 * mib)}}); got != nil {
 		t.Fatalf("read again after 35 s: %v, want nothing", got)
+	}
+	// A phase's directory that hung, pushed, and was then released (its
+	// phase ended) never read again: nothing says it answers again. Read
+	// through another path of its filesystem, it does.
+	for _, tc := range []struct {
+		after Sample
+		want  string
+	}{
+		{Sample{Disks: []Disk{tmpfs64(34 * mib)}}, ""},
+		{Sample{Disks: []Disk{{Path: "/data", Paths: []string{"/data", "/data/run"}, SizeBytes: 64 * mib, AvailBytes: 34 * mib}}}, "resolved unreadable /data/run"},
+	} {
+		since := now
+		hung := Sample{Disks: []Disk{tmpfs64(34 * mib)}, UnreadableDisks: []Disk{{Path: "/data/run", Hung: true, ErrSince: since, Err: "statfs did not answer within 2s"}}}
+		poll(30*time.Second, hung)
+		got := r.Observe(hung, now.Add(31*time.Second))
+		now = now.Add(31 * time.Second)
+		if len(got) != 1 || got[0].Status != Firing || got[0].Disk.Path != "/data/run" {
+			t.Fatalf("a minute unreadable: %+v", got)
+		}
+		r.Pushed(got[0], true, now)
+		if got := strings.Join(poll(5*time.Second, tc.after), ","); got != tc.want {
+			t.Errorf("after %+v: %q, want %q", tc.after.Disks, got, tc.want)
+		}
+		if got := poll(5*time.Second, tc.after); got != nil {
+			t.Errorf("the poll after: %v", got)
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ func DisksOf(snap diskguard.Snapshot) []Disk {
 // DiskOf is one filesystem the guard read, as the disk rules see it.
 func DiskOf(f diskguard.Filesystem) Disk {
 	return Disk{
-		Path: f.Path, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
+		Path: f.Path, Paths: f.Paths, SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, Files: f.Stat.Files, FilesFree: f.Stat.FilesFree,
 		SaveBytes: f.SaveBytes, SaveReported: f.SaveReported, Saving: f.Saving, FillRate: f.Rate, RateSpan: f.RateSpan, Writers: f.Writers,
 	}
 }

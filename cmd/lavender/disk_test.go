@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"lavender/diskguard"
+	"lavender/internal/barktest"
 	"lavender/internal/testkit"
 	"lavender/phaseapi"
 )
@@ -349,5 +351,115 @@ func TestServeDiskFillsBeforeTheETA(t *testing.T) {
 	r.waitPolls(5)
 	if n := len(r.pushes()); n != 1 {
 		t.Errorf("%d pushes for one incident: %q", n, r.pushes())
+	}
+}
+
+// TestServeStopsWhileStatfsHangs runs the real binary watching paths on a
+// FUSE mount whose server never answers (a dead NFS or FUSE mount): their
+// calls wait in the kernel, deaf to SIGTERM. serve still reports them
+// unreadable, and one SIGTERM ends it with status 0 after it sent the
+// alerts storm control held. A statfs on the thread the kernel hands the
+// process's signals to would keep SIGTERM from ever arriving.
+func TestServeStopsWhileStatfsHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	stalled := testkit.MountStalledFuse(t)
+	bark := barktest.New(t)
+	logDir := filepath.Join(t.TempDir(), "logs")
+	args := stormArgs(t, "serve", bark, logDir, "127.0.0.1:0")
+	// Several hung paths: each call holds its own thread in the kernel.
+	args = append(args, "--watchdog.shm=", "--watchdog.disk="+stalled)
+	for i := range 4 {
+		args = append(args, fmt.Sprintf("--watchdog.disk=%s/run-%d", stalled, i))
+	}
+	serve := testkit.StartCommand(t, args...)
+	base := serve.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		v, err := testkit.Scrape(t, nil, base+"/metrics").Value("lavender_disk_error", testkit.Labels{"path": stalled})
+		return err == nil && v == 1
+	}, stalled+" reported unreadable")
+	postStorm(t, base, 5)
+	// The promise: out within --bark.timeout (5s, stormArgs's) and 2 s.
+	start := time.Now()
+	if err := serve.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Wait(5*time.Second + 2*time.Second); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
+	t.Logf("serve exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	got := bark.Pushes()
+	if len(got) != 3 || got[2].Body != "[lavender-2] 3 more alerts in the last minute: SwapUsageHigh ×3" {
+		t.Errorf("pushes %+v, want the 2 sent and the summary of the 3 held", got)
+	}
+	if !strings.Contains(serve.Stderr.String(), "statfs did not answer") {
+		t.Errorf("the log does not say the statfs hung:\n%s", serve.Stderr)
+	}
+}
+
+// TestServeDiskRunningPhaseWinsOverEndedOnes: four ended phases reported
+// eight directories each on one filesystem, then "Train" starts with its
+// directory on a small tmpfs and fills it. The ended phases' directories
+// are released, so Train's is watched and its filling pushes; nothing is
+// left unwatched.
+func TestServeDiskRunningPhaseWinsOverEndedOnes(t *testing.T) {
+	scratch := testkit.MountTmpfs(t, "size=8m")
+	r := startDiskServe(t, serveOpts{}, "--watchdog.disk-min-free=10%")
+	old := t.TempDir()
+	for i := range 4 {
+		var dirs []string
+		for j := range 8 {
+			d := filepath.Join(old, fmt.Sprintf("prep-%d-%d", i, j))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			dirs = append(dirs, `"`+d+`"`)
+		}
+		name := fmt.Sprintf("Prep %d", i)
+		r.beat(name, `"event":"start","dirs":[`+strings.Join(dirs, ",")+`]`)
+		r.beat(name, `"event":"end"`)
+	}
+	r.beat("Train", `"event":"start","dirs":["`+scratch+`"]`)
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.diskMetric("lavender_disk_size_bytes", scratch) == 8*mib }, "Train's tmpfs watched")
+	if err := testkit.WriteFileOfSize(filepath.Join(scratch, "shard.bin"), 8*mib-64<<10); err != nil {
+		t.Fatal(err)
+	}
+	r.bark.WaitPushes(t, 1)
+	// The push keeps a long path's end.
+	if got := r.pushes()[0]; !strings.HasPrefix(got, "[lavender-2] disk ") || !strings.Contains(got, "/tmpfs: ") || !strings.HasSuffix(got, "under the 10% floor") {
+		t.Errorf("push %q, want the floor of %s", got, scratch)
+	}
+	if v := r.metric("lavender_disk_unwatched_paths", nil); v != 0 {
+		t.Errorf("lavender_disk_unwatched_paths = %v, want 0", v)
+	}
+}
+
+// TestServeStopDoesNotWaitForAHungStatfs: in process, with a statfs that
+// never returns until the test ends, the stop sends the alerts storm
+// control held and returns: no part of it waits for the hung call.
+func TestServeStopDoesNotWaitForAHungStatfs(t *testing.T) {
+	hung := newHangingStatfs(t, "/mnt/nfs")
+	bark := barktest.New(t)
+	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
+	serve := startInProcessWith(t, Globals{Statfs: hung.stat}, "serve", "--runlog.dir="+t.TempDir(), "--bark.config-dir="+barkDir,
+		"--bark.max-per-minute=2", "--bark.timeout=5s", "--path.procfs="+testkit.SwapProcfs(t, 0.10), "--watchdog.interval=20ms",
+		"--watchdog.shm=", "--watchdog.disk=/mnt/nfs")
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		v, err := testkit.Scrape(t, serve.client, serve.base+"/metrics").Value("lavender_disk_error", testkit.Labels{"path": "/mnt/nfs"})
+		return err == nil && v == 1
+	}, "/mnt/nfs reported unreadable")
+	postStorm(t, serve.base, 5)
+	if err := serve.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := bark.Pushes(); len(got) != 3 || got[2].Body != "[lavender-2] 3 more alerts in the last minute: SwapUsageHigh ×3" {
+		t.Errorf("pushes %+v, want the 2 sent and the summary of the 3 held", got)
+	}
+	hung.mu.Lock()
+	defer hung.mu.Unlock()
+	if hung.calls != 1 {
+		t.Errorf("the hung path was called %d times, want once", hung.calls)
 	}
 }
