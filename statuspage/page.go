@@ -278,9 +278,9 @@ type view struct {
 	KernelLogBlind *KernelLogStatus
 	// ProcHides is set when procfs hides processes lavender judges.
 	ProcHides *ProcfsStatus
-	Bark           barkbridge.BarkStatus
-	Rules          []RuleState
-	MinFree        watchdog.MinFree // the disk floor in force
+	Bark      barkbridge.BarkStatus
+	Rules     []RuleState
+	MinFree   watchdog.MinFree // the disk floor in force
 }
 
 var pageCSS = func() template.CSS {
