@@ -239,7 +239,7 @@ func (p *Page) handlePage(w http.ResponseWriter, r *http.Request) {
 		v.Bark = b
 	}
 	if pv, ok := s.Sections["procfs"].(ProcfsStatus); ok && pv.HidesProcesses {
-		v.ProcHides = &pv
+		v.ProcfsHidesAny = &pv
 	}
 	if rules, ok := s.Sections["watchdog"].([]RuleState); ok {
 		v.Rules = rules
@@ -276,11 +276,11 @@ type view struct {
 	HasBark      bool
 	// KernelLogBlind is set when the kernel log is not read.
 	KernelLogBlind *KernelLogStatus
-	// ProcHides is set when procfs hides processes lavender judges.
-	ProcHides *ProcfsStatus
-	Bark      barkbridge.BarkStatus
-	Rules     []RuleState
-	MinFree   watchdog.MinFree // the disk floor in force
+	// ProcfsHidesAny is set when procfs hides processes lavender judges.
+	ProcfsHidesAny *ProcfsStatus
+	Bark           barkbridge.BarkStatus
+	Rules          []RuleState
+	MinFree        watchdog.MinFree // the disk floor in force
 }
 
 var pageCSS = func() template.CSS {
