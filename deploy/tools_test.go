@@ -186,6 +186,13 @@ func TestSystemdUnitHardening(t *testing.T) {
 	if settings["ProtectKernelLogs=yes"] {
 		t.Error("lavender.service sets ProtectKernelLogs=yes, which hides the kernel log from lavender")
 	}
+	// ProtectProc= other than default hides the phases' processes, run by
+	// other users: their deaths would go unseen.
+	for line := range settings {
+		if strings.HasPrefix(line, "ProtectProc=") && line != "ProtectProc=default" {
+			t.Errorf("lavender.service sets %q, which hides the processes of phases run by other users from lavender", line)
+		}
+	}
 	// ProcSubset=pid would hide /proc/meminfo and /proc/vmstat.
 	for line := range settings {
 		if strings.HasPrefix(line, "ProcSubset=") && !strings.HasSuffix(line, "=all") {
