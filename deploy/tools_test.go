@@ -175,7 +175,7 @@ func TestSystemdUnitHardening(t *testing.T) {
 		"AmbientCapabilities=CAP_SYSLOG",
 		"BindReadOnlyPaths=/dev/kmsg",
 		"DeviceAllow=/dev/kmsg r",
-		"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+		"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK",
 		"SystemCallFilter=@system-service",
 	} {
 		if !settings[want] {
