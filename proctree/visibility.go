@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"lavender/internal/procfile"
 )
 
 // Liveness is what Judge found of a pid.
@@ -130,9 +132,10 @@ var hidingModes = map[string]bool{"1": true, "2": true, "4": true, "noaccess": t
 // with it, hidepid hides nothing.
 const capSysPtrace = 19
 
-// maxMountinfoBytes bounds the read of a mount table; a host with
-// thousands of container mounts has a few hundred KiB.
-const maxMountinfoBytes = 8 << 20
+// maxMountinfoBytes bounds the read of a mount table, as every procfs
+// read is bounded: some 7000 mounts. A larger table leaves the mount's
+// options unknown, and each hidden pid is still caught by Judge.
+const maxMountinfoBytes = procfile.MaxBytes
 
 // ReadVisibility reads how the procfs at root shows other users'
 // processes to this process: its mount options, from <root>/self/mountinfo,
