@@ -175,7 +175,7 @@ func TestSystemdUnitHardening(t *testing.T) {
 		"AmbientCapabilities=CAP_SYSLOG",
 		"BindReadOnlyPaths=/dev/kmsg",
 		"DeviceAllow=/dev/kmsg r",
-		"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+		"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK",
 		"SystemCallFilter=@system-service",
 	} {
 		if !settings[want] {
@@ -185,6 +185,13 @@ func TestSystemdUnitHardening(t *testing.T) {
 	// ProtectKernelLogs=yes would hide /dev/kmsg and drop CAP_SYSLOG.
 	if settings["ProtectKernelLogs=yes"] {
 		t.Error("lavender.service sets ProtectKernelLogs=yes, which hides the kernel log from lavender")
+	}
+	// ProtectProc= other than default hides the phases' processes, run by
+	// other users: their deaths would go unseen.
+	for line := range settings {
+		if strings.HasPrefix(line, "ProtectProc=") && line != "ProtectProc=default" {
+			t.Errorf("lavender.service sets %q, which hides the processes of phases run by other users from lavender", line)
+		}
 	}
 	// ProcSubset=pid would hide /proc/meminfo and /proc/vmstat.
 	for line := range settings {

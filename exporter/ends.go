@@ -69,9 +69,11 @@ type phaseRunKey struct {
 // died without an end: gone from procfs (or a zombie, or its pid now names
 // a later process) at two checks deadGrace apart. Only pids of this boot
 // and pid namespace are judged; one from another host or container never
-// is. A process is tied to its start time when first seen alive, so a
-// reused pid is not taken for it. It also notes the phases' process trees
-// for OwnerOf. serve calls it on every poll.
+// is, nor one that procfs hides (hidepid=: another user's process, which
+// the kernel says exists): a pid serve cannot see is not a dead pid. A
+// process is tied to its start time when first seen alive, so a reused pid
+// is not taken for it. It also notes the phases' process trees for
+// OwnerOf. serve calls it on every poll.
 func (e *Exporter) CheckProcesses() {
 	if !e.host.Known() {
 		return
@@ -86,17 +88,27 @@ func (e *Exporter) checkProcesses() {
 	now := e.clock()
 	changed := false
 	gone := make(map[phaseRunKey]time.Time, len(e.gone))
+	var unseen int64
+	defer func() { e.visibility.unseen.Store(unseen) }()
 	for i := range e.table.phases {
 		p := &e.table.phases[i]
 		if !p.Active() || !e.judgeable(p.Process) {
 			continue
 		}
 		key := phaseRunKey{p.Name, p.Started.UnixNano()}
-		alive, start, err := proctree.Alive(e.procfs, int(p.PID), p.PIDStartTicks)
+		liveness, start, err := proctree.Judge(e.procfs, int(p.PID), p.PIDStartTicks)
 		if err != nil {
 			e.logger.Debug("phase process not judged", "phase", p.Name, "pid", p.PID, "err", err)
 			continue
 		}
+		if liveness == proctree.Unseen {
+			// Hidden from serve, yet the kernel says it exists: not a
+			// death, and a sighting of it gone before no longer counts.
+			unseen++
+			e.warnUnseenLocked(*p)
+			continue
+		}
+		alive := liveness == proctree.Living
 		if alive && p.PIDStartTicks == 0 {
 			if started, err := proctree.StartTime(e.procfs, start); err == nil && started.After(p.Started.Add(startSlack)) {
 				// The pid names a process that started after the phase
@@ -177,6 +189,11 @@ func (e *Exporter) phaseProcessesLocked(now time.Time, window time.Duration) (pi
 		case p.Active():
 			all = false
 		}
+	}
+	if e.visibility.hides() {
+		// A hidden descendant cannot be traced to its phase: no pid can
+		// be said to be no phase's.
+		all = false
 	}
 	return pids, phases, all
 }

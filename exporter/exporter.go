@@ -87,6 +87,9 @@ type Exporter struct {
 	endsView atomic.Pointer[[]PhaseEnd]
 	gone     map[phaseRunKey]time.Time
 
+	// visibility says whether procfs hides the processes of phases.
+	visibility procVisibility
+
 	lineageMu sync.Mutex
 	lineage   map[int]lineage
 	// faults are the newest faults of the kernel log that hit each phase
@@ -139,6 +142,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		logger.Info("phase processes will not be judged: this host's boot id or pid namespace is unknown", "err", err)
 	} else {
 		e.host = h
+		e.readProcVisibility()
 	}
 
 	// A logs dir that cannot be read must not stop the exporter, as one
@@ -160,6 +164,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Exporter,
 		for _, c := range []prometheus.Collector{
 			newSwapCollector(cfg.ProcFS, cfg.PageSize, logger),
 			(*phaseCollector)(e),
+			(*procVisibilityCollector)(e),
 			e.refusedTotal,
 		} {
 			if err := reg.Register(c); err != nil {

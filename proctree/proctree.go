@@ -1,10 +1,11 @@
 // Package proctree reads who a process is from procfs: its parent, its
 // state and its start time (from /proc/<pid>/stat), whether it still
 // lives, whether it descends from one of a few other processes, and the
-// host and pid namespace a pid belongs to. The exporter judges a phase's
-// pid with it (did the process die without an end? does a start come from
-// inside the running phase?), and the kernel-log readers ask it whose
-// process the kernel named. Every path is under a procfs root, so tests
+// host and pid namespace a pid belongs to, and whether procfs hides other
+// users' processes (hidepid=) so that a pid missing from it is not proof of
+// death. The exporter judges a phase's pid with it (did the process die
+// without an end? does a start come from inside the running phase?), and
+// the kernel-log readers ask it whose process the kernel named. Every path is under a procfs root, so tests
 // can feed a fake /proc; every read is bounded. It imports nothing of
 // lavender's.
 package proctree

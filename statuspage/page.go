@@ -59,6 +59,10 @@ type Config struct {
 	// KernelLog says whether the kernel log is read; nil: the page says
 	// nothing of it.
 	KernelLog func() KernelLogStatus
+	// ProcVisibility says whether procfs hides processes that lavender
+	// judges, and how: the exporter's ProcVisibility. nil: the page says
+	// nothing of it.
+	ProcVisibility func() (hides bool, why string)
 	// Disks returns the disk guard's last poll (its Latest); nil: the
 	// page has no disk section. DiskMinFree is the floor in force
 	// (--watchdog.disk-min-free), for marking a disk under it.
@@ -198,6 +202,10 @@ func (p *Page) Snapshot() Status {
 	if p.cfg.KernelLog != nil {
 		s.Sections["kernel_log"] = p.cfg.KernelLog()
 	}
+	if p.cfg.ProcVisibility != nil {
+		hides, why := p.cfg.ProcVisibility()
+		s.Sections["procfs"] = ProcfsStatus{HidesProcesses: hides, Why: why}
+	}
 	if p.cfg.Disks != nil {
 		s.Disks = newDisks(p.cfg.Disks(), p.cfg.DiskMinFree)
 	}
@@ -229,6 +237,9 @@ func (p *Page) handlePage(w http.ResponseWriter, r *http.Request) {
 	v.PressureHigh = s.Swap != nil && s.Swap.PressureSomeAvg10 != nil && *s.Swap.PressureSomeAvg10 >= s.PressureThreshold
 	if b, ok := s.Sections["bark"].(barkbridge.BarkStatus); ok {
 		v.Bark = b
+	}
+	if pv, ok := s.Sections["procfs"].(ProcfsStatus); ok && pv.HidesProcesses {
+		v.ProcfsHidesAny = &pv
 	}
 	if rules, ok := s.Sections["watchdog"].([]RuleState); ok {
 		v.Rules = rules
@@ -265,6 +276,8 @@ type view struct {
 	HasBark      bool
 	// KernelLogBlind is set when the kernel log is not read.
 	KernelLogBlind *KernelLogStatus
+	// ProcfsHidesAny is set when procfs hides processes lavender judges.
+	ProcfsHidesAny *ProcfsStatus
 	Bark           barkbridge.BarkStatus
 	Rules          []RuleState
 	MinFree        watchdog.MinFree // the disk floor in force

@@ -13,7 +13,7 @@ import (
 // bridge, the watchdog, when a phase counts as stalled); the phases and the
 // run log come from exp.
 func registerStatusPage(mux *http.ServeMux, exp *exporter.Exporter, cfg statuspage.Config) error {
-	cfg.Phases, cfg.RunLog = exp.Snapshot, exp.RunLog
+	cfg.Phases, cfg.RunLog, cfg.ProcVisibility = exp.Snapshot, exp.RunLog, exp.ProcVisibility
 	cfg.Links = []string{"/metrics", phaseapi.PhasesPath}
 	page, err := statuspage.New(cfg)
 	if err != nil {
