@@ -33,7 +33,7 @@ type grandchild struct {
 	once         sync.Once
 }
 
-func newGrandchild(t *testing.T) *grandchild {
+func newGrandchild(t testing.TB) *grandchild {
 	t.Helper()
 	dir := t.TempDir()
 	g := &grandchild{fifo: filepath.Join(dir, "go-on"), marker: filepath.Join(dir, "wrote")}
@@ -47,7 +47,7 @@ func newGrandchild(t *testing.T) *grandchild {
 }
 
 // release lets the grandchild go on, once it waits on the FIFO.
-func (g *grandchild) release(t *testing.T, must bool) {
+func (g *grandchild) release(t testing.TB, must bool) {
 	g.once.Do(func() {
 		ok := testkit.Poll(20*time.Second, func() bool {
 			// Non-blocking: fails with ENXIO until the grandchild opens
@@ -205,4 +205,35 @@ func TestWrapperPassesOnAGrandchildsStderrInProcess(t *testing.T) {
 	g.release(t, true)
 	testkit.WaitFor(t, 20*time.Second, func() bool { return g.wrote() == "ok\n" }, "the grandchild's write to succeed")
 	testkit.WaitFor(t, 20*time.Second, func() bool { return stderr.String() == "RuntimeError: boom\nlate\n" }, "its line on the wrapper's stderr")
+}
+
+// BenchmarkWrapperEndWithAGrandchildHoldingStderr: how long Run takes over
+// a command that exits at once, leaving a process that holds its stderr
+// (on a file, so the relay takes it over). The exporter ends a phase as
+// died once its pid has been gone at two checks a second apart, so this
+// must stay well under a second; it was 2 s before.
+func BenchmarkWrapperEndWithAGrandchildHoldingStderr(b *testing.B) {
+	env := newTestEnv(b)
+	client, err := NewClient(env.server().URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	file, err := os.Create(filepath.Join(b.TempDir(), "stderr"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer file.Close()
+	w := &Wrapper{Client: client, Phase: "Grandchild", Every: time.Hour, Stderr: file}
+	for b.Loop() {
+		b.StopTimer()
+		g := newGrandchild(b)
+		b.StartTimer()
+		code, err := w.Run(context.Background(), "sh", "-c", heldStderr+"exit 0", "sh", g.fifo, g.marker)
+		b.StopTimer()
+		if err != nil || code != 0 {
+			b.Fatalf("Run = %d, %v", code, err)
+		}
+		g.release(b, true)
+		b.StartTimer()
+	}
 }
