@@ -86,7 +86,7 @@ func likeTerminal(pty *os.File, tio *unix.Termios, tty *os.File) error {
 // relayName as its only argument and relayEnv set: init below turns it into
 // the relay before anything else runs, in lavender and in the tests' own
 // binaries alike. It has the stderr's read end on its stdin and the
-// wrapper's stderr on its own, runs in a session of its own (Ctrl-C on the
+// wrapper's stderr on its own (and nothing else: see closeInherited), runs in a session of its own (Ctrl-C on the
 // terminal and a hang-up, which do not reach the command's other processes
 // once the wrapper is gone, do not reach it either), in / (it must not
 // keep a file system busy), and exits when the last holder closes stderr.
@@ -97,8 +97,31 @@ const (
 
 func init() {
 	if len(os.Args) == 1 && os.Args[0] == relayName && os.Getenv(relayEnv) == "1" {
+		closeInherited()
 		relay(0, 2)
 		os.Exit(0)
+	}
+}
+
+// closeInherited closes what the relay got from the wrapper beyond its
+// three streams: descriptors the wrapper itself inherited (a job server's
+// pipe, a lock file, a pipe whose reader waits for its end), which the
+// relay has no use for and must not keep open after the command's
+// processes are gone. Those are the ones without close-on-exec; the Go
+// runtime's own have it.
+func closeInherited() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			_ = unix.Close(fd)
+		}
 	}
 }
 
