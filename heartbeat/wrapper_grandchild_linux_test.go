@@ -71,6 +71,41 @@ func (g *grandchild) wrote() string {
 	return string(data)
 }
 
+// phaseRunCommand is `lavender phase run Grandchild -- sh -c script sh
+// FIFO MARKER` against the exporter at url, in a process group of its own.
+func phaseRunCommand(t *testing.T, url, script string, g *grandchild) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "sh", "-c", script, "sh", g.fifo, g.marker)
+	cmd.Env = append(os.Environ(), phaseRunEnv+"="+url)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// runToExit runs the wrapper process cmd and returns its exit code.
+func runToExit(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exitErr *exec.ExitError
+		if err != nil && !errors.As(err, &exitErr) {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the wrapper did not exit")
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
 // TestWrapperDoesNotWaitForTheCommandsChildren: `phase run -- sh -c
 // '(…; echo late >&2) & exit N'`, the wrapper in a process of its own as
 // `lavender phase run` is, its stderr on a file and on a terminal. The
@@ -83,10 +118,6 @@ func (g *grandchild) wrote() string {
 // the phase as died), and the grandchild's late write died of SIGPIPE
 // (on a terminal: failed with EIO) once the wrapper had exited.
 func TestWrapperDoesNotWaitForTheCommandsChildren(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name, script   string
 		code           int
@@ -105,9 +136,7 @@ func TestWrapperDoesNotWaitForTheCommandsChildren(t *testing.T) {
 				env := newTestEnv(t)
 				srv := env.server()
 				g := newGrandchild(t)
-				cmd := exec.Command(exe, "sh", "-c", tc.script, "sh", g.fifo, g.marker)
-				cmd.Env = append(os.Environ(), phaseRunEnv+"="+srv.URL)
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				cmd := phaseRunCommand(t, srv.URL, tc.script, g)
 				var stderr func() string
 				if onTerminal {
 					master, slave := openPTYPair(t)
@@ -135,22 +164,7 @@ func TestWrapperDoesNotWaitForTheCommandsChildren(t *testing.T) {
 						return string(data)
 					}
 				}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				exited := make(chan error, 1)
-				go func() { exited <- cmd.Wait() }()
-				select {
-				case err := <-exited:
-					var exitErr *exec.ExitError
-					if err != nil && !errors.As(err, &exitErr) {
-						t.Fatal(err)
-					}
-				case <-time.After(30 * time.Second):
-					cmd.Process.Kill()
-					t.Fatal("the wrapper did not exit")
-				}
-				if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				if code := runToExit(t, cmd); code != tc.code {
 					t.Errorf("wrapper exit code %d, want the command's %d", code, tc.code)
 				}
 				p, ok := env.phase("Grandchild")
@@ -173,6 +187,45 @@ func TestWrapperDoesNotWaitForTheCommandsChildren(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestStderrRelayKeepsNoInheritedDescriptor: a descriptor the wrapper
+// inherited (fd 3, the write end of a pipe whose reader waits for its end,
+// as a CI runner's or make's) is not kept open by the relay. Once the
+// wrapper has exited and the grandchild has closed its own copy, the
+// reader gets its end, while the grandchild still holds stderr and so the
+// relay still runs.
+func TestStderrRelayKeepsNoInheritedDescriptor(t *testing.T) {
+	env := newTestEnv(t)
+	g := newGrandchild(t)
+	cmd := phaseRunCommand(t, env.server().URL, `(exec 3>&-; read x < "$1"; echo late >&2 && echo ok > "$2") & exit 0`, g)
+	waitsForEnd, inherited, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waitsForEnd.Close()
+	cmd.ExtraFiles = []*os.File{inherited}
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stderr = stderr
+	if code := runToExit(t, cmd); code != 0 {
+		t.Fatalf("wrapper exit code %d", code)
+	}
+	inherited.Close()
+	if err := waitsForEnd.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := io.ReadAll(waitsForEnd); err != nil || len(data) != 0 {
+		t.Errorf("the inherited pipe gave %q, %v; want its end: something still holds it", data, err)
+	}
+	if g.wrote() != "" {
+		t.Fatal("the grandchild went on before it was let go")
+	}
+	g.release(t, true)
+	testkit.WaitFor(t, 20*time.Second, func() bool { return g.wrote() == "ok\n" }, "the grandchild's write to succeed")
 }
 
 // TestWrapperPassesOnAGrandchildsStderrInProcess: with stderr on a writer
