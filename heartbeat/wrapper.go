@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,7 +34,11 @@ type Wrapper struct {
 	Every  time.Duration // default DefaultPingInterval
 
 	// The child's standard streams, passed as they are (an *os.File is
-	// inherited directly, so a terminal stays a terminal).
+	// inherited directly, so a terminal stays a terminal). Stdin and Stdout
+	// that are not files go through pipes that os/exec copies, and Run
+	// then waits for their end, which a process the command started may
+	// hold off; lavender passes files. Stderr may be any writer: see
+	// stderrTee.handOff.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 
@@ -111,12 +116,8 @@ func (w *Wrapper) Run(ctx context.Context, name string, args ...string) (int, er
 		return code, fmt.Errorf("phase run: %w", err)
 	}
 	stderrW.Close() // the command holds the write end now
-	tail := &tailBuffer{}
-	teed := make(chan struct{})
-	go func() {
-		defer close(teed)
-		teeStderr(stderrR, w.Stderr, tail)
-	}()
+	tee := newStderrTee(stderrR, w.Stderr)
+	go tee.run()
 	done := make(chan struct{})
 	job.started(cmd.Process.Pid)
 	go job.watchStops(done)
@@ -168,49 +169,167 @@ wait:
 	close(stopPings)
 	pinger.Wait()
 
-	// The command is gone; what it left in the pipe comes at once, unless
-	// a process it started holds stderr open: that one is not waited for.
-	select {
-	case <-teed:
-	case <-time.After(stderrDrain):
-		logger.Debug("a process of the command still holds its stderr open; not waiting for it")
-	}
+	// The command is gone: what it wrote is in the pipe already, and is
+	// read now, without waiting for a process it started that still holds
+	// stderr open. Such a process is not waited for: the phase ends now,
+	// before the exporter, seeing the command's pid gone, ends it as died.
+	held := tee.finish(logger)
 
 	code := exitCode(cmd.ProcessState)
 	end := phaseapi.HeartbeatRequest{Phase: phase, Event: phaseapi.EventEnd, Status: phaseapi.StatusOK}
 	if code != 0 || forwarded != nil {
 		// A forwarded signal fails the phase whatever the exit code:
 		// Lightning exits 0 on SIGTERM and Ctrl-C.
-		data, cut := tail.Bytes()
+		data, cut := tee.tail.Bytes()
 		end.Status = phaseapi.StatusFailed
 		end.Reason = phaseapi.CleanReason(failureReason(nameOf(forwarded), killedBy(cmd.ProcessState), code, data, cut))
+	}
+	if held {
+		tee.handOff(logger)
+	} else {
+		stderrR.Close()
 	}
 	hb.send(ctx, end)
 	return code, nil
 }
 
-// stderrDrain bounds the wait for the rest of the command's stderr once it
-// has exited.
-const stderrDrain = 2 * time.Second
+// stderrStuck bounds the wait for the copy of the command's stderr to
+// stop once the command has exited: it stops at once unless writing to
+// the wrapper's own stderr blocks (a terminal held with Ctrl-S, a pipe
+// nobody reads).
+const stderrStuck = 2 * time.Second
 
-// teeStderr copies the command's stderr to out as it comes, each read
-// written at once, and keeps its tail. A failing out (a closed terminal)
-// does not stop the copy: the command must not block on a full pipe.
-func teeStderr(r *os.File, out io.Writer, tail *tailBuffer) {
-	defer r.Close()
+// maxReadyBytes bounds what is read of stderr once the command has exited,
+// should a process it started keep writing as fast as it is read.
+const maxReadyBytes = 1 << 20
+
+// stderrTee copies the command's stderr to out as it comes, each read
+// written at once, and keeps its tail for the failure reason. A failing
+// out (a closed terminal) does not stop the copy: the command must not
+// block on a full pipe.
+type stderrTee struct {
+	r    *os.File
+	out  io.Writer
+	tail tailBuffer
+
+	stopping chan struct{} // closed when the command has exited
+	done     chan struct{} // closed when run returns
+	ended    bool          // set before done closes: no process holds stderr open
+	// abandoned is set if run did not stop in time; it then reads no more.
+	abandoned atomic.Bool
+}
+
+func newStderrTee(r *os.File, out io.Writer) *stderrTee {
+	return &stderrTee{r: r, out: out, stopping: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (t *stderrTee) run() {
+	defer close(t.done)
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			if out != nil {
-				_, _ = out.Write(buf[:n])
-			}
-			_, _ = tail.Write(buf[:n])
-		}
-		if err != nil {
+		n, err := t.r.Read(buf)
+		t.pass(buf[:n])
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded) && t.stopped():
+			t.ended = t.readReady(buf)
+			return
+		default:
+			// End of file, or EIO from a pseudo-terminal that no process
+			// holds any more.
+			t.ended = true
 			return
 		}
 	}
+}
+
+func (t *stderrTee) stopped() bool {
+	select {
+	case <-t.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+func (t *stderrTee) pass(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	if t.out != nil {
+		_, _ = t.out.Write(p)
+	}
+	_, _ = t.tail.Write(p)
+}
+
+// readReady passes on what stderr holds now, without waiting for more,
+// and tells whether it has ended (no process holds it open any more).
+func (t *stderrTee) readReady(buf []byte) (ended bool) {
+	for total := 0; total < maxReadyBytes; {
+		if t.abandoned.Load() {
+			return false
+		}
+		n, ended := readNow(t.r, buf)
+		if n == 0 {
+			return ended
+		}
+		t.pass(buf[:n])
+		total += n
+	}
+	return false
+}
+
+// finish stops the copy once the command has exited, after reading what
+// stderr holds now, and tells whether a process the command started still
+// holds it open. A pending read is interrupted by a deadline in the past.
+func (t *stderrTee) finish(logger *slog.Logger) (held bool) {
+	close(t.stopping)
+	if err := t.r.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		logger.Debug("cannot interrupt the read of the command's stderr", "err", err)
+	}
+	select {
+	case <-t.done:
+		return !t.ended
+	case <-time.After(stderrStuck):
+		t.abandoned.Store(true)
+		logger.Debug("writing the command's stderr blocks; the phase ends without the rest of it")
+		return true
+	}
+}
+
+// handOff keeps stderr read after the wrapper is done with it, for the
+// processes of the command that still hold it open, until the last one
+// closes it: once the wrapper exits, nobody else would read it, so their
+// next write would die of SIGPIPE (or block on a full pipe) where without
+// the wrapper it reached the wrapper's stderr. A process of its own (see
+// startRelay) copies it there; failing that, a goroutine does, which
+// lasts as long as this process does. The relay takes ownership of r.
+func (t *stderrTee) handOff(logger *slog.Logger) {
+	out, isFile := t.out.(*os.File)
+	if isFile || t.out == nil {
+		pid, err := startRelay(t.r, out)
+		if err == nil {
+			t.r.Close()
+			logger.Debug("a process the command started still holds its stderr open; a relay passes it on", "relay_pid", pid)
+			return
+		}
+		logger.Debug("could not start a process to pass on the command's stderr; this process passes it on while it lasts", "err", err)
+	}
+	go func() {
+		defer t.r.Close()
+		<-t.done // one writer at a time
+		_ = t.r.SetReadDeadline(time.Time{})
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := t.r.Read(buf)
+			if n > 0 && t.out != nil {
+				_, _ = t.out.Write(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 }
 
 // commandEnv is the command's environment: the wrapper's, with

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(wrapperEnv); spec != "" {
 		os.Exit(runWrapperProcess(spec))
 	}
+	if url := os.Getenv(phaseRunEnv); url != "" {
+		os.Exit(runPhaseRunProcess(url, os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }
 
@@ -60,6 +63,26 @@ func runWrapperProcess(spec string) int {
 	code, err := w.Run(context.Background(), exe, "-test.run=^$")
 	if err != nil {
 		fmt.Fprintln(f, "run:", err)
+	}
+	return code
+}
+
+// phaseRunEnv makes the test binary act as `lavender phase run NAME --url
+// URL -- ARGS...` with the exporter at its value, in a process of its own
+// whose streams are the wrapper's; see runPhaseRunProcess.
+const phaseRunEnv = "LAVENDER_TEST_PHASE_RUN"
+
+// runPhaseRunProcess runs args as the phase "Grandchild" and exits with
+// its exit code, as `lavender phase run` does.
+func runPhaseRunProcess(url string, args []string) int {
+	client, err := NewClient(url)
+	if err != nil || len(args) == 0 {
+		return 98
+	}
+	w := &Wrapper{Client: client, Phase: "Grandchild", Every: time.Hour, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	code, err := w.Run(context.Background(), args[0], args[1:]...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "run:", err)
 	}
 	return code
 }
