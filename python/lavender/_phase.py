@@ -12,7 +12,6 @@ import time
 
 from . import _sender, _wire
 
-log = logging.getLogger("lavender")
 
 OK, FAILED = "ok", "failed"
 # How long an end waits for the size of a checkpoint saved just before it.
@@ -46,7 +45,7 @@ class Phase:
             base = _wire.normalize_url(env.get("LAVENDER_URL") if url is None else url)
             self._sender = _sender.sender_for(base)
         except ValueError as e:
-            log.warning("lavender: %s; phase %r is not reported (training goes on)", e, self.name)
+            _sender.say(logging.WARNING, "lavender: %s; phase %r is not reported (training goes on)" % (e, self.name))
         # Reentrant: the SIGTERM handler ends phases from the main thread,
         # which may hold the lock at that moment.
         self._lock = threading.RLock()
@@ -266,7 +265,7 @@ class Phase:
         try:
             n = _size_of(path)
         except OSError as e:
-            log.debug("lavender: size of %s: %s", path, e)
+            _sender.say(logging.DEBUG, "lavender: size of %s: %s" % (path, e))
             return
         with self._lock:
             self._save_bytes = n
