@@ -75,7 +75,7 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 			continue
 		}
 		r.lastSeq = e.Seq
-		if e.Status != r.status {
+		if e.Status != r.status || (e.Status == PhaseOK && failedLater(s.Ends, e)) {
 			continue
 		}
 		if _, ok := fresh[e.Phase]; !ok {
@@ -133,6 +133,19 @@ func (r *PhaseEndRule) closeWindows(s Sample, now time.Time) []Alert {
 	}
 	slices.SortFunc(out, func(a, b Alert) int { return a.End.Ended.Compare(b.End.Ended) })
 	return out
+}
+
+// failedLater reports whether the same run of e's phase (same start)
+// failed after e ended ok: a save, a hub push or a callback that failed
+// once training was done. The push then names only the failure, never
+// "done" beside it.
+func failedLater(ends []PhaseEnd, e PhaseEnd) bool {
+	for _, f := range ends {
+		if f.Seq > e.Seq && f.Phase == e.Phase && f.Started.Equal(e.Started) && f.Status == PhaseFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // Pushed forgets a delivered push, or schedules a retry of what is pending.

@@ -308,3 +308,29 @@ func TestPhaseConfigErrors(t *testing.T) {
 		t.Errorf("stall-after 0: %v, %v; want no rule", rules, err)
 	}
 }
+
+// A phase that ends ok and then fails (a save, a hub push or a callback
+// after the client's, raising once training was done) pushes the failure
+// alone: never "done" beside it. An ok end of an earlier run of the phase
+// is still done.
+func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
+	const enospc = "OSError: [Errno 28] No space left on device"
+	s := time.Second
+	for _, rule := range []string{PhaseRuleFailed, PhaseRuleDone} {
+		t.Run(rule, func(t *testing.T) {
+			r := phaseRule(t, PhaseConfig{Notify: []string{"failed", "done"}, Repeat: 10 * m}, rule)
+			var l endLog
+			first, second := []string{`firing: [lavender-2] phase "Finetune" failed after 1s: ` + enospc}, []string(nil)
+			if rule == PhaseRuleDone {
+				first, second = nil, []string{`firing: [lavender-2] phase "Finetune" done in 1m`}
+			}
+			runEndScript(t, r, []endStep{
+				{at: 0, ends: l.add(), why: "running"},
+				{at: 5 * s, ends: l.add(end("Finetune", PhaseOK, 0, s, ""), end("Finetune", PhaseFailed, 0, s+s/2, enospc)),
+					want: first, why: "ok, then failed at exit: only the failure"},
+				{at: 2*m + 5*s, ends: l.add(end("Finetune", PhaseOK, m, 2*m, "")),
+					want: second, why: "the next run ends ok: done"},
+			})
+		})
+	}
+}
