@@ -63,6 +63,7 @@ class Phase:
         self._sigterm = False
         self._kicked = False
         self._next_ping = math.inf
+        self._ended_ok = False  # ended ok while running: a later failure still fails it
 
     # ---- what the training code calls ----
 
@@ -188,9 +189,19 @@ class Phase:
     def _end(self, status, reason):
         with self._lock:
             if self._state == "ended":
+                # Once ended ok, the phase can still fail: a callback after
+                # ours raising in on_train_end, a save or a hub push after
+                # train() returned. That end is news; any other is not.
+                if status != FAILED or not self._ended_ok:
+                    return
+                self._ended_ok = False
+                self._end_failed_after_ok(reason)
                 return
             was, self._state = self._state, "ended"
+            self._ended_ok = status == OK and was == "running"
         _hooks.remove(self)
+        if self._ended_ok:
+            _hooks.ended_ok(self)
         if os.getpid() != self._pid or self._sender is None:
             return  # a forked child (a DataLoader worker) reports nothing
         self._sender.unwatch(self)
@@ -213,6 +224,17 @@ class Phase:
             body["reason"] = _wire.short(reason)
         if self.rank == 0:
             self._add_progress(body)
+        self._sender.post(body, wait=_sender.END_WAIT)
+
+    def _end_failed_after_ok(self, reason):
+        _hooks.forget_ended_ok(self)
+        if os.getpid() != self._pid or self._sender is None:
+            return
+        if self.rank != 0:
+            reason = "rank %d: %s" % (self.rank, reason or "failed")
+        body = {"phase": self.name, "event": "end", "status": FAILED}
+        if reason:
+            body["reason"] = _wire.short(reason)
         self._sender.post(body, wait=_sender.END_WAIT)
 
     def _reason(self, exc):
@@ -299,9 +321,16 @@ class _Hooks:
         self._prev_sigterm = None
         self._sigterm_set = False
         self._atexit = False
+        # The phases that ended ok with no phase begun since, and the
+        # uncaught exception the process had already seen then: an uncaught
+        # exception after their end (a save, a hub push, a callback after
+        # ours) fails them at exit.
+        self._ended_ok = []
+        self._seen_exception = None
 
     def add(self, phase):
         with self._lock:
+            self._ended_ok = []  # a new phase: what fails from now on fails it
             self.phases.append(phase)
             if self._prev_excepthook is None:
                 self._prev_excepthook = sys.excepthook
@@ -309,6 +338,20 @@ class _Hooks:
             if not self._atexit:
                 self._atexit = True
                 atexit.register(self._at_exit)
+
+    def ended_ok(self, phase):
+        with self._lock:
+            if phase not in self._ended_ok:
+                self._ended_ok.append(phase)
+            self._seen_exception = getattr(sys, "last_value", None)
+            if not self._atexit:
+                self._atexit = True
+                atexit.register(self._at_exit)
+
+    def forget_ended_ok(self, phase):
+        with self._lock:
+            if phase in self._ended_ok:
+                self._ended_ok.remove(phase)
 
     def remove(self, phase):
         with self._lock:
@@ -375,6 +418,12 @@ class _Hooks:
         time.sleep(1)  # the signal is delivered before this returns
 
     def _at_exit(self):
+        # Python sets sys.last_value for the uncaught exception that ends
+        # the process before it runs atexit: the process dies by it.
+        exc = getattr(sys, "last_value", None)
+        if exc is not None and exc is not self._seen_exception:
+            for p in list(self._ended_ok):
+                p.fail(exc)
         for p in list(self.phases):
             if p.running:
                 p.fail("the process exited before the phase ended")

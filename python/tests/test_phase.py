@@ -316,6 +316,31 @@ class ProcessTest(unittest.TestCase):
         self.assertEqual([(b["status"], b["reason"]) for b in ends(self.exporter.bodies)],
                          [("failed", "the process exited before the phase ended")])
 
+    def test_failure_after_an_ok_end_fails_the_phase(self):
+        # A save or a hub push after training, or a callback after ours,
+        # raising once the phase ended ok: the phase failed after all.
+        for name, tail, want in [
+            ("uncaught after the block", "raise OSError(28, 'No space left on device')\n",
+             [("ok", None), ("failed", "OSError: [Errno 28] No space left on device")]),
+            ("told by fail()", "p.fail(RuntimeError('push_to_hub: 401'))\np.fail('again')\n",
+             [("ok", None), ("failed", "RuntimeError: push_to_hub: 401")]),
+            ("clean exit", "raise SystemExit(0)\n", [("ok", None)]),
+            ("caught before exit", "try:\n    raise ValueError('x')\nexcept ValueError:\n    pass\n", [("ok", None)]),
+            ("a later phase fails, not this one",
+             "with lavender.phase('Eval', every=0.05):\n    pass\nraise ValueError('eval upload')\n",
+             [("ok", None), ("ok", None), ("failed", "ValueError: eval upload")]),
+        ]:
+            with self.subTest(name):
+                self.exporter.bodies.clear()
+                code = ("import lavender\n"
+                        "with lavender.phase('Finetune', every=0.05) as p:\n"
+                        "    p.progress(3, 3)\n" + tail)
+                run_python(code, self.env)
+                got = [(b["status"], b.get("reason")) for b in ends(self.exporter.bodies)]
+                self.assertEqual(got, want)
+                if len(want) == 3:
+                    self.assertEqual(ends(self.exporter.bodies)[-1]["phase"], "Eval")
+
     def test_forked_child_reports_nothing(self):
         code = ("import lavender, os\n"
                 "with lavender.phase('P', every=0.05) as p:\n"
