@@ -334,3 +334,25 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 		})
 	}
 }
+
+// Work between steps that the client sees moving (compute_metrics, a
+// save, a hub push: a ping carries busy while it moves) is progress: a
+// slow evaluation with its metrics is no stall. Work that stops moving (a
+// hang inside compute_metrics) stalls after the stall time from the last
+// busy ping, and the push says what it was doing.
+func TestPhaseStalledWhileBusy(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
+	evaluating := func(now, busyAt time.Duration) []PhaseState {
+		p := withStep(active("Finetune", 0, now), 10, 15, 0)
+		p.HasEval, p.EvalStep, p.EvalTotal, p.EvalProgressAt = true, 2, 2, at(time.Minute)
+		p.HasBusy, p.Busy, p.BusyAt = true, "evaluating", at(busyAt)
+		return []PhaseState{p}
+	}
+	runPhaseScript(t, r, []phaseStep{
+		{5 * m, evaluating(5*m, 5*m), false, nil, "eval batches done at 1m, compute_metrics moving"},
+		{25 * m, evaluating(25*m, 25*m), false, nil, "metrics for 24m, still moving: no stall"},
+		{34 * m, evaluating(34*m, 25*m), false, nil, "stuck for 9m"},
+		{35*m + 5*time.Second, evaluating(35*m, 25*m), false,
+			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 10/15, evaluating for 10m`}, "stuck for 10m: a hang inside compute_metrics"},
+	})
+}
