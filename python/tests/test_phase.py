@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import tempfile
+import threading
 import time
 import unittest
 
@@ -136,6 +137,26 @@ class PhaseTest(unittest.TestCase):
         self.assertEqual(sum(1 for b in pings if "save_bytes" in b), 1, "a save is reported once")
         self.assertEqual(self.exporter.bodies[0]["dirs"], [os.getcwd(), out])
         self.assertNotIn("eval_step", ends(self.exporter.bodies)[0])
+
+    def test_busy_work_is_reported_while_it_moves(self):
+        # Work between steps (compute_metrics) that runs Python or uses the
+        # CPU is reported as busy; the same thread blocked (a hang) is not,
+        # so the server's stall rule still sees a hang inside that work.
+        with self.phase("Finetune", total=15) as p:
+            p.progress(10, 15)
+            p.busy("evaluating")
+            n, until = 0, time.monotonic() + 0.5
+            while time.monotonic() < until:
+                n += sum(range(100))  # a metric computed in Python
+            moving = [b.get("busy") for b in self.exporter.bodies if b["event"] == "ping" and b.get("step") == 10]
+            self.exporter.bodies.clear()
+            threading.Event().wait(0.6)  # a hung collective: blocked, no CPU
+            hung = [b.get("busy") for b in self.exporter.bodies if b["event"] == "ping"]
+            p.progress(11, 15)
+        self.assertGreaterEqual(moving.count("evaluating"), 3, moving)
+        self.assertGreaterEqual(len(hung), 3, hung)
+        self.assertEqual(set(hung[1:]), {None}, "a blocked thread was reported busy: %s" % hung)
+        self.assertNotIn("busy", self.exporter.bodies[-1], "the next step ends the busy stretch")
 
     def test_inconsistent_progress_is_left_out(self):
         with self.phase() as p:
