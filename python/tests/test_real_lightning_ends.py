@@ -1,0 +1,80 @@
+"""lavender.lightning.Callback under the real Lightning 2.1.4 (Debian's
+torch, CPU): a failure after the phase ended ok (a callback after ours
+raising in on_train_end, a save after fit()) fails the phase, once, with
+its reason. Skips like tests.test_real_hf without $LAVENDER_FRAMEWORKS.
+
+    LAVENDER_FRAMEWORKS=DIR /usr/bin/python3 -m unittest tests.test_real_lightning_ends     (in python/)
+"""
+
+import shutil
+import tempfile
+import unittest
+
+from .servers import Recorder
+from .test_real_hf import ends, frameworks, run_real
+
+PRELUDE = r"""
+import os
+import torch
+import lavender
+import lightning.pytorch as pl
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.lin(x), y)
+        self.log("train_loss", loss)
+        return loss
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+torch.manual_seed(0)
+data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=8)
+
+def trainer(*callbacks):
+    return pl.Trainer(max_steps=4, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, default_root_dir=os.environ["OUT"],
+                      callbacks=[lavender.lightning.Callback("Pretrain", every=0.05)] + list(callbacks))
+"""
+
+
+class RealLightningEndsTest(unittest.TestCase):
+    def setUp(self):
+        frameworks()
+        self.exporter = Recorder()
+        self.addCleanup(self.exporter.close)
+        self.out = tempfile.mkdtemp(prefix="lavender-pl-")
+        self.addCleanup(shutil.rmtree, self.out, True)
+
+    def run_script(self, body):
+        return run_real(PRELUDE + body, {"LAVENDER_URL": self.exporter.url, "OUT": self.out})
+
+    def test_callback_after_ours_raising_in_on_train_end(self):
+        r = self.run_script(r"""
+class Upload(pl.Callback):
+    def on_train_end(self, trainer, pl_module):
+        raise RuntimeError("artifact upload failed")
+
+trainer(Upload()).fit(Tiny(), data)
+""")
+        self.assertEqual(r.returncode, 1, r.stderr[-2000:])
+        self.assertEqual([(b["status"], b.get("reason")) for b in ends(self.exporter.bodies)],
+                         [("ok", None), ("failed", "RuntimeError: artifact upload failed")])
+
+    def test_save_after_fit_failing(self):
+        r = self.run_script(r"""
+t = trainer()
+t.fit(Tiny(), data)
+open(os.path.join(os.environ["OUT"], "final"), "w").close()
+t.save_checkpoint(os.path.join(os.environ["OUT"], "final", "last.ckpt"))  # final is a file
+""")
+        self.assertNotEqual(r.returncode, 0, r.stderr[-2000:])
+        got = [(b["status"], b.get("reason", "")) for b in ends(self.exporter.bodies)]
+        self.assertEqual([s for s, _ in got], ["ok", "failed"], got)
+
+
+if __name__ == "__main__":
+    unittest.main()
