@@ -225,7 +225,7 @@ func TestEndRules(t *testing.T) {
 	beat(`{"phase":"R","event":"end","status":"failed","reason":"RuntimeError: one"}`, 200)
 	beat(`{"phase":"R","event":"start"}`, 200)
 	// The same failure told twice (wrapper after the client inside it):
-	// 200, one end, the first non-empty reason kept.
+	// 200, one end, the first reason that says why kept, in the end too.
 	beat(`{"phase":"W","event":"start"}`, 200)
 	beat(`{"phase":"W","event":"end","status":"failed"}`, 200)
 	p := beat(`{"phase":"W","event":"end","status":"failed","reason":"ValueError: inner"}`, 200)
@@ -252,7 +252,7 @@ func TestEndRules(t *testing.T) {
 	}
 	want := []string{
 		"R failed RuntimeError: one",
-		"W failed ",
+		"W failed ValueError: inner",
 		"OK ok ",
 		"OK failed rank 1: OSError: [Errno 28] No space left on device",
 		"Ghost failed killed by SIGKILL",

@@ -356,3 +356,27 @@ func TestPhaseStalledWhileBusy(t *testing.T) {
 			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 10/15, evaluating for 10m`}, "stuck for 10m: a hang inside compute_metrics"},
 	})
 }
+
+// A failure whose reason is what a surviving rank saw (the launcher's
+// SIGTERM, a peer's reset) is held for OutsideSettle, so the crash that
+// caused it, which the exporter puts in the same end, is what the push
+// says; one that stays so is pushed after the wait; a failure with its own
+// cause pushes at once.
+func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
+	s := time.Second
+	const cause = "rank 1: Signal 9 (SIGKILL) received by PID 4242"
+	survivor := PhaseEnd{Seq: 1, Phase: "DDP", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
+	crashed := survivor
+	crashed.Reason, crashed.Outside = cause, false
+	alone := PhaseEnd{Seq: 2, Phase: "Other", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(3 * m), Outside: true}
+	runEndScript(t, r, []endStep{
+		{at: 0, why: "baseline"},
+		{at: m + 5*s, ends: []PhaseEnd{survivor}, why: "rank 0's SIGTERM: held"},
+		{at: m + 10*s, ends: []PhaseEnd{crashed},
+			want: []string{`firing: [lavender-2] phase "DDP" failed after 1m: ` + cause}, why: "torchrun's root cause replaced it"},
+		{at: 3*m + 5*s, ends: []PhaseEnd{crashed, alone}, why: "held"},
+		{at: 3*m + 15*s, ends: []PhaseEnd{crashed, alone},
+			want: []string{`firing: [lavender-2] phase "Other" failed after 3m: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
+	})
+}
