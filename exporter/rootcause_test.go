@@ -28,6 +28,9 @@ func TestReasonStrength(t *testing.T) {
 		{"rank 1: RuntimeError: [/opt/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete", reasonOwn},
 		{"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1275, remote process exited or there was a network error", reasonOutside},
 		{"ConnectionResetError: [Errno 104] Connection reset by peer", reasonOutside},
+		// What rank 0's client reports when rank 1 is SIGKILLed (Debian's
+		// torch 1.13, gloo over loopback: python/tests/torch_checks.py).
+		{"RuntimeError: [./gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:1411: Connection reset by peer", reasonOutside},
 		{"rank 1: Signal 9 (SIGKILL) received by PID 4242", reasonOwn},
 		{"killed by SIGKILL", reasonOwn},
 		{"killed by SIGSEGV (exit code 139)", reasonOwn},
