@@ -150,12 +150,14 @@ class PhaseTest(unittest.TestCase):
                 n += sum(range(100))  # a metric computed in Python
             moving = [b.get("busy") for b in self.exporter.bodies if b["event"] == "ping" and b.get("step") == 10]
             self.exporter.bodies.clear()
-            threading.Event().wait(0.6)  # a hung collective: blocked, no CPU
+            threading.Event().wait(0.8)  # a hung collective: blocked, no CPU
             hung = [b.get("busy") for b in self.exporter.bodies if b["event"] == "ping"]
             p.progress(11, 15)
         self.assertGreaterEqual(moving.count("evaluating"), 3, moving)
-        self.assertGreaterEqual(len(hung), 3, hung)
-        self.assertEqual(set(hung[1:]), {None}, "a blocked thread was reported busy: %s" % hung)
+        # The first pings of the blocked stretch may still see the loop's
+        # last moves (a stack, CPU time): the rest must not.
+        self.assertGreaterEqual(len(hung), 6, hung)
+        self.assertEqual(set(hung[3:]), {None}, "a blocked thread was reported busy: %s" % hung)
         self.assertNotIn("busy", self.exporter.bodies[-1], "the next step ends the busy stretch")
 
     def test_inconsistent_progress_is_left_out(self):
