@@ -495,8 +495,11 @@ class _Hooks:
     def _at_exit(self):
         # Python sets sys.last_value for the uncaught exception that ends
         # the process before it runs atexit: the process dies by it.
+        # An interactive session (the REPL, IPython, Jupyter) sets it for
+        # every error it shows and goes on: there it says nothing of the exit.
         exc = getattr(sys, "last_value", None)
-        if exc is not None and exc is not self._seen_exception:
+        interactive = hasattr(sys, "ps1") or sys.flags.interactive or "IPython" in sys.modules
+        if exc is not None and exc is not self._seen_exception and not interactive:
             for p in list(self._ended_ok):
                 p.fail(exc)
         for p in list(self.phases):
