@@ -27,6 +27,11 @@ type PhaseEnd struct {
 	// was gone and no end had come. PID is that process.
 	Died bool
 	PID  int64
+	// Outside is set while the reason is what a rank sees when another
+	// one crashed (a signal the launcher sent, a peer's connection
+	// reset): the crash itself may still come, within RootCauseWindow, and
+	// replace it.
+	Outside bool
 }
 
 // maxEnds bounds the ends kept for the watchdog: it reads them every few
@@ -39,6 +44,7 @@ func (e *Exporter) recordEndLocked(p Phase, died bool) {
 	e.ends = append(e.ends, PhaseEnd{
 		Seq: e.endSeq, Phase: p.Name, Status: p.Status, Reason: p.Reason,
 		Started: p.Started, Ended: p.Ended, Died: died, PID: p.PID,
+		Outside: p.Status == StatusFailed && reasonStrength(p.Reason) == reasonOutside,
 	})
 	if len(e.ends) > maxEnds {
 		e.ends = slices.Delete(e.ends, 0, len(e.ends)-maxEnds)
@@ -291,4 +297,15 @@ func shortReason(reason string, room int) string {
 		return "" // no room for a head worth reading
 	}
 	return runlog.Truncate(reason, room)
+}
+
+// replaceEndReasonLocked gives the newest recorded end of p's run p's
+// reason: a stronger cause came after the first failed end.
+func (e *Exporter) replaceEndReasonLocked(p Phase) {
+	for i := len(e.ends) - 1; i >= 0; i-- {
+		if end := &e.ends[i]; end.Phase == p.Name && end.Started.Equal(p.Started) {
+			end.Reason, end.Outside = p.Reason, reasonStrength(p.Reason) == reasonOutside
+			return
+		}
+	}
 }

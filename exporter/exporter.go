@@ -464,8 +464,10 @@ func (e *Exporter) pingLocked(i int, name string, now time.Time) (int, bool) {
 // phase's index. A failed end for a phase the table does not hold records
 // it as started and failed now; one for a phase that ended ok fails it; a
 // second failed end is the same failure (a wrapper after the client
-// inside it, two ranks): it keeps the first reason given, and logs and
-// records nothing more.
+// inside it, two ranks): it keeps the first reason given, unless the
+// second says more about the cause within RootCauseWindow (a rank's own
+// crash after a SIGTERM the launcher sent the survivors), and records no
+// new end.
 func (e *Exporter) endLocked(i int, name, status, reason string, now time.Time) int {
 	if i < 0 {
 		e.table.phases = append(e.table.phases, Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now})
@@ -476,8 +478,13 @@ func (e *Exporter) endLocked(i int, name, status, reason string, now time.Time) 
 	p.LastHeartbeat = now
 	p.Heartbeats++
 	if p.Status == StatusFailed {
-		if p.Reason == "" {
+		if status == StatusFailed && strongerReason(*p, reason, now) {
+			// The first report is not always the first cause: a rank the
+			// launcher stopped, or whose peer vanished, tells before the
+			// rank that crashed. The end keeps its time; its reason, in
+			// the table and in the end the watchdog reads, is the cause.
 			p.Reason = reason
+			e.replaceEndReasonLocked(*p)
 		}
 		return i
 	}

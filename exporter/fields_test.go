@@ -38,6 +38,7 @@ func TestWorkFieldsAreKept(t *testing.T) {
 		`{"phase":"Finetune","event":"start","pid":4242,"boot_id":" 0b5c-boot \n","pid_ns":"pid:[4026531836]","dirs":["/data/run","/data/run/"]}`,
 		`{"phase":"Finetune","event":"ping","step":10,"total":100,"loss":2.5,"save_bytes":1073741824}`,
 		`{"phase":"Finetune","event":"ping","dirs":["/ckpt"],"eval_step":3,"eval_total":40,"save_bytes":2048}`,
+		`{"phase":"Finetune","event":"ping","busy":"evaluating"}`,
 		`{"phase":"Finetune","event":"ping","loss":"NaN","pid":999}`,
 	} {
 		if code, _, msg := post(t, srv.URL, body); code != http.StatusOK {
@@ -60,6 +61,9 @@ func TestWorkFieldsAreKept(t *testing.T) {
 		}
 		if p.EvalStep == nil || *p.EvalStep != 3 || p.EvalTotal != 40 || p.EvalProgressAt.IsZero() {
 			t.Errorf("%s: eval %v/%d at %v", where, p.EvalStep, p.EvalTotal, p.EvalProgressAt)
+		}
+		if p.Busy != "evaluating" || p.BusyAt.IsZero() {
+			t.Errorf("%s: busy %q at %v, want evaluating", where, p.Busy, p.BusyAt)
 		}
 	}
 	code, _, data := request(t, http.MethodGet, srv.URL+phaseapi.PhasesPath, "")
@@ -107,6 +111,9 @@ func TestWorkFieldsRefused(t *testing.T) {
 		{"eval_total alone", `{"phase":"Pretrain","event":"ping","eval_total":5}`, "eval_total goes only with eval_step"},
 		{"eval past its total", `{"phase":"Pretrain","event":"ping","eval_step":6,"eval_total":5}`, "eval_step 6 is past the eval_total of 5"},
 		{"eval on end", `{"phase":"Pretrain","event":"end","eval_step":1}`, "eval_step goes only with the ping event"},
+		{"busy on end", `{"phase":"Pretrain","event":"end","busy":"saving"}`, "busy goes only with the ping event"},
+		{"busy with a line break", `{"phase":"Pretrain","event":"ping","busy":"saving\n"}`, "busy must be 1 to 32 printable ASCII characters"},
+		{"busy too long", `{"phase":"Pretrain","event":"ping","busy":"` + strings.Repeat("x", 33) + `"}`, "busy must be 1 to 32"},
 		{"reason on ping", `{"phase":"Pretrain","event":"ping","reason":"x"}`, "reason goes only with the end event"},
 		{"reason as a number", `{"phase":"Pretrain","event":"end","reason":7}`, `"reason" must be a string`},
 	} {
@@ -121,8 +128,8 @@ func TestWorkFieldsRefused(t *testing.T) {
 			}
 		})
 	}
-	if got := testutil.ToFloat64(env.e.refusedTotal.WithLabelValues(refusedBadField)) + testutil.ToFloat64(env.e.refusedTotal.WithLabelValues(refusedMalformed)); got != 22 {
-		t.Errorf("lavender_heartbeats_refused_total{reason=~\"bad_field|malformed\"} = %v, want 22", got)
+	if got := testutil.ToFloat64(env.e.refusedTotal.WithLabelValues(refusedBadField)) + testutil.ToFloat64(env.e.refusedTotal.WithLabelValues(refusedMalformed)); got != 25 {
+		t.Errorf("lavender_heartbeats_refused_total{reason=~\"bad_field|malformed\"} = %v, want 25", got)
 	}
 }
 
@@ -218,7 +225,7 @@ func TestEndRules(t *testing.T) {
 	beat(`{"phase":"R","event":"end","status":"failed","reason":"RuntimeError: one"}`, 200)
 	beat(`{"phase":"R","event":"start"}`, 200)
 	// The same failure told twice (wrapper after the client inside it):
-	// 200, one end, the first non-empty reason kept.
+	// 200, one end, the first reason that says why kept, in the end too.
 	beat(`{"phase":"W","event":"start"}`, 200)
 	beat(`{"phase":"W","event":"end","status":"failed"}`, 200)
 	p := beat(`{"phase":"W","event":"end","status":"failed","reason":"ValueError: inner"}`, 200)
@@ -245,7 +252,7 @@ func TestEndRules(t *testing.T) {
 	}
 	want := []string{
 		"R failed RuntimeError: one",
-		"W failed ",
+		"W failed ValueError: inner",
 		"OK ok ",
 		"OK failed rank 1: OSError: [Errno 28] No space left on device",
 		"Ghost failed killed by SIGKILL",

@@ -48,9 +48,9 @@ func checkProgress(step, total *uint64, known phaseapi.Progress) error {
 // count by their length, the newest most: the first interval (warm-up,
 // compilation, gradient accumulation filling up) counts for its few
 // seconds, not for everything until the next ones outvote it, and it counts
-// at most as much as the second. One interval moves the rate at most
-// halfway, so a single long pause (an evaluation, a checkpoint save) is
-// felt without erasing the rate the run had before.
+// at most as much as the second. From the third interval on, one interval
+// moves the rate at most halfway, so a single long pause (an evaluation, a
+// checkpoint save) is felt without erasing the rate the run had before.
 func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 	if total != nil {
 		p.Total = *total
@@ -77,10 +77,18 @@ func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 			if p.Advances == 2 {
 				history = min(history, w) // the first interval counts at most as much as the second
 			}
+			share := w / (history + w)
+			if p.Advances > 2 {
+				// Only a history of two intervals or more is held against a
+				// long pause; the first interval alone counts for its length,
+				// so a very short one (the first step right after the start)
+				// weighs next to nothing.
+				share = min(share, 0.5)
+			}
 			if p.Rate == 0 || history <= 0 {
 				p.Rate = inst
 			} else {
-				p.Rate += min(w/(history+w), 0.5) * (inst - p.Rate)
+				p.Rate += share * (inst - p.Rate)
 			}
 			p.RateWeight = min(history+w, 1)
 			p.GapSeconds = dt

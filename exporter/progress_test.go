@@ -321,3 +321,45 @@ func TestProgressMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Every interval counts by its length from the first one on: a first step
+// that comes at once after the start (the client sends it as soon as it is
+// taken) weighs its 50 ms, not as much as the next interval, so the rate is
+// the run's true pace, steps over seconds, within a few percent (when the
+// first interval counted as much as the second, 2.33 steps/s for a true
+// 0.44 after 25 s).
+func TestRateWeighsFirstIntervalByLength(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		first      time.Duration
+		firstSteps uint64
+		every      time.Duration
+		perPing    uint64
+		pings      int
+	}{
+		{"instant first step, then 2 steps per 5 s", 50 * time.Millisecond, 1, 5 * time.Second, 2, 1},
+		{"instant first step, then 2 steps per 5 s, five times", 50 * time.Millisecond, 1, 5 * time.Second, 2, 5},
+		{"instant first step, then 1 step per minute", 10 * time.Millisecond, 1, time.Minute, 1, 3},
+		{"equal intervals", 5 * time.Second, 2, 5 * time.Second, 2, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p phaseapi.Progress
+			now := t0
+			advanceProgress(&p, u64(0), u64(100000), now)
+			now = now.Add(tc.first)
+			step := tc.firstSteps
+			advanceProgress(&p, u64(step), nil, now)
+			for range tc.pings {
+				now = now.Add(tc.every)
+				step += tc.perPing
+				advanceProgress(&p, u64(step), nil, now)
+			}
+			// Over a few minutes the decay is small: the weighted average
+			// is close to the plain one, steps over seconds.
+			want := float64(step) / now.Sub(t0).Seconds()
+			if !near(p.Rate, want, 0.05) {
+				t.Errorf("rate %.3f steps/s, want about %.3f (%d steps in %v)", p.Rate, want, step, now.Sub(t0))
+			}
+		})
+	}
+}

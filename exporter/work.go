@@ -14,7 +14,7 @@ import (
 // (a start's, or a ping's while the phase has none: a start resets the
 // phase, a start that joins it does not), its directories (added
 // to those known, the newest kept), a checkpoint save, the loss and the
-// evaluation's progress. Slices and pointers are replaced, never written
+// evaluation's progress, and work between steps seen moving (busy). Slices and pointers are replaced, never written
 // through, since the published views share them.
 func applyWork(p *Phase, req phaseapi.HeartbeatRequest, now time.Time) {
 	if req.PID != nil && p.PID == 0 {
@@ -32,6 +32,9 @@ func applyWork(p *Phase, req phaseapi.HeartbeatRequest, now time.Time) {
 	if req.Loss != nil {
 		l := *req.Loss
 		p.Loss = &l
+	}
+	if req.Busy != "" {
+		p.Busy, p.BusyAt = req.Busy, now
 	}
 	if req.EvalStep != nil {
 		s := *req.EvalStep

@@ -406,8 +406,9 @@ type heartbeater struct {
 	phase  string
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	warned bool
+	mu         sync.Mutex
+	warned     bool
+	conflicted bool // the exporter said the phase had ended (409)
 }
 
 func (h *heartbeater) send(ctx context.Context, req phaseapi.HeartbeatRequest) {
@@ -419,11 +420,20 @@ func (h *heartbeater) send(ctx context.Context, req phaseapi.HeartbeatRequest) {
 		return
 	}
 	var apiErr *APIError
-	if req.Event == phaseapi.EventEnd && req.Status == phaseapi.StatusOK && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict {
-		// A client inside the command ended the phase failed itself (a
-		// callback that saw the exception the framework then swallowed):
-		// that failure stands.
-		h.logger.Info("the command reported the phase failed itself; its failure stands", "phase", h.phase, "answer", apiErr.Message)
+	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict {
+		// A client inside the command ended the phase itself (failed: a
+		// callback that saw the exception the framework then swallowed),
+		// so the wrapper's pings and ok end are refused: that is expected,
+		// and its failure stands. Said once, never as a warning.
+		h.mu.Lock()
+		first := !h.conflicted
+		h.conflicted = true
+		h.mu.Unlock()
+		if first {
+			h.logger.Info("the command ended the phase itself; its end stands", "phase", h.phase, "event", req.Event, "answer", apiErr.Message)
+		} else {
+			h.logger.Debug("the command ended the phase itself", "phase", h.phase, "event", req.Event, "answer", apiErr.Message)
+		}
 		return
 	}
 	h.mu.Lock()

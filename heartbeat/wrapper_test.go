@@ -393,3 +393,59 @@ func TestClientBasicAuth(t *testing.T) {
 		t.Errorf("server saw %q/%q", gotUser, gotPass)
 	}
 }
+
+// The command's own client ends the phase while the wrapper runs it: a
+// failure stands, the wrapper's refused pings and end (409) are expected
+// and never a warning; an ok end of its own followed by a non-zero exit
+// fails the phase with the wrapper's reason.
+func TestWrapperCommandEndedThePhaseItself(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   int
+		inner  phaseapi.HeartbeatRequest
+		status string
+		reason string
+		log    []string
+	}{
+		{"failed by the command, exit 0", 0,
+			phaseapi.HeartbeatRequest{Phase: "Train", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed, Reason: "RuntimeError: inner"},
+			phaseapi.StatusFailed, "RuntimeError: inner", []string{"START Train", "END   Train 0s failed: RuntimeError"}},
+		{"ended ok by the command, exit 3", 3,
+			phaseapi.HeartbeatRequest{Phase: "Train", Event: phaseapi.EventEnd, Status: phaseapi.StatusOK},
+			phaseapi.StatusFailed, "exit code 3: child stderr", []string{"START Train", "END   Train 0s", "END   Train 0s failed: exit code 3: child stderr"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			srv := env.server()
+			client, err := NewClient(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs testkit.SyncBuffer
+			stdinR, stdinW := io.Pipe()
+			w := &Wrapper{Client: client, Phase: "Train", Every: 5 * time.Millisecond, Stdin: stdinR, Stdout: io.Discard,
+				Stderr: io.Discard, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+			done := startWrapper(t, w, fmt.Sprintf("cat %d", tc.code))
+			testkit.WaitFor(t, 20*time.Second, func() bool { p, ok := env.phase("Train"); return ok && p.Heartbeats >= 2 }, "pings")
+			if _, err := env.e.Apply(tc.inner); err != nil {
+				t.Fatal(err)
+			}
+			// The exporter's answer to a ping after the end says when it ended.
+			testkit.WaitFor(t, 20*time.Second, func() bool { return strings.Contains(logs.String(), "ended at") }, "a refused ping")
+			stdinW.Close()
+			if r := waitResult(t, done); r.err != nil || r.code != tc.code {
+				t.Fatalf("Run = %d, %v; want %d", r.code, r.err, tc.code)
+			}
+			p, _ := env.phase("Train")
+			if p.Status != tc.status || p.Reason != tc.reason {
+				t.Errorf("phase %s %q, want %s %q", p.Status, p.Reason, tc.status, tc.reason)
+			}
+			if strings.Contains(logs.String(), "level=WARN") {
+				t.Errorf("a warning for the expected answer:\n%s", logs.String())
+			}
+			if got, want := env.entries(), append([]string{"RUN start"}, tc.log...); !equalStrings(got, want) {
+				t.Errorf("entries %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -126,6 +126,10 @@ type Work struct {
 	EvalStep       *uint64   `json:"eval_step,omitempty"`
 	EvalTotal      uint64    `json:"eval_total,omitzero"`
 	EvalProgressAt time.Time `json:"last_eval_progress,omitzero"`
+	// Busy is the work between steps the last busy ping named, BusyAt when
+	// such a ping last came: work seen moving.
+	Busy   string    `json:"busy,omitempty"`
+	BusyAt time.Time `json:"last_busy,omitzero"`
 }
 
 // Save is one checkpoint save a phase reported.
@@ -185,11 +189,15 @@ func TruncateChars(s string, n int) string {
 	return strings.TrimRightFunc(s[:cut], unicode.IsSpace) + "…"
 }
 
+// MaxBusyBytes bounds busy: a word or two ("evaluating", "pushing to the hub").
+const MaxBusyBytes = 32
+
 // Check checks the optional fields of a heartbeat against its event (which
 // the caller has checked): pid on start and ping, 1 to MaxPID, boot_id and
 // pid_ns only with it; dirs on start and ping, at most MaxDirs absolute
 // paths; save_bytes, eval_step and eval_total on ping, eval_total 1 or
-// more and with eval_step, which may not exceed it; loss on any event;
+// more and with eval_step, which may not exceed it; busy on ping, 1 to
+// MaxBusyBytes printable ASCII characters; loss on any event;
 // reason on end. The error wraps ErrBadField and names the field. Reason
 // is checked for its event only: its text is cleaned, never refused.
 func (r HeartbeatRequest) Check() error {
@@ -213,6 +221,7 @@ func (r HeartbeatRequest) Check() error {
 		{"save_bytes", r.SaveBytes != nil, []string{EventPing}},
 		{"eval_step", r.EvalStep != nil, []string{EventPing}},
 		{"eval_total", r.EvalTotal != nil, []string{EventPing}},
+		{"busy", r.Busy != "", []string{EventPing}},
 	} {
 		if err := only(c.field, c.set, c.events...); err != nil {
 			return err
@@ -238,6 +247,9 @@ func (r HeartbeatRequest) Check() error {
 		if err := checkDir(d); err != nil {
 			return bad("dirs: %w", err)
 		}
+	}
+	if r.Busy != "" && (len(r.Busy) > MaxBusyBytes || strings.IndexFunc(r.Busy, func(c rune) bool { return c < 0x20 || c > 0x7e }) >= 0) {
+		return bad("busy must be 1 to %d printable ASCII characters, not %s", MaxBusyBytes, clip(strconv.QuoteToASCII(r.Busy), 80))
 	}
 	if r.EvalTotal != nil {
 		switch {

@@ -79,6 +79,10 @@ type HeartbeatRequest struct {
 	// EvalTotal goes with EvalStep.
 	EvalStep  *uint64 `json:"eval_step,omitempty"`
 	EvalTotal *uint64 `json:"eval_total,omitempty"`
+	// Busy names the work the training thread does between two steps
+	// ("evaluating", "saving"), sent on a ping only while the client saw
+	// that thread move since its last ping: it counts as progress.
+	Busy string `json:"busy,omitempty"`
 }
 
 // RunRequest is the body of POST /api/v1/runs.

@@ -65,6 +65,9 @@ func PhaseState(p phaseapi.Phase) watchdog.PhaseState {
 	if p.EvalStep != nil {
 		s.HasEval, s.EvalStep, s.EvalTotal, s.EvalProgressAt = true, clampInt64(*p.EvalStep), clampInt64(p.EvalTotal), p.EvalProgressAt
 	}
+	if p.Busy != "" {
+		s.HasBusy, s.Busy, s.BusyAt = true, p.Busy, p.BusyAt
+	}
 	return s
 }
 

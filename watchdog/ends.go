@@ -21,7 +21,18 @@ type PhaseEnd struct {
 	// gone and no end had come.
 	Died bool
 	PID  int64
+	// Outside is set while the reason is what a rank sees when another
+	// crashed (a launcher's SIGTERM, a peer's connection reset): the
+	// exporter may still replace it with the crash itself.
+	Outside bool
 }
+
+// OutsideSettle is how long the failed rule holds a failure whose reason
+// is Outside, for the crash that caused it to replace it: torchrun prints
+// its root cause once every worker has exited, a few seconds after the
+// survivors report their SIGTERM. A failure with its own cause pushes at
+// once.
+const OutsideSettle = 15 * time.Second
 
 // Duration is how long the phase ran.
 func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 0) }
@@ -74,8 +85,11 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 		if e.Seq <= r.lastSeq {
 			continue
 		}
+		if r.status == PhaseFailed && e.Status == PhaseFailed && e.Outside && now.Sub(e.Ended) < OutsideSettle {
+			break // read again at the next poll, with the cause if it came
+		}
 		r.lastSeq = e.Seq
-		if e.Status != r.status {
+		if e.Status != r.status || (e.Status == PhaseOK && failedLater(s.Ends, e)) {
 			continue
 		}
 		if _, ok := fresh[e.Phase]; !ok {
@@ -133,6 +147,19 @@ func (r *PhaseEndRule) closeWindows(s Sample, now time.Time) []Alert {
 	}
 	slices.SortFunc(out, func(a, b Alert) int { return a.End.Ended.Compare(b.End.Ended) })
 	return out
+}
+
+// failedLater reports whether the same run of e's phase (same start)
+// failed after e ended ok: a save, a hub push or a callback that failed
+// once training was done. The push then names only the failure, never
+// "done" beside it.
+func failedLater(ends []PhaseEnd, e PhaseEnd) bool {
+	for _, f := range ends {
+		if f.Seq > e.Seq && f.Phase == e.Phase && f.Started.Equal(e.Started) && f.Status == PhaseFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // Pushed forgets a delivered push, or schedules a retry of what is pending.

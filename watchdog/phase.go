@@ -154,7 +154,10 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 // status page both ask it, so the page marks what the phone is told.
 //
 // An evaluation's progress counts as movement: a slow evaluation between
-// two steps is not a stall, a hung one is. A phase that told its total but
+// two steps is not a stall, a hung one is. So does work between steps the
+// client saw moving (busy: compute_metrics, a save, a hub push): the
+// client sends it only while the training thread moves, so a hang inside
+// that work stalls too. A phase that told its total but
 // no step yet is at step 0 since its start, so a hang before the first step
 // (a first-batch data-loader or NCCL deadlock) stalls too. A phase that
 // never reports steps (a wrapped shell command) can stall only by silence.
@@ -187,6 +190,9 @@ func (p PhaseState) Moved() (time.Time, bool) {
 	}
 	if p.HasEval && p.EvalProgressAt.After(moved) {
 		moved = p.EvalProgressAt
+	}
+	if p.HasBusy && p.BusyAt.After(moved) {
+		moved = p.BusyAt
 	}
 	return moved, true
 }
@@ -249,7 +255,9 @@ func (a Alert) PhaseDuration() time.Duration {
 // "stalled: ": "no heartbeat for 10m", or "step 1200/5000 for 10m" ("step
 // 1200 for 10m" without a total) when the heartbeats came but the step did
 // not move, "step 1200/5000, eval 37/200 for 10m" when an evaluation moved
-// last and then stopped. The duration is how long the stall had lasted at
+// last and then stopped, "step 1200/5000, evaluating for 10m" when work
+// between steps (compute_metrics, a save) was last seen moving and then
+// stopped. The duration is how long the stall had lasted at
 // the poll.
 func (a Alert) StallKind() string {
 	lasted := HumanDuration(a.Lasted())
@@ -261,6 +269,9 @@ func (a Alert) StallKind() string {
 	where := fmt.Sprintf("step %d", p.Step)
 	if p.Total > 0 {
 		where += fmt.Sprintf("/%d", p.Total)
+	}
+	if p.HasBusy && moved.Equal(p.BusyAt) && p.BusyAt.After(p.ProgressAt) && p.BusyAt.After(p.EvalProgressAt) {
+		return where + ", " + p.Busy + " for " + lasted
 	}
 	if p.HasEval && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {
 		where += fmt.Sprintf(", eval %d", p.EvalStep)

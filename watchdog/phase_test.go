@@ -308,3 +308,75 @@ func TestPhaseConfigErrors(t *testing.T) {
 		t.Errorf("stall-after 0: %v, %v; want no rule", rules, err)
 	}
 }
+
+// A phase that ends ok and then fails (a save, a hub push or a callback
+// after the client's, raising once training was done) pushes the failure
+// alone: never "done" beside it. An ok end of an earlier run of the phase
+// is still done.
+func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
+	const enospc = "OSError: [Errno 28] No space left on device"
+	s := time.Second
+	for _, rule := range []string{PhaseRuleFailed, PhaseRuleDone} {
+		t.Run(rule, func(t *testing.T) {
+			r := phaseRule(t, PhaseConfig{Notify: []string{"failed", "done"}, Repeat: 10 * m}, rule)
+			var l endLog
+			first, second := []string{`firing: [lavender-2] phase "Finetune" failed after 1s: ` + enospc}, []string(nil)
+			if rule == PhaseRuleDone {
+				first, second = nil, []string{`firing: [lavender-2] phase "Finetune" done in 1m`}
+			}
+			runEndScript(t, r, []endStep{
+				{at: 0, ends: l.add(), why: "running"},
+				{at: 5 * s, ends: l.add(end("Finetune", PhaseOK, 0, s, ""), end("Finetune", PhaseFailed, 0, s+s/2, enospc)),
+					want: first, why: "ok, then failed at exit: only the failure"},
+				{at: 2*m + 5*s, ends: l.add(end("Finetune", PhaseOK, m, 2*m, "")),
+					want: second, why: "the next run ends ok: done"},
+			})
+		})
+	}
+}
+
+// Work between steps that the client sees moving (compute_metrics, a
+// save, a hub push: a ping carries busy while it moves) is progress: a
+// slow evaluation with its metrics is no stall. Work that stops moving (a
+// hang inside compute_metrics) stalls after the stall time from the last
+// busy ping, and the push says what it was doing.
+func TestPhaseStalledWhileBusy(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
+	evaluating := func(now, busyAt time.Duration) []PhaseState {
+		p := withStep(active("Finetune", 0, now), 10, 15, 0)
+		p.HasEval, p.EvalStep, p.EvalTotal, p.EvalProgressAt = true, 2, 2, at(time.Minute)
+		p.HasBusy, p.Busy, p.BusyAt = true, "evaluating", at(busyAt)
+		return []PhaseState{p}
+	}
+	runPhaseScript(t, r, []phaseStep{
+		{5 * m, evaluating(5*m, 5*m), false, nil, "eval batches done at 1m, compute_metrics moving"},
+		{25 * m, evaluating(25*m, 25*m), false, nil, "metrics for 24m, still moving: no stall"},
+		{34 * m, evaluating(34*m, 25*m), false, nil, "stuck for 9m"},
+		{35*m + 5*time.Second, evaluating(35*m, 25*m), false,
+			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 10/15, evaluating for 10m`}, "stuck for 10m: a hang inside compute_metrics"},
+	})
+}
+
+// A failure whose reason is what a surviving rank saw (the launcher's
+// SIGTERM, a peer's reset) is held for OutsideSettle, so the crash that
+// caused it, which the exporter puts in the same end, is what the push
+// says; one that stays so is pushed after the wait; a failure with its own
+// cause pushes at once.
+func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
+	s := time.Second
+	const cause = "rank 1: Signal 9 (SIGKILL) received by PID 4242"
+	survivor := PhaseEnd{Seq: 1, Phase: "DDP", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
+	crashed := survivor
+	crashed.Reason, crashed.Outside = cause, false
+	alone := PhaseEnd{Seq: 2, Phase: "Other", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(3 * m), Outside: true}
+	runEndScript(t, r, []endStep{
+		{at: 0, why: "baseline"},
+		{at: m + 5*s, ends: []PhaseEnd{survivor}, why: "rank 0's SIGTERM: held"},
+		{at: m + 10*s, ends: []PhaseEnd{crashed},
+			want: []string{`firing: [lavender-2] phase "DDP" failed after 1m: ` + cause}, why: "torchrun's root cause replaced it"},
+		{at: 3*m + 5*s, ends: []PhaseEnd{crashed, alone}, why: "held"},
+		{at: 3*m + 15*s, ends: []PhaseEnd{crashed, alone},
+			want: []string{`firing: [lavender-2] phase "Other" failed after 3m: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
+	})
+}

@@ -138,6 +138,11 @@ type PhaseState struct {
 	EvalStep       int64
 	EvalTotal      int64
 	EvalProgressAt time.Time
+	// Busy is the work between steps (evaluating, saving) the client last
+	// saw moving, at BusyAt; HasBusy is set once it said so.
+	HasBusy bool
+	Busy    string
+	BusyAt  time.Time
 }
 
 // ActivePhase is the active phase that started last: the one a person

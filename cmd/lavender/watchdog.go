@@ -142,7 +142,7 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 		for _, e := range exp.Ends() {
 			s.Ends = append(s.Ends, watchdog.PhaseEnd{
 				Seq: e.Seq, Phase: e.Phase, Status: watchdog.PhaseStatus(e.Status), Reason: e.Reason,
-				Started: e.Started, Ended: e.Ended, Died: e.Died, PID: e.PID,
+				Started: e.Started, Ended: e.Ended, Died: e.Died, PID: e.PID, Outside: e.Outside,
 			})
 		}
 		return s, nil

@@ -12,7 +12,6 @@ import time
 
 from . import _sender, _wire
 
-log = logging.getLogger("lavender")
 
 OK, FAILED = "ok", "failed"
 # How long an end waits for the size of a checkpoint saved just before it.
@@ -46,7 +45,7 @@ class Phase:
             base = _wire.normalize_url(env.get("LAVENDER_URL") if url is None else url)
             self._sender = _sender.sender_for(base)
         except ValueError as e:
-            log.warning("lavender: %s; phase %r is not reported (training goes on)", e, self.name)
+            _sender.say(logging.WARNING, "lavender: %s; phase %r is not reported (training goes on)" % (e, self.name))
         # Reentrant: the SIGTERM handler ends phases from the main thread,
         # which may hold the lock at that moment.
         self._lock = threading.RLock()
@@ -64,6 +63,10 @@ class Phase:
         self._sigterm = False
         self._kicked = False
         self._next_ping = math.inf
+        self._ended_ok = False  # ended ok while running: a later failure still fails it
+        self._diverged = None  # a non-finite value the framework logged
+        self._busy = None  # (what, thread ident, native id) while busy between steps
+        self._busy_seen = None  # what the last ping saw of the busy thread
 
     # ---- what the training code calls ----
 
@@ -81,6 +84,7 @@ class Phase:
         if loss is None:
             loss = self._progress[2]
         self._progress = (step, total, loss)
+        self._busy = None
         if not self._kicked and self._state == "running":
             # The first step is news (step 0 at the start of training): send
             # it now, as it is, not a minute later.
@@ -100,6 +104,12 @@ class Phase:
                 return
         self._progress = (step, total, loss)
 
+    def diverged(self, value, what="loss"):
+        """Records a non-finite value the framework logged (a NaN reward, a
+        loss its NaN filter hid): the phase's loss reads it from now on, as
+        a diverged run stays diverged."""
+        self._diverged = value
+
     def eval_progress(self, step, total=None):
         """Records how far an evaluation has come (batches done, of total):
         a moving eval step keeps a long evaluation from looking stalled."""
@@ -107,6 +117,20 @@ class Phase:
 
     def eval_end(self):
         self._eval = None
+
+    def busy(self, what):
+        """Says the training thread (the caller) is doing `what` between two
+        steps: evaluating, computing metrics, saving, pushing to the hub.
+        While it runs, each ping whose look at that thread finds it moving
+        (its Python stack changed, or it spent CPU time) carries busy, which
+        counts as progress; a thread stuck in one place (a hung collective,
+        a lock, a dead socket) sends none, and stalls. The next step ends
+        it."""
+        if self._busy is None or self._busy[0] != what:
+            self._busy = (what, threading.get_ident(), getattr(threading.current_thread(), "native_id", None))
+
+    def idle(self):
+        self._busy = None
 
     def saved(self, path):
         """Reports the size of a checkpoint just written to path (a file or a
@@ -189,9 +213,19 @@ class Phase:
     def _end(self, status, reason):
         with self._lock:
             if self._state == "ended":
+                # Once ended ok, the phase can still fail: a callback after
+                # ours raising in on_train_end, a save or a hub push after
+                # train() returned. That end is news; any other is not.
+                if status != FAILED or not self._ended_ok:
+                    return
+                self._ended_ok = False
+                self._end_failed_after_ok(reason)
                 return
             was, self._state = self._state, "ended"
+            self._ended_ok = status == OK and was == "running"
         _hooks.remove(self)
+        if self._ended_ok:
+            _hooks.ended_ok(self)
         if os.getpid() != self._pid or self._sender is None:
             return  # a forked child (a DataLoader worker) reports nothing
         self._sender.unwatch(self)
@@ -214,6 +248,17 @@ class Phase:
             body["reason"] = _wire.short(reason)
         if self.rank == 0:
             self._add_progress(body)
+        self._sender.post(body, wait=_sender.END_WAIT)
+
+    def _end_failed_after_ok(self, reason):
+        _hooks.forget_ended_ok(self)
+        if os.getpid() != self._pid or self._sender is None:
+            return
+        if self.rank != 0:
+            reason = "rank %d: %s" % (self.rank, reason or "failed")
+        body = {"phase": self.name, "event": "end", "status": FAILED}
+        if reason:
+            body["reason"] = _wire.short(reason)
         self._sender.post(body, wait=_sender.END_WAIT)
 
     def _reason(self, exc):
@@ -240,6 +285,9 @@ class Phase:
                 body["eval_step"] = es
                 if et is not None and et >= es:
                     body["eval_total"] = et
+        busy = self._busy
+        if busy is not None and _moving(self, busy):
+            body["busy"] = busy[0]
         if self._dirs:
             body["dirs"] = self._dirs
         with self._lock:
@@ -257,6 +305,8 @@ class Phase:
             body["step"] = s
             if t is not None and t >= s:
                 body["total"] = t
+        if self._diverged is not None:
+            loss = self._diverged
         if with_loss and loss is not None and self._sender is not None:
             value = self._sender.read_value(loss)
             if value is not None:
@@ -266,12 +316,58 @@ class Phase:
         try:
             n = _size_of(path)
         except OSError as e:
-            log.debug("lavender: size of %s: %s", path, e)
+            _sender.say(logging.DEBUG, "lavender: size of %s: %s" % (path, e))
             return
         with self._lock:
             self._save_bytes = n
         if self._state == "running":
             self._ping_soon()
+
+
+# The share of a ping interval a busy thread must spend on the CPU to count
+# as moving when its stack looks the same (a long save or a metric computed
+# in one C call); a blocked thread spends next to none.
+BUSY_CPU_SHARE = 0.05
+
+
+def _moving(phase, busy):
+    """Whether the busy thread moved since the last ping looked at it: a
+    different Python stack, or CPU time spent. The first look only sets the
+    mark, and says it moved (the work has just begun)."""
+    _, ident, native = busy
+    frame = sys._current_frames().get(ident)
+    stack = []
+    while frame is not None and len(stack) < 64:
+        stack.append((frame.f_code, frame.f_lasti))
+        frame = frame.f_back
+    seen = (ident, tuple(stack), _thread_cpu(native), time.monotonic())
+    last, phase._busy_seen = phase._busy_seen, seen
+    if last is None or last[0] != ident:
+        return True
+    if last[1] != seen[1]:
+        return True
+    if last[2] is None or seen[2] is None:
+        return False
+    return seen[2] - last[2] >= BUSY_CPU_SHARE * (seen[3] - last[3])
+
+
+def _thread_cpu(native_id):
+    """The CPU seconds thread native_id of this process has used (Linux),
+    or None."""
+    if native_id is None:
+        return None
+    try:
+        with open("/proc/self/task/%d/stat" % native_id, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+try:
+    _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+except (ValueError, OSError, AttributeError):
+    _CLOCK_TICKS = 100
 
 
 def _size_of(path):
@@ -300,9 +396,16 @@ class _Hooks:
         self._prev_sigterm = None
         self._sigterm_set = False
         self._atexit = False
+        # The phases that ended ok with no phase begun since, and the
+        # uncaught exception the process had already seen then: an uncaught
+        # exception after their end (a save, a hub push, a callback after
+        # ours) fails them at exit.
+        self._ended_ok = []
+        self._seen_exception = None
 
     def add(self, phase):
         with self._lock:
+            self._ended_ok = []  # a new phase: what fails from now on fails it
             self.phases.append(phase)
             if self._prev_excepthook is None:
                 self._prev_excepthook = sys.excepthook
@@ -310,6 +413,20 @@ class _Hooks:
             if not self._atexit:
                 self._atexit = True
                 atexit.register(self._at_exit)
+
+    def ended_ok(self, phase):
+        with self._lock:
+            if phase not in self._ended_ok:
+                self._ended_ok.append(phase)
+            self._seen_exception = getattr(sys, "last_value", None)
+            if not self._atexit:
+                self._atexit = True
+                atexit.register(self._at_exit)
+
+    def forget_ended_ok(self, phase):
+        with self._lock:
+            if phase in self._ended_ok:
+                self._ended_ok.remove(phase)
 
     def remove(self, phase):
         with self._lock:
@@ -376,6 +493,15 @@ class _Hooks:
         time.sleep(1)  # the signal is delivered before this returns
 
     def _at_exit(self):
+        # Python sets sys.last_value for the uncaught exception that ends
+        # the process before it runs atexit: the process dies by it.
+        # An interactive session (the REPL, IPython, Jupyter) sets it for
+        # every error it shows and goes on: there it says nothing of the exit.
+        exc = getattr(sys, "last_value", None)
+        interactive = hasattr(sys, "ps1") or sys.flags.interactive or "IPython" in sys.modules
+        if exc is not None and exc is not self._seen_exception and not interactive:
+            for p in list(self._ended_ok):
+                p.fail(exc)
         for p in list(self.phases):
             if p.running:
                 p.fail("the process exited before the phase ended")

@@ -21,6 +21,13 @@ from . import _wire
 
 log = logging.getLogger("lavender")
 
+
+def say(level, text):
+    """Logs one line of the client's on the lavender logger, every URL in it
+    redacted: every message goes through here."""
+    if log.isEnabledFor(level):
+        log.log(level, "%s", _wire.redact(text))
+
 # A heartbeat is a few hundred bytes to a process on the same host: an
 # answer that takes longer than this is not coming.
 REQUEST_TIMEOUT = 2.0
@@ -175,13 +182,13 @@ class Sender:
         self._last_status = status
         if 200 <= status < 300:
             if self._failing is not None:
-                log.warning("lavender: heartbeats reach %s again", self.base_url)
+                say(logging.WARNING, "lavender: heartbeats reach %s again" % self.base_url)
                 self._failing = None
             return True
         if status == 409 and body.get("event") == "end":
             # The phase had already ended failed (another rank, the
             # wrapper): the server keeps the failure, as it should.
-            log.debug("lavender: %s: %s", event, answer)
+            say(logging.DEBUG, "lavender: %s: %s" % (event, answer))
             return True
         if 300 <= status < 400:
             answer = "a redirect, which the heartbeat API never answers: is LAVENDER_URL the exporter's address?"
@@ -211,12 +218,12 @@ class Sender:
         # failure changes kind or after they went through again.
         if self._failing != kind:
             self._failing = kind
-            log.warning("lavender: %s (training goes on; said once)", what)
+            say(logging.WARNING, "lavender: %s (training goes on; said once)" % what)
 
     def _once(self, key, what):
         if key not in self._reported:
             self._reported.add(key)
-            log.warning("lavender: %s", what)
+            say(logging.WARNING, "lavender: %s" % what)
 
 
 class _ValueReader:

@@ -4,6 +4,7 @@ process's identity, the launcher's rank. Nothing here touches the network."""
 import math
 import operator
 import os
+import re
 import traceback
 import urllib.parse
 
@@ -19,11 +20,38 @@ MAX_REASON = 200
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK")
 
 
+# The userinfo of a URL ("alice:S3cret@" in http://alice:S3cret@host:9877),
+# with or without a scheme: everything up to the last "@" before the host.
+_USERINFO = re.compile(r"""(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?[^\s/?#'"<>@]+(?:@[^\s/?#'"<>@]+)*@""")
+# A URL's query, from "?" to "#" or the end of the URL.
+_QUERY = re.compile(r"""(?<=\?)[^\s'"<>#]+""")
+REDACTED = "***"
+
+
+def _redact_query(m):
+    # Each value, and a bare component (?S3cret), is replaced; keys stay.
+    parts = []
+    for part in m.group(0).split("&"):
+        key, eq, _ = part.partition("=")
+        parts.append(key + "=" + REDACTED if eq else (REDACTED if part else part))
+    return "&".join(parts)
+
+
+def redact(text):
+    """text with every URL's userinfo and query values replaced by ***:
+    training logs travel (W&B, Slurm, CI), so no message of the client ever
+    quotes a password or a token, whatever URL it was given."""
+    text = _USERINFO.sub(lambda m: (m.group("scheme") or "") + REDACTED + "@", str(text))
+    return _QUERY.sub(_redact_query, text)
+
+
 def normalize_url(raw):
     """The exporter's base URL from what a user typed: an empty value is the
     default, a missing scheme is http, trailing slashes (and a pasted
-    heartbeat path) are dropped. Raises ValueError with the reason."""
+    heartbeat path) are dropped. Raises ValueError with the reason, which
+    quotes raw redacted."""
     text = (raw or "").strip()
+    raw = redact(raw)
     if not text:
         return DEFAULT_URL
     if "://" not in text:

@@ -7,7 +7,9 @@ subclass Trainer): lavender.hf.Callback.
 transformers is imported when Callback is first used, not before.
 """
 
+import math
 import os
+import sys
 
 from . import _phase, _wire
 
@@ -21,11 +23,20 @@ class Hooks:
 
     on_init_end      arms the phase: from here an uncaught exception or a
                      SIGTERM ends it failed, even before training starts
-                     (accelerate's prepare, a bad max_steps).
+                     (accelerate's prepare, a resume_from_checkpoint with
+                     no checkpoint there); Trainer(...)'s own errors come
+                     before any callback.
     on_train_begin   starts it, at global_step/max_steps (0 on a fresh run).
-    on_step_end      records global_step and max_steps.
-    on_log           records the logged loss (when the model's own loss was
-                     not seen: Trainer's logging_nan_inf_filter hides NaN).
+    on_step_begin    ends the work between steps (see on_step_end).
+    on_step_end      records global_step and max_steps; an evaluation or a
+                     save to follow is work (busy) until the next step.
+    training_step    (wrapped on the trainer for the run) records the loss
+                     Trainer backpropagates, NaN included: the model's, a
+                     custom compute_loss's, TRL's.
+    on_log           records the logged loss (when no step loss was seen:
+                     Trainer's logging_nan_inf_filter hides NaN), and any
+                     non-finite value logged beside it (TRL's rewards/*,
+                     logits/*) as a diverged loss.
     on_prediction_step, on_evaluate
                      record evaluation batches, so a long evaluation is
                      movement and a hung one a stall.
@@ -40,6 +51,8 @@ class Hooks:
         self._eval_batches = 0
         self._forward_hook = None
         self._model_loss = False
+        self._step_loss = False
+        self._trainer = None
 
     def _phase_for(self, args):
         if self.phase is None or self.phase.ended:
@@ -54,15 +67,38 @@ class Hooks:
         p = self._phase_for(args)
         p.progress(state.global_step, state.max_steps)
         p.start()
-        self._watch_model_loss(model)
+        self._watch_step_loss(_calling_trainer(self))
+        if not self._step_loss:
+            self._watch_model_loss(model)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.phase is not None:
+            self.phase.idle()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.phase is not None:
-            self.phase.progress(state.global_step, state.max_steps)
+        if self.phase is None:
+            return
+        self.phase.progress(state.global_step, state.max_steps)
+        # DefaultFlowCallback, first in the list, has decided what follows
+        # this step: an evaluation (with compute_metrics and the on_evaluate
+        # callbacks) and a save (with its hub push) are work, not a stall.
+        if getattr(control, "should_evaluate", False):
+            self.phase.busy("evaluating")
+        elif getattr(control, "should_save", False):
+            self.phase.busy("saving")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.phase is not None and logs and not self._model_loss and "loss" in logs:
+        if self.phase is None or not logs or "loss" not in logs:
+            return  # an evaluation's logs (eval_loss) are not the training loss
+        if not self._model_loss and not self._step_loss:
             self.phase.loss(logs["loss"])
+        # logging_nan_inf_filter keeps the logged loss finite (0.0 when every
+        # step was NaN), while TRL logs rewards/chosen, logits/chosen, ...
+        # beside it: any of them not finite is a diverged run.
+        for key, value in logs.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                self.phase.diverged(value, key)
+                break
 
     def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
         if self.phase is None:
@@ -74,11 +110,15 @@ class Hooks:
         except TypeError:  # an iterable dataset has no length
             pass
         self.phase.eval_progress(self._eval_batches, total)
+        self.phase.busy("evaluating")
 
     def on_evaluate(self, args, state, control, **kwargs):
         self._eval_batches = 0
         if self.phase is not None:
             self.phase.eval_end()
+            # Callbacks after ours (their on_evaluate) and the save that may
+            # follow are still work between steps.
+            self.phase.busy("saving" if getattr(control, "should_save", False) else "evaluating")
 
     on_predict = on_evaluate
 
@@ -91,6 +131,7 @@ class Hooks:
 
     def on_train_end(self, args, state, control, **kwargs):
         self._unwatch_model_loss()
+        self._unwatch_step_loss()
         if self.phase is not None:
             self.phase.progress(state.global_step, state.max_steps)
             self.phase.end()
@@ -99,8 +140,43 @@ class Hooks:
         """Ends the phase failed, for a caller that catches train()'s
         exception itself (an uncaught one ends it on its own)."""
         self._unwatch_model_loss()
+        self._unwatch_step_loss()
         if self.phase is not None:
             self.phase.fail(exc)
+
+    # The loss training_step returns is the one Trainer backpropagates,
+    # whoever computed it: the model, a custom compute_loss, TRL's DPO. It
+    # is read from the trainer's own training_step, wrapped on the instance
+    # for the run; the forward hook below is for a trainer not found.
+    def _watch_step_loss(self, trainer):
+        self._unwatch_step_loss()
+        step = getattr(trainer, "training_step", None)
+        if step is None:
+            return
+        hooks = self
+
+        def training_step(*args, **kwargs):
+            loss = step(*args, **kwargs)
+            try:
+                if hooks.phase is not None:
+                    hooks.phase.loss(loss)
+            except Exception:  # never break a training step
+                pass
+            return loss
+
+        try:
+            trainer.training_step = training_step
+        except Exception:
+            return
+        self._trainer, self._step_loss = trainer, True
+
+    def _unwatch_step_loss(self):
+        trainer, self._trainer, self._step_loss = self._trainer, None, False
+        if trainer is not None and "training_step" in vars(trainer):
+            try:
+                del trainer.training_step
+            except Exception:
+                pass
 
     # The model's own loss, read by a forward hook, is the loss of every
     # batch as computed, NaN included; the logged one is an average that
@@ -130,11 +206,27 @@ class Hooks:
             loss = getattr(output, "loss", None)
             if loss is None and isinstance(output, dict):
                 loss = output.get("loss")
-            if loss is not None:
+            if loss is not None and not self._step_loss:
                 self._model_loss = True
                 self.phase.loss(loss)
         except Exception:  # never break a forward pass
             pass
+
+
+def _calling_trainer(callback):
+    """The Trainer whose callback handler called callback's hook: Trainer
+    hands its callbacks no reference to itself, so the calling frames are
+    looked up for it (a few, cheaply, once per train())."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        obj = frame.f_locals.get("self")
+        handler = getattr(obj, "callback_handler", None)
+        if handler is not None and callback in getattr(handler, "callbacks", ()):
+            return obj
+        frame = frame.f_back
+    return None
 
 
 _classes = {}

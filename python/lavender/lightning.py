@@ -31,10 +31,11 @@ class Hooks:
                      training_step's loss).
     on_validation_batch_end, on_validation_end
                      record validation batches (the sanity check's too): a
-                     long validation is movement, a hung one a stall.
+                     long validation is movement, a hung one a stall; the
+                     epoch-end metrics after them are busy work.
     on_save_checkpoint
                      measures the checkpoint once written, off the training
-                     thread.
+                     thread; the write is busy work.
     on_train_end     ends the phase ok.
     on_exception     ends it failed with the exception's line (Lightning
                      swallows KeyboardInterrupt and turns SIGTERM into an exit
@@ -95,6 +96,7 @@ class Hooks:
             return
         self._eval_batches += 1
         self.phase.eval_progress(self._eval_batches, _validation_batches(trainer))
+        self.phase.busy("validating")  # and the epoch-end metrics after: work until the next step
 
     def on_validation_end(self, trainer, pl_module):
         self._eval_batches = 0
@@ -102,8 +104,11 @@ class Hooks:
             self.phase.eval_end()
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
-        # Called before the file is written: the next hook measures it.
+        # Called before the file is written: the next hook measures it, and
+        # the write is work until the next step.
         self._saving = True
+        if self.phase is not None:
+            self.phase.busy("saving")
 
     def on_train_end(self, trainer, pl_module):
         if self.phase is not None:

@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import tempfile
+import threading
 import time
 import unittest
 
@@ -136,6 +137,28 @@ class PhaseTest(unittest.TestCase):
         self.assertEqual(sum(1 for b in pings if "save_bytes" in b), 1, "a save is reported once")
         self.assertEqual(self.exporter.bodies[0]["dirs"], [os.getcwd(), out])
         self.assertNotIn("eval_step", ends(self.exporter.bodies)[0])
+
+    def test_busy_work_is_reported_while_it_moves(self):
+        # Work between steps (compute_metrics) that runs Python or uses the
+        # CPU is reported as busy; the same thread blocked (a hang) is not,
+        # so the server's stall rule still sees a hang inside that work.
+        with self.phase("Finetune", total=15) as p:
+            p.progress(10, 15)
+            p.busy("evaluating")
+            n, until = 0, time.monotonic() + 0.5
+            while time.monotonic() < until:
+                n += sum(range(100))  # a metric computed in Python
+            moving = [b.get("busy") for b in self.exporter.bodies if b["event"] == "ping" and b.get("step") == 10]
+            self.exporter.bodies.clear()
+            threading.Event().wait(0.8)  # a hung collective: blocked, no CPU
+            hung = [b.get("busy") for b in self.exporter.bodies if b["event"] == "ping"]
+            p.progress(11, 15)
+        self.assertGreaterEqual(moving.count("evaluating"), 3, moving)
+        # The first pings of the blocked stretch may still see the loop's
+        # last moves (a stack, CPU time): the rest must not.
+        self.assertGreaterEqual(len(hung), 6, hung)
+        self.assertEqual(set(hung[3:]), {None}, "a blocked thread was reported busy: %s" % hung)
+        self.assertNotIn("busy", self.exporter.bodies[-1], "the next step ends the busy stretch")
 
     def test_inconsistent_progress_is_left_out(self):
         with self.phase() as p:
@@ -315,6 +338,31 @@ class ProcessTest(unittest.TestCase):
         run_python(code, self.env)
         self.assertEqual([(b["status"], b["reason"]) for b in ends(self.exporter.bodies)],
                          [("failed", "the process exited before the phase ended")])
+
+    def test_failure_after_an_ok_end_fails_the_phase(self):
+        # A save or a hub push after training, or a callback after ours,
+        # raising once the phase ended ok: the phase failed after all.
+        for name, tail, want in [
+            ("uncaught after the block", "raise OSError(28, 'No space left on device')\n",
+             [("ok", None), ("failed", "OSError: [Errno 28] No space left on device")]),
+            ("told by fail()", "p.fail(RuntimeError('push_to_hub: 401'))\np.fail('again')\n",
+             [("ok", None), ("failed", "RuntimeError: push_to_hub: 401")]),
+            ("clean exit", "raise SystemExit(0)\n", [("ok", None)]),
+            ("caught before exit", "try:\n    raise ValueError('x')\nexcept ValueError:\n    pass\n", [("ok", None)]),
+            ("a later phase fails, not this one",
+             "with lavender.phase('Eval', every=0.05):\n    pass\nraise ValueError('eval upload')\n",
+             [("ok", None), ("ok", None), ("failed", "ValueError: eval upload")]),
+        ]:
+            with self.subTest(name):
+                self.exporter.bodies.clear()
+                code = ("import lavender\n"
+                        "with lavender.phase('Finetune', every=0.05) as p:\n"
+                        "    p.progress(3, 3)\n" + tail)
+                run_python(code, self.env)
+                got = [(b["status"], b.get("reason")) for b in ends(self.exporter.bodies)]
+                self.assertEqual(got, want)
+                if len(want) == 3:
+                    self.assertEqual(ends(self.exporter.bodies)[-1]["phase"], "Eval")
 
     def test_forked_child_reports_nothing(self):
         code = ("import lavender, os\n"

@@ -1,9 +1,15 @@
 import ast
+import logging
 import math
 import os
+import socket
+import time
 import unittest
 
-from lavender import _wire
+from lavender import _sender, _wire
+from lavender._phase import Phase
+
+from .servers import Recorder, Silent
 
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lavender")
 
@@ -112,3 +118,80 @@ class SyntaxTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RedactTest(unittest.TestCase):
+    """No message of the client quotes a URL's password or a query's token:
+    training logs are shipped to W&B, Slurm and CI."""
+
+    SECRETS = ("S3cret", "tok3n")
+
+    def test_redact(self):
+        for text, want in [
+            ("http://alice:S3cret@host:9877", "http://***@host:9877"),
+            ("alice:S3cret@host:9877", "***@host:9877"),
+            ("'https://a:p@ss@h/x?token=abc&y=2#f'", "'https://***@h/x?token=***&y=***#f'"),
+            ("http://host/?S3cret", "http://host/?***"),
+            ("is LAVENDER_URL the exporter's address?", "is LAVENDER_URL the exporter's address?"),
+            ("http://127.0.0.1:9877", "http://127.0.0.1:9877"),
+        ]:
+            self.assertEqual(_wire.redact(text), want, text)
+
+    def assertHidden(self, lines):
+        self.assertTrue(lines, "nothing was logged")
+        for line in lines:
+            for secret in self.SECRETS:
+                self.assertNotIn(secret, line)
+
+    def test_refused_urls(self):
+        for raw in [
+            "http://alice:S3cret@host:9877",
+            "alice:S3cret@host:9877",
+            "ftp://alice:S3cret@host",
+            "http://alice:S3cret@host:port",
+            "http://alice:S3cret@",
+            "http://host:9877/?token=tok3n",
+            "https://host:9877?tok3n",
+        ]:
+            with self.assertRaises(ValueError) as cm:
+                _wire.normalize_url(raw)
+            self.assertHidden([str(cm.exception)])
+            with self.assertLogs("lavender", logging.DEBUG) as logs:
+                Phase("P", every=1, env={"LAVENDER_URL": raw})
+            self.assertHidden(logs.output)
+
+    def test_every_sender_warning(self):
+        # A base URL with secrets cannot pass normalize_url; the sender's
+        # messages are redacted all the same, so none can leak one.
+        def base(port, scheme="http"):
+            return "%s://alice:S3cret@127.0.0.1:%d/p?token=tok3n" % (scheme, port)
+
+        def sweep(url, env=None, bodies=1):
+            s = _sender.Sender(url, env=env or {}, timeout=0.3)
+            with self.assertLogs("lavender", logging.DEBUG) as logs:
+                for _ in range(bodies):
+                    s.post({"phase": "P", "event": "end", "status": "failed"}, wait=0 if bodies > 1 else 2)
+                if bodies > 1:
+                    time.sleep(0.5)
+            self.assertHidden(logs.output)
+            return logs.output
+
+        for status in (500, 302, 409):
+            rec = Recorder(status=status)
+            self.addCleanup(rec.close)
+            sweep(base(rec.server.server_address[1]))
+        rec = Recorder()
+        self.addCleanup(rec.close)
+        port = rec.server.server_address[1]
+        sweep(base(port), env={"LAVENDER_USERNAME": "alice", "LAVENDER_PASSWORD_FILE": "/nonexistent/password"})
+        sweep(base(port, "https"), env={"LAVENDER_TLS_CA_FILE": "/nonexistent/ca.pem"})
+        silent = Silent()
+        self.addCleanup(silent.close)
+        sweep(base(silent.sock.getsockname()[1]), bodies=_sender.MAX_OUTBOX + 2)
+        garbage = Silent(garbage=True)
+        self.addCleanup(garbage.close)
+        sweep(base(garbage.sock.getsockname()[1]))
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))  # a port nobody listens on
+        self.addCleanup(sock.close)
+        sweep(base(sock.getsockname()[1]))

@@ -35,6 +35,8 @@ fail_at = int(os.environ.get("FAIL_AT", "-1"))
 with lavender.phase("DDP", every=0.05, total=20) as p:
     for step in range(20):
         if rank == 1 and step == fail_at:
+            if os.environ.get("FAIL_HOW") == "SIGKILL":  # the OOM killer
+                os.kill(os.getpid(), 9)
             raise RuntimeError("NCCL error: unhandled system error (rank 1 stand-in)")
         x, y = torch.randn(16, 8), torch.randn(16, 1)
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -134,6 +136,19 @@ class TwoRanksTest(unittest.TestCase):
         self.assertIn("rank 1: RuntimeError: NCCL error: unhandled system error (rank 1 stand-in)", reasons)
         if rc0 == 0:
             self.fail("rank 0 finished although rank 1 died mid-run: " + e0)
+
+    def test_rank_one_killed(self):
+        # Rank 1 dies of SIGKILL and says nothing; rank 0's collective
+        # fails on the closed connection, and its client reports that. The
+        # reason is one the exporter ranks below a rank's own crash (its
+        # TestReasonStrength holds this gloo form), so the launcher's root
+        # cause, told by `lavender phase run` a moment later, replaces it.
+        (rc0, e0), (rc1, e1) = self.launch({"FAIL_AT": "5", "FAIL_HOW": "SIGKILL"})
+        self.assertEqual(rc1, -9, e1)
+        self.assertNotEqual(rc0, 0, "rank 0 finished although rank 1 died mid-run: " + e0)
+        ends = [b for b in self.exporter.bodies if b["event"] == "end"]
+        self.assertEqual([b["status"] for b in ends], ["failed"], ends)
+        self.assertRegex(ends[0].get("reason", ""), r"(?i)connection (closed|reset) by peer|broken pipe", ends)
 
 
 if __name__ == "__main__":

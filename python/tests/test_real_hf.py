@@ -1,0 +1,204 @@
+"""lavender.hf.Callback under the real transformers (4.38-dev, with
+accelerate 0.26) on Debian's torch, CPU only: a failure after the phase
+ended ok, a custom compute_loss going NaN behind Trainer's NaN filter, a
+failure in train() before training begins, and a slow compute_metrics.
+
+$LAVENDER_FRAMEWORKS names the directory holding the frameworks (the
+tarball of ../shared/frameworks/, extracted); without it these tests skip,
+saying why, and under LAVENDER_E2E=1 they fail instead.
+
+    LAVENDER_FRAMEWORKS=DIR /usr/bin/python3 -m unittest tests.test_real_hf     (in python/)
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from .servers import PACKAGE_ROOT, Recorder
+
+
+def frameworks():
+    """The frameworks' directory; raises SkipTest (RuntimeError under
+    LAVENDER_E2E=1) when it or torch is missing."""
+    d = os.environ.get("LAVENDER_FRAMEWORKS", "")
+    why = None
+    if not d:
+        why = "LAVENDER_FRAMEWORKS is not set: it names the extracted frameworks (../shared/frameworks/fw.tgz)"
+    elif not os.path.isdir(os.path.join(d, "transformers")):
+        why = "LAVENDER_FRAMEWORKS=%s holds no transformers package" % d
+    else:
+        r = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True)
+        if r.returncode != 0:
+            why = "%s cannot import torch: install the Debian package python3-torch" % sys.executable
+    if why:
+        if os.environ.get("LAVENDER_E2E") == "1":
+            raise RuntimeError(why)
+        raise unittest.SkipTest(why)
+    return d
+
+
+def run_real(code, env=None, timeout=240):
+    """Runs code in a fresh interpreter with the client and the real
+    frameworks first on its path; returns the CompletedProcess."""
+    full = dict(os.environ)
+    for k in ("LAVENDER_PHASE", "RANK", "LOCAL_RANK", "SLURM_PROCID", "LAVENDER_URL", "WORLD_SIZE"):
+        full.pop(k, None)
+    full.update(env or {})
+    full["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, frameworks()])
+    full.update(PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_DISABLED="true")
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=timeout)
+
+
+def ends(bodies):
+    return [b for b in bodies if b["event"] == "end"]
+
+
+# A regression model small enough for a CPU, a list of examples as the
+# dataset (Trainer needs no datasets.Dataset), and arguments that log every
+# step and write nothing but output_dir.
+PRELUDE = r"""
+import math, os, sys, time, threading
+import torch
+import lavender
+from transformers import Trainer, TrainingArguments, TrainerCallback
+
+torch.manual_seed(0)
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def forward(self, x, labels=None):
+        out = self.lin(x)
+        if labels is None:
+            return {"logits": out}
+        return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+data = [{"x": torch.randn(4), "labels": torch.randn(1)} for _ in range(64)]
+
+def arguments(out, **kw):
+    base = dict(output_dir=out, max_steps=6, per_device_train_batch_size=4, logging_steps=1, use_cpu=True,
+                report_to=[], save_strategy="no", disable_tqdm=True)
+    base.update(kw)
+    return TrainingArguments(**base)
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.environ["OUT"]
+"""
+
+
+class RealHFTest(unittest.TestCase):
+    def setUp(self):
+        frameworks()
+        self.exporter = Recorder()
+        self.addCleanup(self.exporter.close)
+        self.out = tempfile.mkdtemp(prefix="lavender-hf-")
+        self.addCleanup(shutil.rmtree, self.out, True)
+        self.env = {"LAVENDER_URL": self.exporter.url, "OUT": self.out}
+
+    def run_script(self, body):
+        return run_real(PRELUDE + body, self.env)
+
+    def test_callback_after_ours_raising_in_on_train_end(self):
+        r = self.run_script(r"""
+class Upload(TrainerCallback):
+    def on_train_end(self, args, state, control, **kwargs):
+        raise RuntimeError("model card upload failed")
+
+trainer = Trainer(model=Tiny(), args=arguments(OUT), train_dataset=data,
+                  callbacks=[lavender.hf.Callback("Finetune", every=0.05), Upload()])
+trainer.train()
+""")
+        self.assertEqual(r.returncode, 1, r.stderr[-2000:])
+        self.assertEqual([(b["status"], b.get("reason")) for b in ends(self.exporter.bodies)],
+                         [("ok", None), ("failed", "RuntimeError: model card upload failed")])
+
+    def test_save_model_failing_after_train(self):
+        r = self.run_script(r"""
+trainer = Trainer(model=Tiny(), args=arguments(OUT), train_dataset=data,
+                  callbacks=[lavender.hf.Callback("Finetune", every=0.05)])
+trainer.train()
+open(os.path.join(OUT, "final"), "w").close()
+trainer.save_model(os.path.join(OUT, "final", "model"))  # final is a file: NotADirectoryError
+""")
+        self.assertEqual(r.returncode, 1, r.stderr[-2000:])
+        got = [(b["status"], b.get("reason", "")) for b in ends(self.exporter.bodies)]
+        self.assertEqual([s for s, _ in got], ["ok", "failed"], got)
+        self.assertTrue(got[1][1].startswith(("NotADirectoryError", "FileExistsError")), got)
+
+    def test_failure_in_train_before_training_begins(self):
+        # What docs/python.md gives as on_init_end's example: train() fails
+        # before on_train_begin, after Trainer(...) armed the phase.
+        r = self.run_script(r"""
+trainer = Trainer(model=Tiny(), args=arguments(OUT), train_dataset=data,
+                  callbacks=[lavender.hf.Callback("Finetune", every=0.05)])
+trainer.train(resume_from_checkpoint=os.path.join(OUT, "no-such-checkpoint"))
+""")
+        self.assertEqual(r.returncode, 1, r.stderr[-2000:])
+        got = [(b["status"], b.get("reason", "")) for b in ends(self.exporter.bodies)]
+        self.assertEqual(len(got), 1, got)
+        self.assertEqual(got[0][0], "failed")
+        self.assertIn("Can't find a valid checkpoint", got[0][1])
+
+    def test_custom_compute_loss_going_nan(self):
+        # The model returns no loss; compute_loss makes it, and it goes NaN
+        # from step 3. Trainer's logging_nan_inf_filter keeps the logged
+        # loss finite: lavender must see the NaN all the same.
+        r = self.run_script(r"""
+class MyTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False):
+        out = model(inputs["x"])
+        loss = torch.nn.functional.mse_loss(out["logits"], inputs["labels"])
+        if self.state.global_step >= 2:
+            loss = loss * float("nan")
+        return (loss, out) if return_outputs else loss
+
+trainer = MyTrainer(model=Tiny(), args=arguments(OUT), train_dataset=data,
+                    callbacks=[lavender.hf.Callback("Finetune", every=0.05)])
+trainer.train()
+print("logged", [h["loss"] for h in trainer.state.log_history if "loss" in h])
+""")
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        logged = r.stdout.split("logged", 1)[1]
+        self.assertNotIn("nan", logged, "the logged loss was not filtered: the test shows nothing")
+        end = ends(self.exporter.bodies)[-1]
+        self.assertEqual((end["status"], end.get("loss")), ("ok", "NaN"), end)
+
+    def test_slow_compute_metrics_is_busy_and_a_hang_in_it_is_not(self):
+        # compute_metrics works in Python for a while (busy pings), then
+        # blocks without using the CPU (no busy pings: the server's stall
+        # rule sees a hang inside it).
+        r = self.run_script(r"""
+marks = {}
+def compute_metrics(pred):
+    marks["metrics"] = time.monotonic()
+    n, until = 0, time.monotonic() + 0.8
+    while time.monotonic() < until:
+        n += sum(range(200))
+    marks["blocked"] = time.monotonic()
+    threading.Event().wait(0.8)
+    marks["done"] = time.monotonic()
+    return {"n": float(n > 0)}
+
+trainer = Trainer(model=Tiny(), args=arguments(OUT, evaluation_strategy="steps", eval_steps=3, max_steps=3,
+                                               per_device_eval_batch_size=32),
+                  train_dataset=data, eval_dataset=data[:64], compute_metrics=compute_metrics,
+                  callbacks=[lavender.hf.Callback("Finetune", every=0.05)])
+trainer.train()
+""")
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        pings = [b for b in self.exporter.bodies if b["event"] == "ping" and b.get("step") == 3]
+        busy = [b.get("busy") for b in pings]
+        self.assertIn("evaluating", busy, busy)
+        # The blocked stretch is 0.8 s of 0.05 s pings: its last pings are
+        # not busy.
+        self.assertGreaterEqual(len(busy), 10, busy)
+        tail = busy[-5:]
+        self.assertEqual(tail.count(None), len(tail), "a blocked compute_metrics was reported busy: %s" % busy)
+
+
+if __name__ == "__main__":
+    unittest.main()
