@@ -4,7 +4,9 @@ the real frameworks cannot run here: TRL's SFTTrainer and DPOTrainer (they
 need the tokenizers and datasets packages, which shared/frameworks/ lacks),
 a failure injected into accelerate's prepare, and a loss filtered to 0.0 by
 logging_nan_inf_filter on cue. The real Trainer and Lightning run in
-test_real_*.py."""
+test_real_*.py; the Lightning stand-in stays for cmd/lavender's
+TestPythonDocSnippets, which runs the docs' recipes with any python3, torch
+or not."""
 
 import math
 import os
