@@ -147,6 +147,21 @@ class PhaseTest(unittest.TestCase):
         self.assertEqual(self.exporter.bodies[0]["dirs"], [os.getcwd(), out])
         self.assertNotIn("eval_step", ends(self.exporter.bodies)[0])
 
+    def test_a_save_names_its_dir_last(self):
+        # The server books a save on the filesystem of the last dir a ping
+        # names: the directory the checkpoint went to, whichever it is.
+        ckpt, logs, elsewhere = tempfile.mkdtemp(), tempfile.mkdtemp(), tempfile.mkdtemp()
+        for d, n in ((ckpt, 100), (elsewhere, 200)):
+            with open(os.path.join(d, "last.ckpt"), "wb") as f:
+                f.write(b"\0" * n)
+        with self.phase(dirs=[ckpt, logs]) as p:
+            p.saved(os.path.join(ckpt, "last.ckpt"))
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("save_bytes") == 100 for b in bs)))
+            p.saved(os.path.join(elsewhere, "last.ckpt"))
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("save_bytes") == 200 for b in bs)))
+        saves = [(b["save_bytes"], b["dirs"]) for b in self.exporter.bodies if "save_bytes" in b]
+        self.assertEqual(saves, [(100, [os.getcwd(), logs, ckpt]), (200, [os.getcwd(), logs, ckpt, elsewhere])])
+
     def test_inconsistent_progress_is_left_out(self):
         with self.phase() as p:
             p.progress(12, 10)  # a total below the step is not sent

@@ -82,6 +82,8 @@ class TrainerTest(unittest.TestCase):
             d = os.path.join(self.out, "checkpoint-%d" % step)
             sizes.append(sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs))
         self.assertEqual(saves, sizes, "each checkpoint is measured once, whole")
+        self.assertTrue(all(b["dirs"][-1] == self.out for b in pings(bodies) if "save_bytes" in b),
+                        "a save is booked on output_dir's filesystem")
 
     def test_failure_in_training(self):
         class Broken(Tiny):
