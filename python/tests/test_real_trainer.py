@@ -1,7 +1,7 @@
 """lavender.hf.Callback under the real transformers Trainer (4.38-dev, with
-accelerate 0.26, on Debian's torch): a run's phase with evaluation and
-checkpoint sizes, a failure, and SIGTERM stopping the run as it does
-without lavender."""
+accelerate 0.26, on Debian's torch) and TRL 0.7.10's SFTTrainer: a run's
+phase with evaluation and checkpoint sizes, a failure, and SIGTERM and
+SIGINT stopping the run as they do without lavender."""
 
 import os
 import signal
@@ -84,6 +84,34 @@ class TrainerTest(unittest.TestCase):
         self.assertEqual(saves, sizes, "each checkpoint is measured once, whole")
         self.assertTrue(all(b["dirs"][-1] == self.out for b in pings(bodies) if "save_bytes" in b),
                         "a save is booked on output_dir's filesystem")
+
+    def test_trl_sft_trainer(self):
+        # SFTTrainer passes a torch Dataset through untokenized; a stand-in
+        # tokenizer is enough, since no text is read.
+        class Tokenizer:
+            padding_side, model_max_length, pad_token, eos_token = "right", 64, "<pad>", "<eos>"
+
+        class Rows(torch.utils.data.Dataset):
+            def __init__(self, rows):
+                self.rows = rows
+
+            def __len__(self):
+                return len(self.rows)
+
+            def __getitem__(self, i):
+                return self.rows[i]
+
+        import trl
+
+        cb = lavender.hf.Callback("SFT", every=0.02)
+        trainer = trl.SFTTrainer(model=Tiny(), args=args(self.out, max_steps=4), train_dataset=Rows(data(8)),
+                                 tokenizer=Tokenizer(), dataset_text_field="text", max_seq_length=8,
+                                 data_collator=transformers.default_data_collator, callbacks=[cb])
+        trainer.train()
+        bodies = self.exporter.bodies
+        self.assertEqual([(b["event"], b.get("status"), b["step"], b["total"]) for b in (bodies[0], bodies[-1])],
+                         [("start", None, 0, 4), ("end", "ok", 4, 4)])
+        self.assertIsInstance(bodies[-1]["loss"], float)
 
     def test_failure_in_training(self):
         class Broken(Tiny):
