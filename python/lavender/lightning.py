@@ -24,9 +24,10 @@ class Hooks:
 
     setup("fit")     arms the phase: a failure in configure_optimizers or the
                      sanity check ends it failed (Lightning calls on_exception).
-    on_fit_start     starts it. SIGTERM stops the run as Lightning alone would
-                     (at the next batch, exit status 0, on_exception and
-                     teardown run); the phase ends failed with "SIGTERM".
+    on_fit_start     starts it, at step 0 unless resuming. SIGTERM stops the
+                     run as Lightning alone would (at the next batch, exit
+                     status 0, on_exception callbacks and logger finalize
+                     run); the phase ends failed with "SIGTERM".
     on_train_start   records global_step and estimated_stepping_batches.
     on_train_batch_end
                      records the step and the loss (callback_metrics, else the

@@ -124,6 +124,21 @@ class LightningTest(unittest.TestCase):
         sanity = [b for b in pings(bodies) if b.get("eval_total") == 2]
         self.assertTrue(sanity and all(b.get("step") == 0 for b in sanity), sanity)
 
+    def test_resumed_fit_starts_at_its_own_step(self):
+        # Not at step 0: from there the resumed step would look like a burst
+        # of steps, and the rate would be nonsense.
+        self.fit(Module(), epochs=1, val=False)
+        (ckpt,) = os.listdir(os.path.join(self.out, "checkpoints"))
+        self.exporter.bodies.clear()
+        trainer = pl.Trainer(max_epochs=2, default_root_dir=self.out,
+                             callbacks=[lavender.lightning.Callback("Pretrain 1/3", every=0.02)], **QUIET)
+        trainer.fit(Module(), train_dataloaders=loader(7), ckpt_path=os.path.join(self.out, "checkpoints", ckpt))
+        bodies = self.exporter.bodies
+        self.assertEqual(bodies[0]["event"], "start")
+        self.assertNotIn("step", bodies[0])
+        self.assertEqual([b["step"] for b in bodies if "step" in b][0], 7)
+        self.assertEqual((bodies[-1]["status"], bodies[-1]["step"]), ("ok", 14))
+
     def test_failures(self):
         for module, reason in [
             (Module(fail_at=5, error=RuntimeError("CUDA error: an illegal memory access")),
