@@ -82,3 +82,22 @@ func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
 			`firing: [lavender-2] phase "Step 0" stalled: step 0/5000 for 1m`}, "a hang before the first step stalls; the shell phase does not"},
 	})
 }
+
+// The Python client's phases are at step 0 from their start, total or not
+// (the docs' plain loop tells its total at the first progress() only, and
+// Lightning learns it after the sanity check): a hang on the first batch,
+// or in the sanity check's validation before it, stalls on step 0.
+func TestPhaseStallBeforeTheFirstStepWithoutTotal(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, PhaseRuleStalled)
+	firstBatch := func(last time.Duration) PhaseState { return withStep(active("Plain loop", 0, last), 0, 0, 0) }
+	sanity := func(last time.Duration) PhaseState {
+		return withEval(withStep(active("Lightning", 0, last), 0, 0, 0), 1, 2, 10*time.Second)
+	}
+	runPhaseScript(t, r, []phaseStep{
+		{50 * time.Second, []PhaseState{firstBatch(50 * time.Second), sanity(50 * time.Second)}, false, nil, "pinging, under a minute"},
+		{66 * time.Second, []PhaseState{firstBatch(60 * time.Second), sanity(60 * time.Second)}, false, []string{
+			`firing: [lavender-2] phase "Plain loop" stalled: step 0 for 1m`}, "the first batch hangs; the sanity check moved 56s ago"},
+		{72 * time.Second, []PhaseState{firstBatch(72 * time.Second), sanity(72 * time.Second)}, false, []string{
+			`firing: [lavender-2] phase "Lightning" stalled: step 0, eval 1/2 for 1m`}, "the sanity check's second batch hangs"},
+	})
+}

@@ -52,6 +52,7 @@ class Phase:
         self._progress = (None, total, None)  # step, total, loss, replaced whole
         self._eval = None  # (eval_step, eval_total) while an evaluation runs
         self._save_bytes = None
+        self._save_dir = None  # the watched dir the last measured save went to
         self._sizers = []
         try:
             cwd = os.getcwd()
@@ -67,6 +68,10 @@ class Phase:
         self._diverged = None  # a non-finite value the framework logged
         self._busy = None  # (what, thread ident, native id) while busy between steps
         self._busy_seen = None  # what the last ping saw of the busy thread
+        # A phase counts steps from 0 at its start, so a hang before the
+        # first step (a data loader's first batch) stalls even without a
+        # total; a caller that resumes at a step not known yet says False.
+        self.steps_from_zero = True
 
     # ---- what the training code calls ----
 
@@ -196,6 +201,9 @@ class Phase:
             if self._state != "armed":
                 return
             self._state = "running"
+            step, total, loss = self._progress
+            if step is None and self.steps_from_zero:
+                self._progress = (0, total, loss)
         if self._sender is None or self.rank != 0:
             return  # other ranks only ever report a failure
         if not self.wrapped:
@@ -292,6 +300,11 @@ class Phase:
             body["dirs"] = self._dirs
         with self._lock:
             saved, self._save_bytes = self._save_bytes, None
+            if saved is not None and self._save_dir:
+                # The server books a save on the filesystem of the last dir
+                # a ping names: the one the checkpoint was written to.
+                self._dirs = ([d for d in self._dirs if d != self._save_dir] + [self._save_dir])[-_wire.MAX_DIRS:]
+                body["dirs"] = self._dirs
         if saved is not None:
             body["save_bytes"] = saved
         return body
@@ -320,6 +333,7 @@ class Phase:
             return
         with self._lock:
             self._save_bytes = n
+            self._save_dir = _home(path, self._dirs)
         if self._state == "running":
             self._ping_soon()
 
@@ -370,6 +384,20 @@ except (ValueError, OSError, AttributeError):
     _CLOCK_TICKS = 100
 
 
+def _home(path, dirs):
+    """The dir of dirs holding path (the deepest), else the directory path
+    sits in, which then becomes a dir of the phase."""
+    try:
+        path = os.path.abspath(os.fspath(path))
+    except (TypeError, ValueError):
+        return None
+    best = None
+    for d in dirs:
+        if (path == d or path.startswith(d.rstrip(os.sep) + os.sep)) and (best is None or len(d) > len(best)):
+            best = d
+    return best or os.path.dirname(path)
+
+
 def _size_of(path):
     path = os.fspath(path)
     if not os.path.isdir(path):
@@ -395,6 +423,7 @@ class _Hooks:
         self._prev_excepthook = None
         self._prev_sigterm = None
         self._sigterm_set = False
+        self._in_sigterm = False
         self._atexit = False
         # The phases that ended ok with no phase begun since, and the
         # uncaught exception the process had already seen then: an uncaught
@@ -441,25 +470,34 @@ class _Hooks:
                 self._restore_sigterm()
 
     def catch_sigterm(self):
-        """Installs the SIGTERM handler (the main thread only can); the
-        handler that was there is called after the phases learn of it."""
+        """Learns of SIGTERM without changing what it does: where SIGTERM has
+        its default action, a handler that ends the phases and then dies by
+        SIGTERM as the default would; where a handler is set, one that tells
+        the phases and calls it. SIG_IGN (and a handler set from C) is left
+        alone. Only the main thread can set handlers."""
         with self._lock:
-            if self._sigterm_set or threading.current_thread() is not threading.main_thread():
+            if threading.current_thread() is not threading.main_thread():
                 return
             try:
-                self._prev_sigterm = signal.getsignal(signal.SIGTERM)
+                current = signal.getsignal(signal.SIGTERM)
+                if current == self._on_sigterm or current in (signal.SIG_IGN, None):
+                    return
+                self._prev_sigterm = current
                 signal.signal(signal.SIGTERM, self._on_sigterm)
                 self._sigterm_set = True
             except (ValueError, OSError, AttributeError):
                 pass
 
     def _restore_sigterm(self):
+        # Only where ours is still the handler: one that chained ours keeps
+        # it, and may set it back later (Lightning's teardown does), when it
+        # must still stand for the handler it replaced.
         try:
             if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
                 signal.signal(signal.SIGTERM, self._prev_sigterm if self._prev_sigterm is not None else signal.SIG_DFL)
+                self._sigterm_set, self._prev_sigterm = False, None
         except (ValueError, OSError):
-            return
-        self._sigterm_set, self._prev_sigterm = False, None
+            pass
 
     def _excepthook(self, exc_type, exc, tb):
         prev = self._prev_excepthook or sys.__excepthook__  # ending the last phase restores it
@@ -470,16 +508,30 @@ class _Hooks:
             prev(exc_type, exc, tb)
 
     def _on_sigterm(self, signum, frame):
-        prev = self._prev_sigterm
         phases = list(self.phases)
-        if prev == signal.SIG_IGN:
-            return
         for p in phases:
             p._sigterm = True
+        if self._in_sigterm:
+            return  # called again through a handler that chained ours
+        try:
+            owner = signal.getsignal(signal.SIGTERM)
+        except (ValueError, OSError):
+            owner = None
+        if owner != self._on_sigterm:
+            # Whoever set the handler now (Lightning's, which stops at the
+            # next batch and exits 0) chained ours as the handler it found:
+            # it owns SIGTERM, and ours stands for the default action it
+            # replaced, which it never runs. Knowing of the signal is all.
+            return
+        prev = self._prev_sigterm
         if callable(prev):
-            # The user's (or the framework's) handler decides: if it raises,
-            # the phase ends failed with "SIGTERM" where the exception lands.
-            prev(signum, frame)
+            # The handler that was there decides: if it raises, the phase
+            # ends failed with "SIGTERM" where the exception lands.
+            self._in_sigterm = True
+            try:
+                prev(signum, frame)
+            finally:
+                self._in_sigterm = False
             return
         # The default action: end every phase, then die by SIGTERM as the
         # sender of the signal expects.
@@ -504,7 +556,7 @@ class _Hooks:
                 p.fail(exc)
         for p in list(self.phases):
             if p.running:
-                p.fail("the process exited before the phase ended")
+                p.fail("SIGTERM" if p._sigterm else "the process exited before the phase ended")
             else:
                 p._end(OK, None)  # armed, never started: nothing to say
 

@@ -24,7 +24,10 @@ class Hooks:
 
     setup("fit")     arms the phase: a failure in configure_optimizers or the
                      sanity check ends it failed (Lightning calls on_exception).
-    on_fit_start     starts it, and chains a SIGTERM handler to Lightning's.
+    on_fit_start     starts it, at step 0 unless resuming. SIGTERM stops the
+                     run as Lightning alone would (at the next batch, exit
+                     status 0, on_exception callbacks and logger finalize
+                     run); the phase ends failed with "SIGTERM".
     on_train_start   records global_step and estimated_stepping_batches.
     on_train_batch_end
                      records the step and the loss (callback_metrics, else the
@@ -58,14 +61,21 @@ class Hooks:
             rank = _wire.count(getattr(trainer, "global_rank", None))
             self.phase = _phase.Phase(self.name, every=self.every, dirs=[getattr(trainer, "default_root_dir", None)],
                                       rank=rank)
-        # Lightning installs its own SIGTERM handler after setup, but only
-        # where none is set yet: ours chains to it from on_fit_start.
+        self.phase.add_dirs(*_checkpoint_dirs(trainer))
+        # Lightning owns SIGTERM during the fit (its handler stops the run at
+        # the next batch, exit status 0): the phase learns of it from the
+        # exception Lightning raises, and sets no handler of its own.
         self.phase.arm(sigterm=False)
 
     def on_fit_start(self, trainer, pl_module):
         if self.phase is None:
             self.setup(trainer, pl_module, "fit")
-        _phase._hooks.catch_sigterm()
+        # By now every ModelCheckpoint has set up its dirpath (a default
+        # one under the logger's directory).
+        self.phase.add_dirs(*_checkpoint_dirs(trainer))
+        # A fresh fit is at step 0 from here, through the sanity check (the
+        # first step's wait); a resumed one learns its step at train start.
+        self.phase.steps_from_zero = not getattr(trainer, "ckpt_path", None)
         self.phase.start()
 
     def on_train_start(self, trainer, pl_module):
@@ -119,7 +129,10 @@ class Hooks:
 
     def on_exception(self, trainer, pl_module, exception):
         if self.phase is not None:
-            self.phase.fail(exception)
+            if type(exception).__name__ == "SIGTERMException" or getattr(trainer, "received_sigterm", False):
+                self.phase.fail("SIGTERM")
+            else:
+                self.phase.fail(exception)
 
     def teardown(self, trainer, pl_module, stage=None):
         if self.phase is not None and self.phase.running:
@@ -132,6 +145,17 @@ class Hooks:
             if path and self._seen_checkpoints.get(id(cb)) != path:
                 self._seen_checkpoints[id(cb)] = path
                 self.phase.saved(path)
+
+
+def _checkpoint_dirs(trainer):
+    """Where the trainer's checkpoint callbacks write: watched dirs of the
+    phase, whatever filesystem they are on."""
+    out = []
+    for cb in getattr(trainer, "checkpoint_callbacks", None) or []:
+        d = getattr(cb, "dirpath", None)
+        if d:
+            out.append(d)
+    return out
 
 
 def _stepping_batches(trainer):

@@ -50,10 +50,20 @@ class PhaseTest(unittest.TestCase):
         self.assertTrue(all(path == "/api/v1/heartbeat" for path in self.exporter.paths))
         self.assertEqual(self.exporter.headers[0]["Content-Type"], "application/json")
 
-    def test_no_step_until_known(self):
+    def test_step_zero_from_the_start_without_a_total(self):
+        # The docs' plain loop passes its total to progress() only: a hang on
+        # the first batch is still at step 0 since the start, and stalls.
         with self.phase(every=0.02):
             time.sleep(0.1)
-        self.assertNotIn("step", self.exporter.bodies[0])
+        self.assertEqual((self.exporter.bodies[0]["event"], self.exporter.bodies[0].get("step")), ("start", 0))
+        self.assertNotIn("total", self.exporter.bodies[0])
+        self.assertTrue(all(b.get("step") == 0 for b in self.exporter.bodies), self.exporter.bodies)
+
+    def test_no_step_zero_for_a_resumed_phase(self):
+        p = self.phase(every=0.02)
+        p.steps_from_zero = False
+        with p:
+            time.sleep(0.1)
         self.assertTrue(all("step" not in b for b in self.exporter.bodies), self.exporter.bodies)
 
     def test_progress_zero_is_sent_at_once(self):
@@ -159,6 +169,21 @@ class PhaseTest(unittest.TestCase):
         self.assertGreaterEqual(len(hung), 6, hung)
         self.assertEqual(set(hung[3:]), {None}, "a blocked thread was reported busy: %s" % hung)
         self.assertNotIn("busy", self.exporter.bodies[-1], "the next step ends the busy stretch")
+
+    def test_a_save_names_its_dir_last(self):
+        # The server books a save on the filesystem of the last dir a ping
+        # names: the directory the checkpoint went to, whichever it is.
+        ckpt, logs, elsewhere = tempfile.mkdtemp(), tempfile.mkdtemp(), tempfile.mkdtemp()
+        for d, n in ((ckpt, 100), (elsewhere, 200)):
+            with open(os.path.join(d, "last.ckpt"), "wb") as f:
+                f.write(b"\0" * n)
+        with self.phase(dirs=[ckpt, logs]) as p:
+            p.saved(os.path.join(ckpt, "last.ckpt"))
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("save_bytes") == 100 for b in bs)))
+            p.saved(os.path.join(elsewhere, "last.ckpt"))
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("save_bytes") == 200 for b in bs)))
+        saves = [(b["save_bytes"], b["dirs"]) for b in self.exporter.bodies if "save_bytes" in b]
+        self.assertEqual(saves, [(100, [os.getcwd(), logs, ckpt]), (200, [os.getcwd(), logs, ckpt, elsewhere])])
 
     def test_inconsistent_progress_is_left_out(self):
         with self.phase() as p:
@@ -298,6 +323,60 @@ class ProcessTest(unittest.TestCase):
         r = run_python(code, self.env)
         self.assertEqual((r.returncode, r.stdout), (2, "checkpoint saved\n"), r.stderr)
         self.assertEqual([(b["status"], b["reason"]) for b in ends(self.exporter.bodies)], [("failed", "SIGTERM")])
+
+    def test_sigterm_ignored_stays_ignored(self):
+        code = ("import lavender, os, signal, time\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "with lavender.phase('Pretrain 1/3', every=0.05) as p:\n"
+                "    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN\n"
+                "    os.kill(os.getpid(), signal.SIGTERM)\n"
+                "    p.progress(3, 3)\n"
+                "print('went on')\n")
+        r = run_python(code, self.env)
+        self.assertEqual((r.returncode, r.stdout), (0, "went on\n"), r.stderr)
+        self.assertEqual([(b["status"], b.get("reason")) for b in ends(self.exporter.bodies)], [("ok", None)])
+
+    def test_a_handler_set_later_that_chains_ours_owns_sigterm(self):
+        # As Lightning's does: set after the phase starts, it calls the
+        # handler it found and lets the run stop on its own terms. Ours then
+        # stands for the default action, which such a handler never runs.
+        code = ("import lavender, os, signal, sys, time\n"
+                "with lavender.phase('Pretrain 1/3', every=0.05) as p:\n"
+                "    found = signal.getsignal(signal.SIGTERM)\n"
+                "    stop = []\n"
+                "    def later(signum, frame):\n"
+                "        stop.append(signum)\n"
+                "        if callable(found):\n"
+                "            found(signum, frame)\n"
+                "    signal.signal(signal.SIGTERM, later)\n"
+                "    for step in range(1, 100):\n"
+                "        if step == 4:\n"
+                "            os.kill(os.getpid(), signal.SIGTERM)\n"
+                "        p.progress(step, 99)\n"
+                "        if stop:\n"
+                "            break\n"
+                "print('stopped at', step)\n")
+        r = run_python(code, self.env)
+        self.assertEqual((r.returncode, r.stdout), (0, "stopped at 4\n"), r.stderr)
+        self.assertEqual([(b["status"], b["reason"], b["step"]) for b in ends(self.exporter.bodies)],
+                         [("failed", "SIGTERM", 4)])
+
+    def test_sigint_stops_as_without_lavender(self):
+        loop = ("import os, signal, time\n"
+                "def run(p):\n"
+                "    for step in range(1, 100):\n"
+                "        if step == 3:\n"
+                "            os.kill(os.getpid(), signal.SIGINT)\n"
+                "        p(step)\n")
+        alone = run_python(loop + "run(lambda s: None)\n", self.env)
+        watched = run_python(loop + "import lavender\n"
+                             "with lavender.phase('Pretrain 1/3', every=0.05) as p:\n"
+                             "    run(p.progress)\n", self.env)
+        self.assertEqual(alone.returncode, -signal.SIGINT, alone.stderr)
+        self.assertEqual(watched.returncode, alone.returncode, watched.stderr)
+        self.assertEqual(watched.stderr.splitlines()[-1], "KeyboardInterrupt")
+        self.assertEqual([(b["status"], b["reason"], b["step"]) for b in ends(self.exporter.bodies)],
+                         [("failed", "KeyboardInterrupt", 2)])
 
     def test_handlers_are_restored_after_the_phase(self):
         code = ("import lavender, signal, sys\n"
