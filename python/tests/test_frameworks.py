@@ -1,13 +1,11 @@
 """lavender.hf.Callback through stand-ins of transformers and TRL
 (tests/frameworks) that call the hooks in the order Trainer does, for what
-the real frameworks cannot run here: TRL's DPOTrainer (it tokenizes its
-rows, and the tokenizers and datasets packages are missing from
-shared/frameworks/),
-a failure injected into accelerate's prepare, and a loss filtered to 0.0 by
-logging_nan_inf_filter on cue. The real Trainer and Lightning run in
-test_real_*.py; the Lightning stand-in stays for cmd/lavender's
-TestPythonDocSnippets, which runs the docs' recipes with any python3, torch
-or not."""
+the real frameworks cannot run on cue here: a failure injected into
+accelerate's prepare, a loss filtered to 0.0 by logging_nan_inf_filter, and
+a rank other than 0 without starting ranks. The real Trainer, SFTTrainer,
+DPOTrainer and Lightning run in test_real_*.py; the Lightning stand-in stays
+for cmd/lavender's TestPythonDocSnippets, which runs the docs' recipes with
+any python3, torch or not."""
 
 import math
 import os
