@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,15 +59,9 @@ const DefaultTimeout = 10 * time.Second
 // NewClient returns a client for the exporter at baseURL, e.g. DefaultURL
 // (a path prefix such as a reverse proxy's is kept).
 func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
-	u, err := url.Parse(baseURL)
+	u, err := ParseBaseURL(baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("exporter URL: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("exporter URL %q: want http://host:port or https://host:port", u.Redacted())
-	}
-	if u.User != nil {
-		return nil, errors.New("exporter URL carries credentials; use the username and password-file flags instead")
+		return nil, err
 	}
 	c := &Client{base: u, http: &http.Client{Timeout: DefaultTimeout}}
 	for _, o := range opts {
@@ -79,6 +74,64 @@ func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.http = &hc
 	return c, nil
+}
+
+// ParseBaseURL reads the exporter's base URL as a user types it, the way
+// the Python client reads LAVENDER_URL, so that one value works for both:
+// "host:port" without a scheme is http, trailing slashes and a pasted
+// heartbeat path are dropped. Credentials, a query or a fragment are
+// refused, and no error quotes a password.
+func ParseBaseURL(raw string) (*url.URL, error) {
+	text := strings.TrimSpace(raw)
+	if text == "" {
+		return nil, errors.New("exporter URL is empty: want http://host:port")
+	}
+	if !strings.Contains(text, "://") {
+		text = "http://" + text
+	}
+	u, err := url.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("exporter URL %q: want http://host:port or https://host:port", redactURL(text))
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("exporter URL %q: the scheme must be http or https", u.Redacted())
+	case u.User != nil:
+		return nil, errors.New("exporter URL carries credentials; use the username and password-file flags instead")
+	case u.Hostname() == "":
+		return nil, fmt.Errorf("exporter URL %q: no host", u.Redacted())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("exporter URL %q: a base URL has no query or fragment", redactURL(text))
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("exporter URL %q: bad port", u.Redacted())
+		}
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	if strings.HasSuffix(u.Path, phaseapi.HeartbeatPath) {
+		u.Path = strings.TrimRight(strings.TrimSuffix(u.Path, phaseapi.HeartbeatPath), "/")
+	}
+	u.RawPath = ""
+	return u, nil
+}
+
+// redactURL is text with what could be a password (userinfo) or a token
+// (the query and fragment) cut, for an error about a URL that did not
+// parse or is refused for them.
+func redactURL(text string) string {
+	if i := strings.IndexAny(text, "?#"); i >= 0 {
+		text = text[:i] + "?…"
+	}
+	if i := strings.Index(text, "://"); i >= 0 {
+		rest := text[i+3:]
+		authority, _, _ := strings.Cut(rest, "/")
+		if at := strings.LastIndex(authority, "@"); at >= 0 {
+			text = text[:i+3] + "…@" + rest[at+1:]
+		}
+	}
+	return text
 }
 
 // BaseURL is the exporter's base URL, without a trailing slash, as

@@ -25,7 +25,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"exporter", "--runlog.max-bytes=100"}, "--runlog.max-bytes must be at least 256, not 100"},
 		{[]string{"bridge", "--runlog.max-bytes=100"}, "--runlog.max-bytes must be at least 256, not 100"},
 		{[]string{"runlog", "append", "--runlog.max-bytes=100", "x"}, "--runlog.max-bytes must be at least 256, not 100"},
-		{[]string{"phase", "start", "X", "--url=ftp://x"}, `--url: exporter URL "ftp://x": want http://host:port or https://host:port`},
+		{[]string{"phase", "start", "X", "--url=ftp://x"}, `--url: exporter URL "ftp://x": the scheme must be http or https`},
 	} {
 		args := append(tc.args, "--runlog.dir="+logs, "--web.listen-address=127.0.0.1:0")
 		if tc.args[0] == "phase" {

@@ -29,7 +29,8 @@ func TestExporterCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("phase start: %v %s", err, stderr)
 	}
-	if _, _, err := runCLI(t, "phase", "ping", "Pretrain 1/3", "--url", base); err != nil {
+	// host:port, as LAVENDER_URL often reads for the Python client.
+	if _, _, err := runCLI(t, "phase", "ping", "Pretrain 1/3", "--url", strings.TrimPrefix(base, "http://")); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := runCLI(t, "phase", "end", "Pretrain 1/3", "--failed", "--url", base); err != nil {

@@ -77,7 +77,7 @@ func TestPhaseRunWithoutExporter(t *testing.T) {
 func TestPhaseRunUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"phase", "run", "Train", "--every", "0s", "--", "true"},
-		{"phase", "run", "Train", "--url", "127.0.0.1:9877", "--", "true"},
+		{"phase", "run", "Train", "--url", "ftp://127.0.0.1:9877", "--", "true"},
 		{"phase", "run", "bad\tname", "--", "true"},
 	} {
 		cli := parseCLI(t, args...)
