@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"lavender"
 	"lavender/internal/testkit"
 )
 
@@ -73,6 +74,14 @@ func TestPipInstallOffline(t *testing.T) {
 	out, err := check.CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), target) {
 		t.Fatalf("import after install: %v\n%s", err, out)
+	}
+	// The wheel's version is the repository's, the one the binary reports.
+	if got := strings.Fields(string(out)); len(got) != 2 || got[1] != lavender.Version() {
+		t.Errorf("installed lavender.__version__: %q, want %s (VERSION)", out, lavender.Version())
+	}
+	dist, err := filepath.Glob(filepath.Join(target, "lavender_client-*.dist-info"))
+	if err != nil || len(dist) != 1 || filepath.Base(dist[0]) != "lavender_client-"+lavender.Version()+".dist-info" {
+		t.Errorf("installed metadata %v, want lavender_client-%s.dist-info", dist, lavender.Version())
 	}
 }
 

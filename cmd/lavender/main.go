@@ -18,18 +18,17 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 
+	"lavender"
 	"lavender/bark"
 	"lavender/diskguard"
 	"lavender/runlog"
 )
 
-// defaultVersion is reported when the build did not stamp one with
-// -ldflags "-X github.com/prometheus/common/version.Version=…".
-const defaultVersion = "0.1.0"
-
+// The version is the repository's VERSION file unless the build stamped
+// another with -ldflags "-X github.com/prometheus/common/version.Version=…".
 func init() {
 	if version.Version == "" {
-		version.Version = defaultVersion
+		version.Version = lavender.Version()
 	}
 }
 

@@ -25,7 +25,7 @@ type RunlogCmd struct {
 
 type RunlogNewCmd struct {
 	runlogFlags
-	Header string `help:"Second header line, e.g. \"device=cuda lavender_2=v0.2.3\"." env:"LAVENDER_RUNLOG_HEADER"`
+	Header string `help:"Second header line, e.g. \"device=cuda job=sft-7\" (serve writes \"device=<cpu|cuda|mps> lavender=v<version>\")." env:"LAVENDER_RUNLOG_HEADER"`
 }
 
 func (c *RunlogNewCmd) Run(g *Globals) error {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"lavender"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -137,7 +138,7 @@ func TestVersion(t *testing.T) {
 	if flagOut != out {
 		t.Errorf("--version printed %q, version printed %q", flagOut, out)
 	}
-	for _, want := range []string{"lavender, version " + defaultVersion, "go version:", "platform:"} {
+	for _, want := range []string{"lavender, version " + lavender.Version(), "go version:", "platform:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("version output lacks %q:\n%s", want, out)
 		}

@@ -18,12 +18,30 @@ PACKAGE = os.path.join(HERE, "lavender")
 TAG = "py3-none-any"
 
 
+# The repository's one version, which the Go binary embeds too: at the top
+# of an sdist built from a checkout, or beside go.mod in the checkout.
+VERSION_FILES = (os.path.join(HERE, "VERSION"), os.path.join(os.path.dirname(HERE), "VERSION"))
+
+
+def _version_file():
+    for path in VERSION_FILES:
+        if os.path.isfile(path):
+            return path
+    raise RuntimeError("no VERSION file at %s" % " or ".join(VERSION_FILES))
+
+
 def _version():
-    with open(os.path.join(PACKAGE, "__init__.py"), encoding="utf-8") as f:
-        m = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M)
-    if not m:
-        raise RuntimeError("lavender/__init__.py has no __version__")
-    return m.group(1)
+    with open(_version_file(), encoding="utf-8") as f:
+        version = f.read().strip()
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)*([a-z0-9.+-]*)", version):
+        raise RuntimeError("%s: %r is not a version" % (_version_file(), version))
+    return version
+
+
+def _version_module():
+    # The installed package reads its version from this file; a checkout
+    # run in place reads VERSION instead (lavender/__init__.py).
+    return ('version = "%s"\n' % _version()).encode()
 
 
 def _metadata():
@@ -79,7 +97,8 @@ get_requires_for_build_sdist = get_requires_for_build_editable = get_requires_fo
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    return _wheel(wheel_directory, ((arc, _read(full)) for full, arc in _sources()))
+    files = [(arc, _read(full)) for full, arc in _sources()]
+    return _wheel(wheel_directory, files + [("lavender/_version.py", _version_module())])
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
@@ -95,6 +114,7 @@ def build_sdist(sdist_directory, config_settings=None):
         paths += [full for full, _ in _sources()]
         for full in paths:
             tf.add(full, arcname=base + "/" + os.path.relpath(full, HERE).replace(os.sep, "/"), recursive=False)
+        tf.add(_version_file(), arcname=base + "/VERSION", recursive=False)
         meta = ("%s\n" % _metadata()).encode()
         ti = tarfile.TarInfo(base + "/PKG-INFO")
         ti.size = len(meta)

@@ -18,7 +18,26 @@ import importlib
 from ._phase import Phase
 
 __all__ = ["Phase", "phase", "hf", "lightning"]
-__version__ = "0.3.0"
+
+
+def _version():
+    # An installed package has the version its build wrote; a checkout run
+    # in place (PYTHONPATH=python) reads the repository's VERSION, which
+    # the Go binary embeds too.
+    try:
+        from ._version import version
+        return version
+    except ImportError:
+        pass
+    import os
+    try:
+        with open(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "VERSION"), encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return "0+unknown"
+
+
+__version__ = _version()
 
 
 def phase(name, every=60, total=None, dirs=()):

@@ -195,3 +195,12 @@ class RedactTest(unittest.TestCase):
         sock.bind(("127.0.0.1", 0))  # a port nobody listens on
         self.addCleanup(sock.close)
         sweep(base(sock.getsockname()[1]))
+
+
+class VersionTest(unittest.TestCase):
+    def test_a_checkout_reports_the_repository_version(self):
+        # The one version of the repository, which the Go binary embeds too.
+        import lavender
+        path = os.path.join(os.path.dirname(lavender.__file__), os.pardir, os.pardir, "VERSION")
+        with open(path, encoding="utf-8") as f:
+            self.assertEqual(lavender.__version__, f.read().strip())
