@@ -22,7 +22,7 @@ type BarkCmd struct {
 // BarkSendCmd pushes one message, as given, to every target.
 type BarkSendCmd struct {
 	barkTargetFlags
-	Test    bool     `name:"test" help:"Send a test push naming each target's encryption, e.g. \"[lavender-2] test push (aes-256-gcm) …\", as long as the longest push: \"Decryption Failed\" on the phone then means the key (or, for GCM, the app's version) does not match."`
+	Test    bool     `name:"test" env:"-" help:"Send a test push naming each target's encryption, e.g. \"[lavender-2] test push (aes-256-gcm) …\", as long as the longest push: \"Decryption Failed\" on the phone then means the key (or, for GCM, the app's version) does not match."`
 	Message []string `arg:"" optional:"" help:"Words of the message; joined with spaces."`
 }
 
@@ -127,6 +127,9 @@ func (c *BarkCheckCmd) Run(g *Globals) error {
 		}
 	}
 	switch {
+	case err != nil && len(res.Bad) > 0:
+		// The report above named each bad line: say only that it failed.
+		return fmt.Errorf("bark check: %s", plural(len(res.Bad), "bad line"))
 	case err != nil:
 		return fmt.Errorf("bark check: %w", err)
 	case len(res.Targets) == 0:
