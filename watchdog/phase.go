@@ -20,8 +20,9 @@ const (
 // stalled: the same 10 minutes as the PhaseStalled alert of alerts.yml.
 const DefaultStallAfter = 10 * time.Minute
 
-// DefaultPhaseNotify is --phase.notify's default: done is opt-in.
-var DefaultPhaseNotify = []string{PhaseRuleFailed, PhaseRuleStalled, PhaseRuleLoss}
+// DefaultPhaseNotify is --phase.notify's default: every event, done too,
+// since "tell me when it has finished" is what a first try expects to see.
+var DefaultPhaseNotify = []string{PhaseRuleFailed, PhaseRuleStalled, PhaseRuleLoss, PhaseRuleDone}
 
 // PhaseConfig tunes the phase rules. The error messages name the flags
 // that set these fields.

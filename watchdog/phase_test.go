@@ -224,7 +224,7 @@ func TestPhaseFailuresInAWindowAreCounted(t *testing.T) {
 	})
 }
 
-func TestPhaseDoneRuleIsOptIn(t *testing.T) {
+func TestPhaseDoneRuleIsOnByDefault(t *testing.T) {
 	rules, err := NewPhaseRules(PhaseConfig{StallAfter: DefaultStallAfter})
 	if err != nil {
 		t.Fatal(err)
@@ -233,10 +233,14 @@ func TestPhaseDoneRuleIsOptIn(t *testing.T) {
 	for _, r := range rules {
 		names = append(names, r.Name())
 	}
-	if got := strings.Join(names, ","); got != "failed,stalled,loss" {
-		t.Errorf("default rules %s, want failed,stalled,loss", got)
+	if got := strings.Join(names, ","); got != "failed,stalled,loss,done" {
+		t.Errorf("default rules %s, want failed,stalled,loss,done", got)
 	}
-	r := phaseRule(t, PhaseConfig{Notify: []string{"done"}}, PhaseRuleDone)
+	optOut, err := NewPhaseRules(PhaseConfig{StallAfter: DefaultStallAfter, Notify: []string{"failed", "stalled", "loss"}})
+	if err != nil || len(optOut) != 3 {
+		t.Errorf("--phase.notify=failed,stalled,loss: %d rules, %v", len(optOut), err)
+	}
+	r := phaseRule(t, PhaseConfig{}, PhaseRuleDone)
 	var l endLog
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "running"},

@@ -144,15 +144,16 @@ func TestServePhaseStepStalled(t *testing.T) {
 	r.wantPushes([]string{first, second}, []string{stalledLine, stalledLine})
 }
 
-// TestServePhaseDone: a phase that ends ok pushes nothing by default, and
-// "done in" with --phase.notify including done.
+// TestServePhaseDone: a phase that ends ok pushes "done in" by default and
+// whenever --phase.notify includes done, and nothing when it leaves it out.
 func TestServePhaseDone(t *testing.T) {
 	for _, tt := range []struct {
 		notify []string
 		want   []string
 		lines  []string
 	}{
-		{nil, nil, nil},
+		{nil, []string{`[lavender-2] phase "Pretrain 1/3" done in 4h12m`}, []string{"BARK done Pretrain 1/3 sent ok=1 fail=0"}},
+		{[]string{"--phase.notify=failed,stalled,loss"}, nil, nil},
 		{[]string{"--phase.notify=failed,done"}, []string{`[lavender-2] phase "Pretrain 1/3" done in 4h12m`}, []string{"BARK done Pretrain 1/3 sent ok=1 fail=0"}},
 		{[]string{"--phase.notify=done", "--phase.notify=failed"}, []string{`[lavender-2] phase "Pretrain 1/3" done in 4h12m`}, []string{"BARK done Pretrain 1/3 sent ok=1 fail=0"}},
 	} {

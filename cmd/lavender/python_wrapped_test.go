@@ -46,7 +46,8 @@ with lavender.phase("a name of its own", every=0.05, total=10) as p:
 
 // TestServePushesADivergedLoss: a NaN loss from the Python client (as the
 // Hugging Face callback reads it past logging_nan_inf_filter) is pushed
-// once, with the step, though the run goes on and ends ok.
+// once, with the step, though the run goes on and ends ok; its end then
+// pushes done as any other.
 func TestServePushesADivergedLoss(t *testing.T) {
 	python, pkg := python3(t), pythonClientDir(t)
 	r := startPhaseServe(t, newFakeClock(), "")
@@ -62,14 +63,14 @@ with lavender.phase("Pretrain 1/3", every=0.05, total=50) as p:
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("python: %v\n%s", err, out)
 	}
-	r.bark.WaitPushes(t, 1)
+	r.bark.WaitPushes(t, 2)
 	r.waitPolls(3)
 	got := r.pushes()
-	if len(got) != 1 || !strings.HasPrefix(got[0], `[lavender-2] phase "Pretrain 1/3" loss is NaN at step `) ||
-		!strings.HasSuffix(got[0], "/50 — training diverged") {
-		t.Fatalf("pushes %q; want one loss push", got)
+	if len(got) != 2 || !strings.HasPrefix(got[0], `[lavender-2] phase "Pretrain 1/3" loss is NaN at step `) ||
+		!strings.HasSuffix(got[0], "/50 — training diverged") || !strings.HasPrefix(got[1], `[lavender-2] phase "Pretrain 1/3" done in `) {
+		t.Fatalf("pushes %q; want one loss push, then done", got)
 	}
-	if lines := r.barkLines(); len(lines) != 1 || lines[0] != "BARK loss Pretrain 1/3 sent ok=1 fail=0" {
+	if lines := r.barkLines(); len(lines) != 2 || lines[0] != "BARK loss Pretrain 1/3 sent ok=1 fail=0" || lines[1] != "BARK done Pretrain 1/3 sent ok=1 fail=0" {
 		t.Errorf("run log BARK lines %q", lines)
 	}
 	if p := r.phaseNamed("Pretrain 1/3"); p.Status != phaseapi.StatusOK || p.Loss == nil || !math.IsNaN(float64(*p.Loss)) {

@@ -26,7 +26,7 @@ type watchdogFlags struct {
 	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold, or a phase stays stalled; 0 for none."`
 	WatchdogHysteresis        float64       `name:"watchdog.hysteresis" default:"${watchdog_hysteresis}" help:"The watchdog re-arms once swap or pressure falls this far below its threshold."`
 
-	PhaseNotify     []string      `name:"phase.notify" default:"${phase_notify}" help:"Phase events the watchdog pushes: failed (a phase ends failed), stalled (no heartbeat, or no new step, for --phase.stall-after), loss (a phase's loss turns NaN or infinite), done (a phase ends ok; opt-in). Empty: none."`
+	PhaseNotify     []string      `name:"phase.notify" default:"${phase_notify}" help:"Phase events the watchdog pushes: failed (a phase ends failed), stalled (no heartbeat, or no new step, for --phase.stall-after), loss (a phase's loss turns NaN or infinite), done (a phase ends ok). Empty: none."`
 	PhaseStallAfter time.Duration `name:"phase.stall-after" default:"${phase_stall_after}" help:"How long an active phase may send no heartbeat, or ping without a new step, before it counts as stalled (at least 1m); 0 turns the stalled push off."`
 }
 
