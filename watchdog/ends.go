@@ -43,11 +43,15 @@ func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 
 // with a backoff until one does.
 //
 // With a window (the failed rule's is --watchdog.repeat), a phase that
-// fails again soon after a push is not pushed at every failure: the
-// failures within the window are counted, and when it closes one push says
-// "failed 3 times in 10m" with the latest reason; a new window opens with
-// that push, so a crash loop pushes once per window. Failures that arrive
-// in one poll for a quiet phase push at once, counted together.
+// fails again and again is not pushed at every failure. The failure that
+// opens the window pushes at once, and so do, up to maxAtOnce in all, the
+// next one (someone who restarts by hand sees the retry fail at once) and
+// any whose reason no push of the window has named (something changed).
+// The rest are counted, and when the window closes one push says "failed
+// 6 times in 10m" with the latest reason; a new window opens with that
+// push, so a crash loop with one cause costs a push or two per window.
+// Failures that arrive in one poll for a quiet phase push at once, counted
+// together.
 type PhaseEndRule struct {
 	name   string
 	status PhaseStatus
@@ -59,12 +63,20 @@ type PhaseEndRule struct {
 	bursts    map[string]*burst // by phase: failures since its last push
 }
 
+// maxAtOnce bounds the failures of one window that push at once, so that
+// a crash loop whose reason changes every time (a temp path, a pid in the
+// message) still pushes once per window after them.
+const maxAtOnce = 3
+
 // burst is one phase's window of repeated failures.
 type burst struct {
 	since, until time.Time
 	count        int // ends within the window, the opening one included
 	held         int // ends not pushed yet
 	last         PhaseEnd
+	atOnce       int      // pushes at once in this window
+	reasons      []string // the reasons the phone has seen from this burst
+	continued    bool     // opened by a window's count, not by a failure
 }
 
 // Name is "failed" or "done".
@@ -117,15 +129,25 @@ func (r *PhaseEndRule) ended(name string, ends []PhaseEnd, s Sample, now time.Ti
 		return out
 	}
 	if b := r.bursts[name]; b != nil && now.Before(b.until) {
-		b.count += len(ends)
-		b.held += len(ends)
-		b.last = last
-		return nil
+		var out []Alert
+		for _, e := range ends {
+			b.count++
+			second := b.count == 2 && !b.continued
+			if b.atOnce < maxAtOnce && (second || !slices.Contains(b.reasons, e.Reason)) {
+				b.atOnce++
+				b.reasons = append(b.reasons, e.Reason)
+				out = append(out, Alert{Rule: r.name, Status: Firing, Began: e.Ended, At: now, Sample: s, Phase: name, End: e, Ends: 1})
+				continue
+			}
+			b.held++
+			b.last = e
+		}
+		return out
 	}
 	if r.bursts == nil {
 		r.bursts = map[string]*burst{}
 	}
-	b := &burst{since: ends[0].Ended, until: now.Add(r.window), count: len(ends), last: last}
+	b := &burst{since: ends[0].Ended, until: now.Add(r.window), count: len(ends), last: last, atOnce: 1, reasons: []string{last.Reason}}
 	r.bursts[name] = b
 	return []Alert{{Rule: r.name, Status: Firing, Began: b.since, At: now, Sample: s, Phase: name, End: last, Ends: len(ends)}}
 }
@@ -143,7 +165,11 @@ func (r *PhaseEndRule) closeWindows(s Sample, now time.Time) []Alert {
 			continue
 		}
 		out = append(out, Alert{Rule: r.name, Status: Firing, Began: b.since, At: now, Sample: s, Phase: name, End: b.last, Ends: b.count})
-		*b = burst{since: now, until: now.Add(r.window), last: b.last}
+		reasons := b.reasons
+		if !slices.Contains(reasons, b.last.Reason) {
+			reasons = append(reasons, b.last.Reason)
+		}
+		*b = burst{since: now, until: now.Add(r.window), last: b.last, reasons: reasons, continued: true}
 	}
 	slices.SortFunc(out, func(a, b Alert) int { return a.End.Ended.Compare(b.End.Ended) })
 	return out

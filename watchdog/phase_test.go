@@ -198,26 +198,34 @@ func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
 }
 
 // An auto-resume loop that crashes again and again: the first failure
-// pushes at once, those within the next --watchdog.repeat are counted into
-// one push when it closes, and so on while the loop lasts; a phase quiet
-// for a window pushes its next failure at once again. Failures of another
-// phase are counted apart.
+// pushes at once, and so does the second (a user restarting by hand sees
+// it fail again) and a failure with a new reason, three at most per
+// window; the rest within --watchdog.repeat are counted into one push when
+// it closes, and so on while the loop lasts; a phase quiet for a window
+// pushes its next failure at once again. Failures of another phase are
+// counted apart.
 func TestPhaseFailuresInAWindowAreCounted(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleFailed)
 	var l endLog
 	s := time.Second
+	const cuda = "RuntimeError: CUDA error: an illegal memory access was encountered"
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "baseline"},
-		{at: 1 * m, ends: l.add(end("R", PhaseFailed, 0, 1*m-s, "RuntimeError: one")),
-			want: []string{`firing: [lavender-2] phase "R" failed after 59s: RuntimeError: one`}, why: "first failure: at once"},
-		{at: 2 * m, ends: l.add(end("R", PhaseFailed, 1*m, 2*m-s, "RuntimeError: two")), why: "held: within the window"},
-		{at: 3 * m, ends: l.add(end("R", PhaseFailed, 2*m, 3*m-s, "RuntimeError: three"), end("S", PhaseFailed, 0, 3*m-s, "")),
-			want: []string{`firing: [lavender-2] phase "S" failed after 2m`}, why: "another phase pushes on its own"},
+		{at: 1 * m, ends: l.add(end("R", PhaseFailed, 0, 1*m-s, cuda)),
+			want: []string{`firing: [lavender-2] phase "R" failed after 59s: ` + cuda}, why: "first failure: at once"},
+		{at: 2 * m, ends: l.add(end("R", PhaseFailed, 1*m, 2*m-s, cuda)),
+			want: []string{`firing: [lavender-2] phase "R" failed after 59s: ` + cuda}, why: "the second: at once, a restart by hand failed again"},
+		{at: 3 * m, ends: l.add(end("R", PhaseFailed, 2*m, 3*m-s, cuda), end("S", PhaseFailed, 0, 3*m-s, "")),
+			want: []string{`firing: [lavender-2] phase "S" failed after 2m`}, why: "the same cause a third time is a loop: held; another phase pushes on its own"},
+		{at: 4 * m, ends: l.add(end("R", PhaseFailed, 3*m, 4*m-s, cuda)), why: "held"},
+		{at: 5 * m, ends: l.add(end("R", PhaseFailed, 4*m, 5*m-s, "OSError: [Errno 28] No space left on device")),
+			want: []string{`firing: [lavender-2] phase "R" failed after 59s: OSError: [Errno 28] No space left on device`}, why: "a new cause: at once"},
+		{at: 6 * m, ends: l.add(end("R", PhaseFailed, 5*m, 6*m-s, "ValueError: pid 4242")), why: "a new cause, but three pushed at once already: held"},
 		{at: 11 * m, ends: l.add(),
-			want: []string{`firing: [lavender-2] phase "R" failed 3 times in 10m: RuntimeError: three`}, why: "R's window closes: one push counts them"},
-		{at: 15 * m, ends: l.add(end("R", PhaseFailed, 14*m, 15*m-s, "RuntimeError: four")), why: "the loop goes on: counted in the next window"},
+			want: []string{`firing: [lavender-2] phase "R" failed 6 times in 10m: ValueError: pid 4242`}, why: "R's window closes: one push counts them"},
+		{at: 15 * m, ends: l.add(end("R", PhaseFailed, 14*m, 15*m-s, cuda)), why: "the loop goes on, a cause the phone knows: counted in the next window"},
 		{at: 21 * m, ends: l.add(),
-			want: []string{`firing: [lavender-2] phase "R" failed after 59s: RuntimeError: four`}, why: "next window: one failure in it reads as one"},
+			want: []string{`firing: [lavender-2] phase "R" failed after 59s: ` + cuda}, why: "next window: one failure in it reads as one"},
 		{at: 31 * m, ends: l.add(), why: "a quiet window ends the burst"},
 		{at: 40 * m, ends: l.add(end("R", PhaseFailed, 39*m, 40*m-s, ""), end("R", PhaseFailed, 40*m-s, 40*m-s/2, "OSError: [Errno 28] No space left on device")),
 			want: []string{`firing: [lavender-2] phase "R" failed 2 times in 1s: OSError: [Errno 28] No space left on device`}, why: "two in one poll of a quiet phase: at once, counted"},
