@@ -245,7 +245,7 @@ func TestStatfsErrorIsUnreadable(t *testing.T) {
 // (logs) is none; deleting the oldest checkpoint after a save does not
 // shrink it; the largest of the last three counts.
 func TestSaveSizeLearnedFromJumps(t *testing.T) {
-	r := newRig(t, Config{Paths: []string{"/data"}})
+	r := newRig(t, Config{Paths: []string{"/data"}, Writers: training("/data")})
 	r.fs.set("/data", disk(1, 100*gib, 10*gib))
 	used := uint64(10 * gib)
 	step := func(add int64) Filesystem {
@@ -299,7 +299,7 @@ func TestSaveSizeLearnedFromJumps(t *testing.T) {
 // TestSaveThatStartedBeforeThePoll: a save whose first bytes, under the
 // jump size, landed a poll or two before its jump counts from before them.
 func TestSaveThatStartedBeforeThePoll(t *testing.T) {
-	r := newRig(t, Config{Paths: []string{"/data"}})
+	r := newRig(t, Config{Paths: []string{"/data"}, Writers: training("/data")})
 	r.fs.set("/data", disk(1, 64*mib, 0))
 	used := uint64(0)
 	for _, add := range []uint64{0, 0, 0, 300 << 10, 400 << 10, 24*mib - 700<<10, 0, 0, 0} {
@@ -310,6 +310,52 @@ func TestSaveThatStartedBeforeThePoll(t *testing.T) {
 	}
 	if f := r.only(r.poll()); f.SaveBytes != 24*mib {
 		t.Errorf("save %d, want 24 MiB", f.SaveBytes)
+	}
+}
+
+// training is the Writers of one running phase writing to dir.
+func training(dir string) func() []Writer {
+	return func() []Writer { return []Writer{{Name: "Train", Dirs: []string{dir}}} }
+}
+
+// TestSaveLearnedOnlyWhileAPhaseWrites: jumps of the used bytes while no
+// running phase has a directory on the filesystem (a download, another
+// program's copy) teach nothing; a save that begins while one does is
+// learned, even when the phase ends before the save's last bytes.
+func TestSaveLearnedOnlyWhileAPhaseWrites(t *testing.T) {
+	var mu sync.Mutex
+	var writers []Writer
+	r := newRig(t, Config{Paths: []string{"/data"}, Writers: func() []Writer { mu.Lock(); defer mu.Unlock(); return slices.Clone(writers) }})
+	set := func(w ...Writer) { mu.Lock(); writers = w; mu.Unlock() }
+	r.fs.set("/data", disk(1, 100*gib, 10*gib))
+	used := uint64(10 * gib)
+	step := func(add int64) Filesystem {
+		used = uint64(int64(used) + add)
+		r.fs.setUsed("/data", used)
+		r.clock.Advance(5 * time.Second)
+		return r.only(r.poll())
+	}
+	r.poll()
+	for _, add := range []int64{0, 0, 0, 5 * gib, 0, 0, 0, 0, 3 * gib, -8 * gib, 0, 0, 0} {
+		if f := step(add); f.SaveBytes != 0 || f.Saving {
+			t.Fatalf("nothing trains: learned a save of %d (saving %v)", f.SaveBytes, f.Saving)
+		}
+	}
+	// An ended phase is no writer either.
+	set(Writer{Name: "Prep", Dirs: []string{"/data"}, Ended: true})
+	for _, add := range []int64{6 * gib, 0, 0, 0, 0} {
+		if f := step(add); f.SaveBytes != 0 {
+			t.Fatalf("an ended phase's filesystem learned a save of %d", f.SaveBytes)
+		}
+	}
+	set(Writer{Name: "Train", Dirs: []string{"/data"}})
+	step(2 * gib)
+	set() // the phase ends with its last save still being written
+	step(1 * gib)
+	step(0)
+	step(0)
+	if f := step(0); f.SaveBytes != 3*gib || f.SaveReported {
+		t.Fatalf("save %d (reported %v), want the 3 GiB begun while Train wrote", f.SaveBytes, f.SaveReported)
 	}
 }
 

@@ -57,12 +57,16 @@ func keep(list []uint64, v uint64) []uint64 {
 	return list
 }
 
-// observe takes one reading.
-func (t *tracker) observe(st Stat, now time.Time, window time.Duration) {
+// observe takes one reading. A save is learned only when its first jump
+// comes while a running writer has a directory on the filesystem
+// (writing): anything else that writes there (a download, a copy, another
+// program) is no checkpoint. A save so begun is followed to its end even
+// if its writer ends meanwhile (a final save, then the end).
+func (t *tracker) observe(st Stat, now time.Time, window time.Duration, writing bool) {
 	used := st.Used()
 	if t.have {
 		switch {
-		case used >= t.lastUsed+minJump(st.Size):
+		case used >= t.lastUsed+minJump(st.Size) && (t.inBurst || writing):
 			if !t.inBurst {
 				// A save that began a poll or two before its first jump
 				// (a writer slow to get going) already shows in them, under
@@ -134,7 +138,7 @@ func (g *Guard) learn(fss []Filesystem, writers []Writer, pathDev map[string]uin
 			t = &tracker{}
 			g.trackers[f.Stat.Dev] = t
 		}
-		t.observe(f.Stat, now, window)
+		t.observe(f.Stat, now, window, len(f.Writers) > 0)
 	}
 
 	present := map[string]bool{}

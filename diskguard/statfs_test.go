@@ -65,7 +65,7 @@ func TestSymlinkIsFollowedAndNamedAsGiven(t *testing.T) {
 func TestTwoSavesOnARealTmpfs(t *testing.T) {
 	dir := testkit.MountTmpfs(t, "size=64m")
 	clock := testkit.NewClock(time.Now())
-	g, err := New(Config{Paths: []string{dir}, Now: clock.Now})
+	g, err := New(Config{Paths: []string{dir}, Now: clock.Now, Writers: training(dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
