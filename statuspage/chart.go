@@ -23,6 +23,13 @@ type chart struct {
 
 func newChart(samples []SwapSample, threshold, pressureThreshold float64, now time.Time, window time.Duration) chart {
 	c := chart{Width: 600, Height: 150, Samples: len(samples)}
+	// Until the history covers the window, the chart spans what there is
+	// (and says so), rather than an hour of which the line fills a corner.
+	if len(samples) > 0 {
+		if covered := now.Sub(samples[0].Time); covered > 0 && covered < window {
+			window = max(covered.Round(time.Second), time.Second)
+		}
+	}
 	c.Window = humanDuration(window)
 	c.ThresholdY = c.y(threshold)
 	c.PressureThresholdY = c.y(pressureThreshold)

@@ -91,8 +91,9 @@ func (d Disk) FilesFreeShare() float64 {
 	return float64(d.FilesFree) / float64(d.Files)
 }
 
-// HighMark is where the bar turns to the warning colour: 95 % used.
-func (d Disk) HighMark() uint64 { return d.SizeBytes / 20 * 19 }
+// LowMark is where the bar, which shows the free space as its text does,
+// turns to the warning colour: 5 % free.
+func (d Disk) LowMark() uint64 { return d.SizeBytes / 20 }
 
 // FillsIn is FillsInSeconds as a duration, 0 when unknown.
 func (d Disk) FillsIn() time.Duration {

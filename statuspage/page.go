@@ -189,6 +189,7 @@ func (p *Page) Snapshot() Status {
 	for i, ph := range phases {
 		s.Phases[i] = newPhase(ph, s.Time, p.cfg.StallAfter)
 	}
+	orderPhases(s.Phases)
 	if p.cfg.RunLog != nil {
 		if l := p.cfg.RunLog(); l != nil {
 			if data, err := l.Read(); err == nil {

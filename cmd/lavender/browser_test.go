@@ -176,6 +176,27 @@ func TestStatusPageInChromium(t *testing.T) {
 	// inline style); the missing one says it is waited for.
 	disks := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#disks tbody tr')].map(r => r.querySelector('td.name code').textContent + ' ' + (r.querySelector('meter') ? r.querySelector('meter').getBoundingClientRect().width > 0 : 'no bar'))`))
 	images := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('img').length`))
+	// The phone's first screen shows the run: the phases lead, and the
+	// first running phase is within the 844 px of the viewport; nothing
+	// is wider than the screen.
+	firstSection := browse(t, ctx, chromedp.Evaluate[string](`document.querySelector('section').id`))
+	runningBottom := browse(t, ctx, chromedp.Evaluate[float64](`[...document.querySelectorAll('#phases tbody tr')].find(r => r.querySelector('.badge.active')).getBoundingClientRect().bottom`))
+	pageWidth := browse(t, ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+	// A name wraps between its words, never inside one that fits the
+	// column: each word's text lies on one line.
+	brokenWords := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#phases td.name')].flatMap(td => {
+		const text = td.firstChild, out = [];
+		if (!text || text.nodeType !== Node.TEXT_NODE) return out;
+		let at = 0;
+		for (const word of text.data.split(' ')) {
+			const range = document.createRange();
+			range.setStart(text, at);
+			range.setEnd(text, at + word.length);
+			if (word.length <= 12 && new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1) out.push(word);
+			at += word.length + 1;
+		}
+		return out;
+	})`))
 	phone := browse(t, ctx, chromedp.FullScreenshot(100))
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(1280, 900),
@@ -192,7 +213,16 @@ func TestStatusPageInChromium(t *testing.T) {
 			t.Errorf("visible text lacks %q", want)
 		}
 	}
-	wantBars := []string{"Data loader 50/100", "SFT 1200/5000", "Pretrain 1/3 200/5000", evil + " 1/2"}
+	if firstSection != "phases" || runningBottom <= 0 || runningBottom > 844 || pageWidth > 390 {
+		t.Errorf("on a phone: first section %q, first running phase ends at %.0f px (want within 844), page %d px wide (want 390)",
+			firstSection, runningBottom, pageWidth)
+	}
+	if len(brokenWords) != 0 {
+		t.Errorf("phase names broken inside a word: %q", brokenWords)
+	}
+	// Running phases first (stalled ones on top, then the newest), then
+	// the ended ones.
+	wantBars := []string{"Data loader 50/100", "SFT 1200/5000", evil + " 1/2", "Pretrain 1/3 200/5000"}
 	if strings.Join(bars, "|") != strings.Join(wantBars, "|") {
 		t.Errorf("progress bars %q, want %q", bars, wantBars)
 	}
