@@ -210,7 +210,7 @@ func TestAlertsShape(t *testing.T) {
 		},
 		{
 			alert:       "PhaseFailed",
-			exprHas:     []string{"lavender_phase_duration_seconds", "lavender_phase_failed == 1", "lavender_phase_end_timestamp_seconds offset 5m"},
+			exprHas:     []string{"lavender_phase_duration_seconds", "lavender_phase_failed == 1", "changes(lavender_phase_end_timestamp_seconds[5m])", "sum_over_time(up[5m])"},
 			annotations: []string{"summary", "description", "phase", "duration_seconds"},
 		},
 		{
