@@ -166,7 +166,7 @@ func phaseFromAnnotations(name string, a template.KV) (pushtext.PhaseFigures, bo
 		if !ok || !sok {
 			return pushtext.PhaseFigures{}, false
 		}
-		p := pushtext.PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: phase, Duration: d, OnStep: true, Step: step}
+		p := pushtext.PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: phase, Duration: d, Stall: watchdog.StallStep, Step: step}
 		// total_steps is empty for a phase that never reported a total; a
 		// total below the step is no total.
 		if total, ok := parseCount(a[annotationTotalSteps]); ok && total >= 1 && total >= step {

@@ -32,7 +32,7 @@ func endedPhaseAlert(rule, name string, lasted time.Duration) watchdog.Alert {
 // heartbeat is lasted old.
 func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
 	beat := pushedAt.Add(-lasted)
-	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: beat, At: pushedAt, Phase: name,
+	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: beat, At: pushedAt, Phase: name, Stall: watchdog.StallHeartbeat,
 		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: beat.Add(-time.Hour),
 			LastHeartbeat: beat, HasStep: true, Step: 1200, Total: 5000, ProgressAt: beat}}}}
 }
@@ -41,7 +41,7 @@ func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
 // while its step has not moved for lasted.
 func stuckPhaseAlert(name string, step, total int64, lasted time.Duration) watchdog.Alert {
 	moved := pushedAt.Add(-lasted)
-	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: moved, At: pushedAt, Phase: name,
+	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: moved, At: pushedAt, Phase: name, Stall: watchdog.StallStep,
 		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: moved.Add(-time.Hour),
 			LastHeartbeat: pushedAt.Add(-30 * time.Second), HasStep: true, Step: step, Total: total, ProgressAt: moved}}}}
 }

@@ -85,9 +85,9 @@ func again(repeats int, window time.Duration) string {
 	case repeats <= 0:
 		return ""
 	case repeats == 1:
-		return " again in " + watchdog.HumanDuration(window)
+		return " again in " + HumanDuration(window)
 	}
-	return fmt.Sprintf(" again %d times in %s", repeats, watchdog.HumanDuration(window))
+	return fmt.Sprintf(" again %d times in %s", repeats, HumanDuration(window))
 }
 
 // hitPhase says whom a fault hit: `; phase "Pretrain 1/3" (python3, pid

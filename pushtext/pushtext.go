@@ -159,7 +159,7 @@ func Resolved(t Text, lasted time.Duration) Text {
 	}
 	body = "resolved: " + body
 	if lasted > 0 {
-		body += " after " + watchdog.HumanDuration(lasted)
+		body += " after " + HumanDuration(lasted)
 	}
 	return Text{Body: body, Subject: "resolved " + t.Subject}
 }
@@ -191,7 +191,7 @@ func SelfTest(encryption string) Text {
 		OOM(OOMFigures{Kills: 3, VictimName: "python3", VictimPID: 4242, Phase: "Pretrain 1/3", Swap: swap, SwapKnown: true}),
 	}
 	for i := range 8 {
-		sample = append(sample, Phase(PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: "Finetune shard " + strconv.Itoa(i+1), Duration: 10 * time.Minute, OnStep: true, Step: 1200, Total: 5000}))
+		sample = append(sample, Phase(PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: "Finetune shard " + strconv.Itoa(i+1), Duration: 10 * time.Minute, Stall: watchdog.StallStep, Step: 1200, Total: 5000}))
 	}
 	return Text{Body: "test push (" + encryption + ") at the longest a push can be: " + Join(sample, 0, 0).Body, Subject: "test push"}
 }

@@ -108,14 +108,6 @@ func (m MinFree) Of(size uint64) uint64 {
 	return uint64(m.Ratio * float64(size))
 }
 
-// String is the floor as a person wrote it: "5%" or "10 GB".
-func (m MinFree) String() string {
-	if m.Bytes > 0 {
-		return HumanBytes(m.Bytes)
-	}
-	return strconv.FormatFloat(m.Ratio*100, 'f', -1, 64) + "%"
-}
-
 var byteUnits = []struct {
 	suffix string
 	mult   float64
@@ -158,23 +150,6 @@ func ParseMinFree(s string) (MinFree, error) {
 		return MinFree{Bytes: uint64(f * u.mult)}, nil
 	}
 	return bad("has no unit")
-}
-
-// HumanBytes writes a size in binary units the way df -h does, with the
-// units swap's pushes use: "512 B", "9.8 GB" under ten, "16 MB" from ten.
-func HumanBytes(n uint64) string {
-	units := []string{"B", "KB", "MB", "GB", "TB", "PB", "EB"}
-	v, i := float64(n), 0
-	for v >= 1024 && i < len(units)-1 {
-		v, i = v/1024, i+1
-	}
-	switch {
-	case i == 0:
-		return fmt.Sprintf("%d B", n)
-	case v < 9.95:
-		return fmt.Sprintf("%.1f %s", v, units[i])
-	}
-	return fmt.Sprintf("%.0f %s", v, units[i])
 }
 
 // DiskConfig tunes the disk rule.

@@ -139,7 +139,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 		live[key] = st
 		if st.ep.due(now) {
 			status := st.ep.fire(now)
-			out = append(out, Alert{Rule: PhaseRuleStalled, Status: status, Began: st.began, At: now, Sample: s, Phase: p.Name})
+			out = append(out, Alert{Rule: PhaseRuleStalled, Status: status, Began: st.began, At: now, Sample: s, Phase: p.Name, Stall: stallKind(p, st.began)})
 		}
 	}
 	r.stalls = live
@@ -251,61 +251,35 @@ func (a Alert) PhaseDuration() time.Duration {
 	return max(p.Ended.Sub(p.Started), 0)
 }
 
-// StallKind says what a stalled alert is about, as the push says it after
-// "stalled: ": "no heartbeat for 10m", or "step 1200/5000 for 10m" ("step
-// 1200 for 10m" without a total) when the heartbeats came but the step did
-// not move, "step 1200/5000, eval 37/200 for 10m" when an evaluation moved
-// last and then stopped, "step 1200/5000, evaluating for 10m" when work
-// between steps (compute_metrics, a save) was last seen moving and then
-// stopped. The duration is how long the stall had lasted at
-// the poll.
-func (a Alert) StallKind() string {
-	lasted := HumanDuration(a.Lasted())
-	p, ok := a.PhaseState()
+// StallKind is what a stalled phase stopped on: the stalled rule's alert
+// carries it, and pushtext words it with the phase's figures.
+type StallKind string
+
+const (
+	// StallHeartbeat: the phase sent no heartbeat for the stall time.
+	StallHeartbeat StallKind = "heartbeat"
+	// StallStep: heartbeats came but the step did not move.
+	StallStep StallKind = "step"
+	// StallEval: an evaluation moved last, then stopped.
+	StallEval StallKind = "eval"
+	// StallBusy: work between steps (compute_metrics, a save) was last
+	// seen moving, then stopped.
+	StallBusy StallKind = "busy"
+)
+
+// stallKind says what the stall of p that began at began is about, as
+// the sample at its alert shows it: a step, an evaluation or work between
+// steps that stopped while heartbeats came, or else the heartbeat.
+func stallKind(p PhaseState, began time.Time) StallKind {
 	moved, steps := p.Moved()
-	if !ok || !steps || !a.Began.Equal(moved) || !p.LastHeartbeat.After(a.Began) {
-		return "no heartbeat for " + lasted
-	}
-	where := fmt.Sprintf("step %d", p.Step)
-	if p.Total > 0 {
-		where += fmt.Sprintf("/%d", p.Total)
+	if !steps || !began.Equal(moved) || !p.LastHeartbeat.After(began) {
+		return StallHeartbeat
 	}
 	if p.HasBusy && moved.Equal(p.BusyAt) && p.BusyAt.After(p.ProgressAt) && p.BusyAt.After(p.EvalProgressAt) {
-		return where + ", " + p.Busy + " for " + lasted
+		return StallBusy
 	}
 	if p.HasEval && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {
-		where += fmt.Sprintf(", eval %d", p.EvalStep)
-		if p.EvalTotal > 0 {
-			where += fmt.Sprintf("/%d", p.EvalTotal)
-		}
+		return StallEval
 	}
-	return where + " for " + lasted
-}
-
-// HumanDuration writes d the way a person reads it: seconds under a
-// minute ("45s"), whole minutes under an hour ("10m", so a stall seen a
-// poll after its 10 minutes still reads "10m"), hours and minutes under a
-// day ("4h12m", "4h"), then days and hours ("3d4h"). Every unit is cut, not
-// rounded; under a second is "0s".
-func HumanDuration(d time.Duration) string {
-	if d < time.Second {
-		return "0s"
-	}
-	s := int64(d / time.Second)
-	days, hours, mins, secs := s/86400, s/3600%24, s/60%60, s%60
-	part := func(n int64, unit string) string {
-		if n == 0 {
-			return ""
-		}
-		return fmt.Sprintf("%d%s", n, unit)
-	}
-	switch {
-	case days > 0:
-		return part(days, "d") + part(hours, "h")
-	case hours > 0:
-		return part(hours, "h") + part(mins, "m")
-	case mins > 0:
-		return part(mins, "m")
-	}
-	return part(secs, "s")
+	return StallStep
 }

@@ -8,56 +8,42 @@ import (
 	"time"
 )
 
-func TestHumanDuration(t *testing.T) {
-	for _, tc := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"},
-		{900 * time.Millisecond, "0s"},
-		{45 * time.Second, "45s"},
-		{59*time.Second + 999*time.Millisecond, "59s"},
-		{time.Minute, "1m"},
-		{10*time.Minute + 4*time.Second, "10m"},
-		{59*time.Minute + 59*time.Second, "59m"},
-		{time.Hour, "1h"},
-		{4*time.Hour + 12*time.Minute + 30*time.Second, "4h12m"},
-		{26 * time.Hour, "1d2h"},
-		{72*time.Hour + 5*time.Minute, "3d"},
-		{-time.Minute, "0s"},
-	} {
-		if got := HumanDuration(tc.d); got != tc.want {
-			t.Errorf("HumanDuration(%s) = %q, want %q", tc.d, got, tc.want)
-		}
-	}
-}
-
-// pushText is the push the bridge's formatter makes of a phase alert, from
-// the fields it is documented to use: a test that those fields suffice for
-// the documented texts.
-func pushText(a Alert) string {
+// facts is what a phase alert tells the texts that word it: the phase,
+// how long it ran or the stall lasted, what it stopped on, how many ends it
+// counts and why the latest came. pushtext's tests pin the wording.
+func facts(a Alert) string {
 	switch a.Rule {
 	case PhaseRuleFailed:
-		text := fmt.Sprintf("[lavender-2] phase %q failed after %s", a.Phase, HumanDuration(a.PhaseDuration()))
+		text := fmt.Sprintf("%q failed after %s", a.Phase, a.PhaseDuration())
 		if a.Ends > 1 {
-			text = fmt.Sprintf("[lavender-2] phase %q failed %d times in %s", a.Phase, a.Ends, HumanDuration(a.Lasted()))
+			text = fmt.Sprintf("%q failed %d times in %s", a.Phase, a.Ends, a.Lasted())
 		}
 		if a.End.Reason != "" {
 			text += ": " + a.End.Reason
 		}
 		return text
 	case PhaseRuleDone:
-		return fmt.Sprintf("[lavender-2] phase %q done in %s", a.Phase, HumanDuration(a.PhaseDuration()))
+		return fmt.Sprintf("%q done in %s", a.Phase, a.PhaseDuration())
 	case PhaseRuleStalled:
-		return fmt.Sprintf("[lavender-2] phase %q stalled: %s", a.Phase, a.StallKind())
+		text := fmt.Sprintf("%q stalled on %s", a.Phase, a.Stall)
+		if a.Stall != StallHeartbeat {
+			p, _ := a.PhaseState()
+			text += fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
+			switch a.Stall {
+			case StallEval:
+				text += fmt.Sprintf(", eval %d/%d", p.EvalStep, p.EvalTotal)
+			case StallBusy:
+				text += ", " + p.Busy
+			}
+		}
+		return text + fmt.Sprintf(" for %s", a.Lasted())
 	case PhaseRuleLoss:
 		p, _ := a.PhaseState()
 		at := ""
 		if p.HasStep {
 			at = fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
 		}
-		return fmt.Sprintf("[lavender-2] phase %q loss is %s%s — training diverged",
-			a.Phase, fmt.Sprintf("%+v", p.Loss), at)
+		return fmt.Sprintf("%q loss is %+v%s", a.Phase, p.Loss, at)
 	}
 	return "unexpected rule " + a.Rule
 }
@@ -104,7 +90,7 @@ func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(
 		now := t0.Add(st.at)
 		var got []string
 		for _, a := range rule.Observe(Sample{Time: now, Phases: st.phases, Ends: endsAt(i)}, now) {
-			got = append(got, fmt.Sprintf("%s: %s", a.Status, pushText(a)))
+			got = append(got, fmt.Sprintf("%s: %s", a.Status, facts(a)))
 			rule.Pushed(a, !st.failed, now)
 		}
 		if g, w := strings.Join(got, " | "), strings.Join(st.want, " | "); g != w {
@@ -173,13 +159,13 @@ func TestPhaseFailedRule(t *testing.T) {
 		{at: 0, ends: old, why: "a phase that failed before the first sample is not news"},
 		{at: 4 * h, ends: l.add(), why: "running"},
 		{at: 4*h + 12*m + 5*time.Second, ends: l.add(end("Pretrain 1/3", PhaseFailed, 0, 4*h+12*m, oom), end("Eval", PhaseOK, 4*h, 4*h+m, "")),
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 4h12m: ` + oom}, why: "it failed; an ok end is not a failure"},
+			want: []string{`firing: "Pretrain 1/3" failed after 4h12m0s: ` + oom}, why: "it failed; an ok end is not a failure"},
 		{at: 4*h + 13*m, ends: l.add(), why: "the same end pushes once"},
 		{at: 5*h + 46*m, ends: l.add(end("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second, "")), failed: true,
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, why: "its second failure is news; no target takes it"},
+			want: []string{`firing: "Pretrain 1/3" failed after 45m30s`}, why: "its second failure is news; no target takes it"},
 		{at: 5*h + 46*m + 2*time.Second, ends: l.add(), why: "backoff"},
 		{at: 5*h + 46*m + 5*time.Second, ends: l.add(),
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, why: "retried after the backoff, delivered"},
+			want: []string{`firing: "Pretrain 1/3" failed after 45m30s`}, why: "retried after the backoff, delivered"},
 		{at: 5*h + 58*m, ends: l.add(), why: "delivered: never again, and its window closed quiet"},
 	})
 }
@@ -193,7 +179,7 @@ func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
 	runEndScript(t, r, []endStep{
 		{at: 0, phases: []PhaseState{active("R", 0, 0)}, ends: l.add(), why: "running"},
 		{at: 5 * time.Second, phases: []PhaseState{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", PhaseFailed, 0, 3*time.Second, "")),
-			want: []string{`firing: [lavender-2] phase "R" failed after 3s`}, why: "failed and started again between two polls"},
+			want: []string{`firing: "R" failed after 3s`}, why: "failed and started again between two polls"},
 	})
 }
 
@@ -209,18 +195,18 @@ func TestPhaseFailuresInAWindowAreCounted(t *testing.T) {
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "baseline"},
 		{at: 1 * m, ends: l.add(end("R", PhaseFailed, 0, 1*m-s, "RuntimeError: one")),
-			want: []string{`firing: [lavender-2] phase "R" failed after 59s: RuntimeError: one`}, why: "first failure: at once"},
+			want: []string{`firing: "R" failed after 59s: RuntimeError: one`}, why: "first failure: at once"},
 		{at: 2 * m, ends: l.add(end("R", PhaseFailed, 1*m, 2*m-s, "RuntimeError: two")), why: "held: within the window"},
 		{at: 3 * m, ends: l.add(end("R", PhaseFailed, 2*m, 3*m-s, "RuntimeError: three"), end("S", PhaseFailed, 0, 3*m-s, "")),
-			want: []string{`firing: [lavender-2] phase "S" failed after 2m`}, why: "another phase pushes on its own"},
+			want: []string{`firing: "S" failed after 2m59s`}, why: "another phase pushes on its own"},
 		{at: 11 * m, ends: l.add(),
-			want: []string{`firing: [lavender-2] phase "R" failed 3 times in 10m: RuntimeError: three`}, why: "R's window closes: one push counts them"},
+			want: []string{`firing: "R" failed 3 times in 10m1s: RuntimeError: three`}, why: "R's window closes: one push counts them"},
 		{at: 15 * m, ends: l.add(end("R", PhaseFailed, 14*m, 15*m-s, "RuntimeError: four")), why: "the loop goes on: counted in the next window"},
 		{at: 21 * m, ends: l.add(),
-			want: []string{`firing: [lavender-2] phase "R" failed after 59s: RuntimeError: four`}, why: "next window: one failure in it reads as one"},
+			want: []string{`firing: "R" failed after 59s: RuntimeError: four`}, why: "next window: one failure in it reads as one"},
 		{at: 31 * m, ends: l.add(), why: "a quiet window ends the burst"},
 		{at: 40 * m, ends: l.add(end("R", PhaseFailed, 39*m, 40*m-s, ""), end("R", PhaseFailed, 40*m-s, 40*m-s/2, "OSError: [Errno 28] No space left on device")),
-			want: []string{`firing: [lavender-2] phase "R" failed 2 times in 1s: OSError: [Errno 28] No space left on device`}, why: "two in one poll of a quiet phase: at once, counted"},
+			want: []string{`firing: "R" failed 2 times in 1s: OSError: [Errno 28] No space left on device`}, why: "two in one poll of a quiet phase: at once, counted"},
 	})
 }
 
@@ -241,10 +227,10 @@ func TestPhaseDoneRuleIsOptIn(t *testing.T) {
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "running"},
 		{at: 4*h + 13*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 0, 4*h+12*m, ""), end("Broken", PhaseFailed, h, 2*h, "")),
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" done in 4h12m`}, why: "ok end; a failed one is not done"},
+			want: []string{`firing: "Pretrain 1/3" done in 4h12m0s`}, why: "ok end; a failed one is not done"},
 		{at: 4*h + 14*m, ends: l.add(), why: "once"},
 		{at: 4*h + 15*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 4*h+14*m, 4*h+14*m+30*time.Second, "")),
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" done in 30s`}, why: "done again: every end is news"},
+			want: []string{`firing: "Pretrain 1/3" done in 30s`}, why: "done again: every end is news"},
 	})
 }
 
@@ -253,11 +239,11 @@ func TestPhaseStalledNoHeartbeat(t *testing.T) {
 	p := active("Pretrain 1/3", 0, 0)
 	runPhaseScript(t, r, []phaseStep{
 		{9*m + 59*time.Second, []PhaseState{p}, false, nil, "not yet"},
-		{10*m + 5*time.Second, []PhaseState{p}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "silent 10m"},
+		{10*m + 5*time.Second, []PhaseState{p}, false, []string{`firing: "Pretrain 1/3" stalled on heartbeat for 10m5s`}, "silent 10m"},
 		{15 * m, []PhaseState{p}, false, nil, "known; no reminder yet"},
-		{20*m + 5*time.Second, []PhaseState{p}, false, []string{`reminder: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 20m`}, "reminder after --watchdog.repeat"},
+		{20*m + 5*time.Second, []PhaseState{p}, false, []string{`reminder: "Pretrain 1/3" stalled on heartbeat for 20m5s`}, "reminder after --watchdog.repeat"},
 		{21 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, nil, "a heartbeat re-arms"},
-		{31 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "a new stall pushes again"},
+		{31 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: "Pretrain 1/3" stalled on heartbeat for 10m0s`}, "a new stall pushes again"},
 		{32 * m, []PhaseState{ended("Pretrain 1/3", PhaseFailed, 0, 32*m)}, false, nil, "an ended phase is not stalled"},
 		{50 * m, []PhaseState{ended("Pretrain 1/3", PhaseFailed, 0, 32*m)}, false, nil, "nor later"},
 	})
@@ -272,11 +258,11 @@ func TestPhaseStalledOnStep(t *testing.T) {
 	}
 	runPhaseScript(t, r, []phaseStep{
 		{5 * m, pinging(5*m, 1200, 0), false, nil, "pings, step stuck for 5m"},
-		{10*m + 5*time.Second, pinging(10*m, 1200, 0), false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: step 1200/5000 for 10m`}, "step stuck 10m"},
-		{20*m + 5*time.Second, pinging(20*m, 1200, 0), false, []string{`reminder: [lavender-2] phase "Pretrain 1/3" stalled: step 1200/5000 for 20m`}, "reminder"},
+		{10*m + 5*time.Second, pinging(10*m, 1200, 0), false, []string{`firing: "Pretrain 1/3" stalled on step at step 1200/5000 for 10m5s`}, "step stuck 10m"},
+		{20*m + 5*time.Second, pinging(20*m, 1200, 0), false, []string{`reminder: "Pretrain 1/3" stalled on step at step 1200/5000 for 20m5s`}, "reminder"},
 		{21 * m, pinging(21*m, 1300, 21*m), false, nil, "the step moves: re-armed"},
 		{30 * m, pinging(30*m, 1300, 21*m), false, nil, "9m since"},
-		{31*m + 5*time.Second, pinging(31*m, 1300, 21*m), false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: step 1300/5000 for 10m`}, "stuck again"},
+		{31*m + 5*time.Second, pinging(31*m, 1300, 21*m), false, []string{`firing: "Pretrain 1/3" stalled on step at step 1300/5000 for 10m5s`}, "stuck again"},
 	})
 	// A phase whose last heartbeat moved the step and then went silent is
 	// stalled on its heartbeat; one that never reported a step cannot stall
@@ -284,7 +270,7 @@ func TestPhaseStalledOnStep(t *testing.T) {
 	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
 	runPhaseScript(t, r, []phaseStep{
 		{10 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 9*m)}, false,
-			[]string{`firing: [lavender-2] phase "A" stalled: no heartbeat for 10m`}, "silent A, pinging B without steps"},
+			[]string{`firing: "A" stalled on heartbeat for 10m0s`}, "silent A, pinging B without steps"},
 		{40 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 39*m)}, false, nil, "no reminders with Repeat 0"},
 	})
 }
@@ -320,9 +306,9 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 		t.Run(rule, func(t *testing.T) {
 			r := phaseRule(t, PhaseConfig{Notify: []string{"failed", "done"}, Repeat: 10 * m}, rule)
 			var l endLog
-			first, second := []string{`firing: [lavender-2] phase "Finetune" failed after 1s: ` + enospc}, []string(nil)
+			first, second := []string{`firing: "Finetune" failed after 1.5s: ` + enospc}, []string(nil)
 			if rule == PhaseRuleDone {
-				first, second = nil, []string{`firing: [lavender-2] phase "Finetune" done in 1m`}
+				first, second = nil, []string{`firing: "Finetune" done in 1m0s`}
 			}
 			runEndScript(t, r, []endStep{
 				{at: 0, ends: l.add(), why: "running"},
@@ -353,7 +339,7 @@ func TestPhaseStalledWhileBusy(t *testing.T) {
 		{25 * m, evaluating(25*m, 25*m), false, nil, "metrics for 24m, still moving: no stall"},
 		{34 * m, evaluating(34*m, 25*m), false, nil, "stuck for 9m"},
 		{35*m + 5*time.Second, evaluating(35*m, 25*m), false,
-			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 10/15, evaluating for 10m`}, "stuck for 10m: a hang inside compute_metrics"},
+			[]string{`firing: "Finetune" stalled on busy at step 10/15, evaluating for 10m5s`}, "stuck for 10m: a hang inside compute_metrics"},
 	})
 }
 
@@ -374,9 +360,9 @@ func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
 		{at: 0, why: "baseline"},
 		{at: m + 5*s, ends: []PhaseEnd{survivor}, why: "rank 0's SIGTERM: held"},
 		{at: m + 10*s, ends: []PhaseEnd{crashed},
-			want: []string{`firing: [lavender-2] phase "DDP" failed after 1m: ` + cause}, why: "torchrun's root cause replaced it"},
+			want: []string{`firing: "DDP" failed after 1m0s: ` + cause}, why: "torchrun's root cause replaced it"},
 		{at: 3*m + 5*s, ends: []PhaseEnd{crashed, alone}, why: "held"},
 		{at: 3*m + 15*s, ends: []PhaseEnd{crashed, alone},
-			want: []string{`firing: [lavender-2] phase "Other" failed after 3m: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
+			want: []string{`firing: "Other" failed after 3m0s: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
 	})
 }

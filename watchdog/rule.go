@@ -78,6 +78,8 @@ type Alert struct {
 	DiskKind DiskKind      // disk-space: which of its conditions
 	ETA      time.Duration // disk-space fill: how long Phase still needs
 	MinFree  MinFree       // disk-space floor: the floor in force
+
+	Stall StallKind // stalled: what the phase stopped on
 }
 
 // Lasted is how long the incident had lasted when the alert was raised.
