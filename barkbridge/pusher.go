@@ -33,7 +33,7 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 			resolvedOnly = false
 		}
 		ids = append(ids, watchdogIncidentID(incidentRule(a), a.Began, b.cfg.Hostname))
-		events = append(events, stormEvent{Watchdog: a.Rule, Resolved: a.Status == watchdog.Resolved})
+		events = append(events, stormEvent{Watchdog: string(a.Rule), Resolved: a.Status == watchdog.Resolved})
 	}
 	if len(texts) == 0 {
 		return 0, 0
@@ -70,10 +70,10 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 // filesystem and condition.
 func incidentRule(a watchdog.Alert) string {
 	switch a.Rule {
-	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone, watchdog.PhaseRuleLoss:
-		return a.Rule + "\x00" + a.Phase
-	case watchdog.DiskSpaceRule:
-		return a.Rule + "\x00" + a.Disk.Path + "\x00" + string(a.DiskKind)
+	case watchdog.RuleFailed, watchdog.RuleStalled, watchdog.RuleDone, watchdog.RuleLoss:
+		return string(a.Rule) + "\x00" + a.Phase
+	case watchdog.RuleDiskSpace:
+		return string(a.Rule) + "\x00" + a.Disk.Path + "\x00" + string(a.DiskKind)
 	}
-	return a.Rule
+	return string(a.Rule)
 }

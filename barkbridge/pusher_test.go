@@ -21,17 +21,17 @@ func swapOf(used, total uint64) watchdog.Swap {
 
 // swapAlert is the swap rule's firing alert at ratio, with byte figures.
 func swapAlert(ratio float64, used, total uint64) watchdog.Alert {
-	return watchdog.Alert{Rule: "swap", Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
+	return watchdog.Alert{Rule: watchdog.RuleSwap, Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
 		Sample: watchdog.Sample{Swap: watchdog.Swap{Ratio: ratio, UsedBytes: used, TotalBytes: total}}}
 }
 
 func pressureAlert(some float64, swap watchdog.Swap) watchdog.Alert {
-	return watchdog.Alert{Rule: "pressure", Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
+	return watchdog.Alert{Rule: watchdog.RulePressure, Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
 		Sample: watchdog.Sample{Swap: swap, Pressure: watchdog.Pressure{Available: true, Some: some, Full: some}}}
 }
 
 func oomAlert(kills uint64, victim watchdog.Victim, phase string, swap watchdog.Swap) watchdog.Alert {
-	return watchdog.Alert{Rule: "oom", Status: watchdog.Firing, Began: pushedAt, At: pushedAt, Kills: kills, Victim: victim, Phase: phase,
+	return watchdog.Alert{Rule: watchdog.RuleOOM, Status: watchdog.Firing, Began: pushedAt, At: pushedAt, Kills: kills, Victim: victim, Phase: phase,
 		Sample: watchdog.Sample{Swap: swap, OOM: watchdog.OOM{Available: true, Kills: 7, Victim: victim}}}
 }
 

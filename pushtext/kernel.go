@@ -160,7 +160,7 @@ func Disk(d DiskFigures) Text {
 // kernelFault is the text of a gpu or disk alert.
 func kernelFault(a watchdog.Alert) Text {
 	f := a.Fault
-	if a.Rule == watchdog.KernelRuleDisk {
+	if a.Rule == watchdog.RuleDisk {
 		return Disk(DiskFigures{Device: f.Device, Kind: f.Storage, Phase: f.Phase, Repeats: a.Repeats, Window: a.Window})
 	}
 	g := GPUFigures{GPU: f.GPU, Instance: f.Instance, Message: f.Message, PID: f.PID, Name: f.Name,

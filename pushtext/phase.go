@@ -14,7 +14,7 @@ const maxPhaseBytes = 64
 
 // PhaseFigures describe a phase event: it failed, stalled or is done.
 type PhaseFigures struct {
-	Event string // watchdog.PhaseRuleFailed, PhaseRuleStalled or PhaseRuleDone
+	Event watchdog.RuleName // watchdog.RuleFailed, RuleStalled or RuleDone
 	Phase string
 	// Duration: for failed and done, how long the phase ran; for stalled,
 	// how long the stall has lasted.
@@ -41,9 +41,9 @@ func Phase(p PhaseFigures) Text {
 	text := "phase " + strconv.Quote(phaseName(p.Phase)) + " "
 	d := HumanDuration(p.Duration)
 	switch p.Event {
-	case watchdog.PhaseRuleFailed:
+	case watchdog.RuleFailed:
 		text += failed(p.Ending, d)
-	case watchdog.PhaseRuleDone:
+	case watchdog.RuleDone:
 		text += "done in " + d
 	default:
 		text += "stalled: " + stalled(p, d)
@@ -79,7 +79,7 @@ func stalled(p PhaseFigures, lasted string) string {
 	return where + " for " + lasted
 }
 
-func phaseSubject(p PhaseFigures) string { return p.Event + " " + phaseName(p.Phase) }
+func phaseSubject(p PhaseFigures) string { return string(p.Event) + " " + phaseName(p.Phase) }
 
 // phaseName keeps a phase name on one short line.
 func phaseName(name string) string {
@@ -94,7 +94,7 @@ func phaseName(name string) string {
 func watchdogPhase(a watchdog.Alert) Text {
 	p := PhaseFigures{Event: a.Rule, Phase: a.Phase}
 	switch a.Rule {
-	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleDone:
+	case watchdog.RuleFailed, watchdog.RuleDone:
 		p.Duration = a.PhaseDuration()
 		p.Ending = endingOf(a)
 		return Phase(p)

@@ -14,7 +14,7 @@ func TestStallTexts(t *testing.T) {
 	began := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	stalled := func(kind watchdog.StallKind, lasted time.Duration, p watchdog.PhaseState) watchdog.Alert {
 		p.Name, p.Status = "Finetune", watchdog.PhaseActive
-		return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: began, At: began.Add(lasted),
+		return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Began: began, At: began.Add(lasted),
 			Phase: p.Name, Stall: kind, Sample: watchdog.Sample{Phases: []watchdog.PhaseState{p}}}
 	}
 	steps := func(step, total int64) watchdog.PhaseState {
@@ -55,7 +55,7 @@ func TestStallTexts(t *testing.T) {
 	}
 	// The step stall of an Alertmanager alert: the same figures, the
 	// same words.
-	webhook := Phase(PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: "Finetune", Duration: 10 * time.Minute, Stall: watchdog.StallStep, Step: 1200, Total: 5000})
+	webhook := Phase(PhaseFigures{Event: watchdog.RuleStalled, Phase: "Finetune", Duration: 10 * time.Minute, Stall: watchdog.StallStep, Step: 1200, Total: 5000})
 	if want := `phase "Finetune" stalled: step 1200/5000 for 10m`; webhook.Body != want {
 		t.Errorf("from figures: %q, want %q", webhook.Body, want)
 	}

@@ -189,12 +189,8 @@ func NewDiskRule(cfg DiskConfig) (*DiskRule, error) {
 	return &DiskRule{cfg: cfg, episodes: map[diskKey]*episode{}}, nil
 }
 
-// DiskSpaceRule is the disk rule's name: the kernel log's storage faults
-// are the rule "disk" (KernelRuleDisk).
-const DiskSpaceRule = "disk-space"
-
-// Name is DiskSpaceRule.
-func (r *DiskRule) Name() string { return DiskSpaceRule }
+// Name is RuleDiskSpace.
+func (r *DiskRule) Name() RuleName { return RuleDiskSpace }
 
 // Observe checks every condition of every filesystem the sample read.
 func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {

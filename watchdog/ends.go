@@ -49,7 +49,7 @@ func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 
 // that push, so a crash loop pushes once per window. Failures that arrive
 // in one poll for a quiet phase push at once, counted together.
 type PhaseEndRule struct {
-	name   string
+	name   RuleName
 	status PhaseStatus
 	window time.Duration // 0: every end pushes on its own
 	outbox outbox
@@ -68,7 +68,7 @@ type burst struct {
 }
 
 // Name is "failed" or "done".
-func (r *PhaseEndRule) Name() string { return r.name }
+func (r *PhaseEndRule) Name() RuleName { return r.name }
 
 // Observe pushes for the ends with the rule's status since the last sample.
 func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {

@@ -20,7 +20,7 @@ func withEval(p PhaseState, step, total int64, movedAt time.Duration) PhaseState
 // infinite, whatever it does next; a run already over at the first sample
 // is old news.
 func TestPhaseLossRule(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleLoss)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, RuleLoss)
 	nan, inf := math.NaN(), math.Inf(1)
 	train := func(last time.Duration, step int64, loss float64) PhaseState {
 		return withLoss(withStep(active("Pretrain 1/3", 0, last), step, 5000, last), loss)
@@ -46,7 +46,7 @@ func TestPhaseLossRule(t *testing.T) {
 // An evaluation's progress is movement: a slow evaluation between two steps
 // is not a stall, a hung one is, and the push says where it hung.
 func TestPhaseStallWithEvaluation(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m}, RuleStalled)
 	evaluating := func(now time.Duration, evalStep int64, evalAt time.Duration) []PhaseState {
 		return []PhaseState{withEval(withStep(active("Finetune", 0, now), 1200, 5000, 0), evalStep, 200, evalAt)}
 	}
@@ -58,7 +58,7 @@ func TestPhaseStallWithEvaluation(t *testing.T) {
 	})
 	// The step and the evaluation's first batches came in one ping, and
 	// then nothing moved: the push still says where the evaluation stood.
-	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
+	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, RuleStalled)
 	runPhaseScript(t, r, []phaseStep{
 		{11 * m, []PhaseState{withEval(withStep(active("Finetune", 0, 11*m), 2, 6, m), 3, 40, m)}, false,
 			[]string{`firing: "Finetune" stalled on eval at step 2/6, eval 3/40 for 10m0s`}, "hung at eval batch 3"},
@@ -69,7 +69,7 @@ func TestPhaseStallWithEvaluation(t *testing.T) {
 // start: a hang before the first step stalls, as a phase with step 0 does.
 // One that tells no total and no step can stall only by silence.
 func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, RuleStalled)
 	total := active("Total only", 0, 0)
 	total.Total = 5000
 	pinged := func(p PhaseState, last time.Duration) PhaseState { p.LastHeartbeat = at(last); return p }
@@ -88,7 +88,7 @@ func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
 // Lightning learns it after the sanity check): a hang on the first batch,
 // or in the sanity check's validation before it, stalls on step 0.
 func TestPhaseStallBeforeTheFirstStepWithoutTotal(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, RuleStalled)
 	firstBatch := func(last time.Duration) PhaseState { return withStep(active("Plain loop", 0, last), 0, 0, 0) }
 	sanity := func(last time.Duration) PhaseState {
 		return withEval(withStep(active("Lightning", 0, last), 0, 0, 0), 1, 2, 10*time.Second)

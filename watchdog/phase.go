@@ -6,22 +6,13 @@ import (
 	"time"
 )
 
-// Phase rule names, as --phase.notify lists them and as Alert.Rule carries
-// them.
-const (
-	PhaseRuleFailed  = "failed"
-	PhaseRuleStalled = "stalled"
-	PhaseRuleDone    = "done"
-	PhaseRuleLoss    = "loss"
-)
-
 // DefaultStallAfter is how long an active phase may go without a heartbeat,
 // or a phase that reports steps without a new step, before it counts as
 // stalled: the same 10 minutes as the PhaseStalled alert of alerts.yml.
 const DefaultStallAfter = 10 * time.Minute
 
 // DefaultPhaseNotify is --phase.notify's default: done is opt-in.
-var DefaultPhaseNotify = []string{PhaseRuleFailed, PhaseRuleStalled, PhaseRuleLoss}
+var DefaultPhaseNotify = []string{string(RuleFailed), string(RuleStalled), string(RuleLoss)}
 
 // PhaseConfig tunes the phase rules. The error messages name the flags
 // that set these fields.
@@ -44,11 +35,11 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	if notify == nil {
 		notify = DefaultPhaseNotify
 	}
-	want := map[string]bool{}
-	for _, n := range notify {
-		n = strings.TrimSpace(n)
+	want := map[RuleName]bool{}
+	for _, item := range notify {
+		n := RuleName(strings.TrimSpace(item))
 		switch n {
-		case PhaseRuleFailed, PhaseRuleStalled, PhaseRuleLoss, PhaseRuleDone:
+		case RuleFailed, RuleStalled, RuleLoss, RuleDone:
 			want[n] = true
 		default:
 			return nil, fmt.Errorf("--phase.notify: unknown event %q; want a list of failed, stalled, loss and done", n)
@@ -57,7 +48,7 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	if cfg.StallAfter < 0 {
 		return nil, fmt.Errorf("--phase.stall-after must not be negative, not %s", cfg.StallAfter)
 	}
-	if want[PhaseRuleStalled] && cfg.StallAfter > 0 && cfg.StallAfter < time.Minute {
+	if want[RuleStalled] && cfg.StallAfter > 0 && cfg.StallAfter < time.Minute {
 		// Heartbeats come every minute by default (phase run's --every):
 		// a shorter silence is the normal gap between two of them.
 		return nil, fmt.Errorf("--phase.stall-after must be at least 1m (or 0 to turn it off), not %s", cfg.StallAfter)
@@ -67,21 +58,21 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 		return nil, err
 	}
 	var rules []Rule
-	if want[PhaseRuleFailed] {
+	if want[RuleFailed] {
 		window := repeat
 		if window == 0 {
 			window = DefaultRepeat
 		}
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
+		rules = append(rules, &PhaseEndRule{name: RuleFailed, status: PhaseFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
 	}
-	if want[PhaseRuleStalled] && cfg.StallAfter > 0 {
+	if want[RuleStalled] && cfg.StallAfter > 0 {
 		rules = append(rules, &StallRule{after: cfg.StallAfter, repeat: repeat, retry: retry})
 	}
-	if want[PhaseRuleLoss] {
+	if want[RuleLoss] {
 		rules = append(rules, &LossRule{outbox: outbox{repeat: repeat, retry: retry}})
 	}
-	if want[PhaseRuleDone] {
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: PhaseOK, outbox: outbox{repeat: repeat, retry: retry}})
+	if want[RuleDone] {
+		rules = append(rules, &PhaseEndRule{name: RuleDone, status: PhaseOK, outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	return rules, nil
 }
@@ -114,7 +105,7 @@ type stall struct {
 }
 
 // Name is "stalled".
-func (r *StallRule) Name() string { return PhaseRuleStalled }
+func (r *StallRule) Name() RuleName { return RuleStalled }
 
 // Observe checks every active phase.
 func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
@@ -139,7 +130,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 		live[key] = st
 		if st.ep.due(now) {
 			status := st.ep.fire(now)
-			out = append(out, Alert{Rule: PhaseRuleStalled, Status: status, Began: st.began, At: now, Sample: s, Phase: p.Name, Stall: stallKind(p, st.began)})
+			out = append(out, Alert{Rule: RuleStalled, Status: status, Began: st.began, At: now, Sample: s, Phase: p.Name, Stall: stallKind(p, st.began)})
 		}
 	}
 	r.stalls = live
@@ -218,7 +209,7 @@ func (r *StallRule) Pushed(a Alert, delivered bool, now time.Time) {
 // State is armed while no phase is stalled; Since is when the earliest
 // current stall began.
 func (r *StallRule) State() RuleState {
-	st := RuleState{Name: PhaseRuleStalled, Armed: true}
+	st := RuleState{Name: RuleStalled, Armed: true}
 	for _, s := range r.stalls {
 		if st.Armed || s.began.Before(st.Since) {
 			st.Armed, st.Since = false, s.began

@@ -13,7 +13,7 @@ import (
 // counts and why the latest came. pushtext's tests pin the wording.
 func facts(a Alert) string {
 	switch a.Rule {
-	case PhaseRuleFailed:
+	case RuleFailed:
 		text := fmt.Sprintf("%q failed after %s", a.Phase, a.PhaseDuration())
 		if a.Ends > 1 {
 			text = fmt.Sprintf("%q failed %d times in %s", a.Phase, a.Ends, a.Lasted())
@@ -22,9 +22,9 @@ func facts(a Alert) string {
 			text += ": " + a.End.Reason
 		}
 		return text
-	case PhaseRuleDone:
+	case RuleDone:
 		return fmt.Sprintf("%q done in %s", a.Phase, a.PhaseDuration())
-	case PhaseRuleStalled:
+	case RuleStalled:
 		text := fmt.Sprintf("%q stalled on %s", a.Phase, a.Stall)
 		if a.Stall != StallHeartbeat {
 			p, _ := a.PhaseState()
@@ -37,7 +37,7 @@ func facts(a Alert) string {
 			}
 		}
 		return text + fmt.Sprintf(" for %s", a.Lasted())
-	case PhaseRuleLoss:
+	case RuleLoss:
 		p, _ := a.PhaseState()
 		at := ""
 		if p.HasStep {
@@ -45,7 +45,7 @@ func facts(a Alert) string {
 		}
 		return fmt.Sprintf("%q loss is %+v%s", a.Phase, p.Loss, at)
 	}
-	return "unexpected rule " + a.Rule
+	return "unexpected rule " + string(a.Rule)
 }
 
 type phaseStep struct {
@@ -114,7 +114,7 @@ func withStep(p PhaseState, step, total int64, movedAt time.Duration) PhaseState
 	return p
 }
 
-func phaseRule(t *testing.T, cfg PhaseConfig, name string) Rule {
+func phaseRule(t *testing.T, cfg PhaseConfig, name RuleName) Rule {
 	t.Helper()
 	rules, err := NewPhaseRules(cfg)
 	if err != nil {
@@ -151,7 +151,7 @@ func end(name string, status PhaseStatus, started, ended time.Duration, reason s
 }
 
 func TestPhaseFailedRule(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleFailed)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, RuleFailed)
 	var l endLog
 	old := l.add(end("Old", PhaseFailed, -2*h, -h, ""))
 	const oom = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -174,7 +174,7 @@ func TestPhaseFailedRule(t *testing.T) {
 // pushes: the phase table shows it running again, the ends keep the
 // failure.
 func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, RuleFailed)
 	var l endLog
 	runEndScript(t, r, []endStep{
 		{at: 0, phases: []PhaseState{active("R", 0, 0)}, ends: l.add(), why: "running"},
@@ -189,7 +189,7 @@ func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
 // for a window pushes its next failure at once again. Failures of another
 // phase are counted apart.
 func TestPhaseFailuresInAWindowAreCounted(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleFailed)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, RuleFailed)
 	var l endLog
 	s := time.Second
 	runEndScript(t, r, []endStep{
@@ -217,12 +217,12 @@ func TestPhaseDoneRuleIsOptIn(t *testing.T) {
 	}
 	var names []string
 	for _, r := range rules {
-		names = append(names, r.Name())
+		names = append(names, string(r.Name()))
 	}
 	if got := strings.Join(names, ","); got != "failed,stalled,loss" {
 		t.Errorf("default rules %s, want failed,stalled,loss", got)
 	}
-	r := phaseRule(t, PhaseConfig{Notify: []string{"done"}}, PhaseRuleDone)
+	r := phaseRule(t, PhaseConfig{Notify: []string{"done"}}, RuleDone)
 	var l endLog
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "running"},
@@ -235,7 +235,7 @@ func TestPhaseDoneRuleIsOptIn(t *testing.T) {
 }
 
 func TestPhaseStalledNoHeartbeat(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
 	p := active("Pretrain 1/3", 0, 0)
 	runPhaseScript(t, r, []phaseStep{
 		{9*m + 59*time.Second, []PhaseState{p}, false, nil, "not yet"},
@@ -252,7 +252,7 @@ func TestPhaseStalledNoHeartbeat(t *testing.T) {
 // A phase whose heartbeat thread pings on while its loop is hung: the step
 // tells.
 func TestPhaseStalledOnStep(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
 	pinging := func(now time.Duration, step int64, movedAt time.Duration) []PhaseState {
 		return []PhaseState{withStep(active("Pretrain 1/3", 0, now), step, 5000, movedAt)}
 	}
@@ -267,7 +267,7 @@ func TestPhaseStalledOnStep(t *testing.T) {
 	// A phase whose last heartbeat moved the step and then went silent is
 	// stalled on its heartbeat; one that never reported a step cannot stall
 	// on it.
-	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
+	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, RuleStalled)
 	runPhaseScript(t, r, []phaseStep{
 		{10 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 9*m)}, false,
 			[]string{`firing: "A" stalled on heartbeat for 10m0s`}, "silent A, pinging B without steps"},
@@ -302,12 +302,12 @@ func TestPhaseConfigErrors(t *testing.T) {
 func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 	const enospc = "OSError: [Errno 28] No space left on device"
 	s := time.Second
-	for _, rule := range []string{PhaseRuleFailed, PhaseRuleDone} {
-		t.Run(rule, func(t *testing.T) {
+	for _, rule := range []RuleName{RuleFailed, RuleDone} {
+		t.Run(string(rule), func(t *testing.T) {
 			r := phaseRule(t, PhaseConfig{Notify: []string{"failed", "done"}, Repeat: 10 * m}, rule)
 			var l endLog
 			first, second := []string{`firing: "Finetune" failed after 1.5s: ` + enospc}, []string(nil)
-			if rule == PhaseRuleDone {
+			if rule == RuleDone {
 				first, second = nil, []string{`firing: "Finetune" done in 1m0s`}
 			}
 			runEndScript(t, r, []endStep{
@@ -327,7 +327,7 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 // hang inside compute_metrics) stalls after the stall time from the last
 // busy ping, and the push says what it was doing.
 func TestPhaseStalledWhileBusy(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
 	evaluating := func(now, busyAt time.Duration) []PhaseState {
 		p := withStep(active("Finetune", 0, now), 10, 15, 0)
 		p.HasEval, p.EvalStep, p.EvalTotal, p.EvalProgressAt = true, 2, 2, at(time.Minute)
@@ -349,7 +349,7 @@ func TestPhaseStalledWhileBusy(t *testing.T) {
 // says; one that stays so is pushed after the wait; a failure with its own
 // cause pushes at once.
 func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, RuleFailed)
 	s := time.Second
 	const cause = "rank 1: Signal 9 (SIGKILL) received by PID 4242"
 	survivor := PhaseEnd{Seq: 1, Phase: "DDP", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
