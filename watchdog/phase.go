@@ -104,7 +104,7 @@ type stall struct {
 	onStep bool // the step stopped while heartbeats came
 }
 
-// Name is "stalled".
+// Name is RuleStalled.
 func (r *StallRule) Name() RuleName { return RuleStalled }
 
 // Observe checks every active phase.
