@@ -24,7 +24,7 @@ func endedPhaseAlert(rule watchdog.RuleName, name string, lasted time.Duration) 
 		status = watchdog.PhaseOK
 	}
 	began := pushedAt.Add(-lasted)
-	return watchdog.Alert{Rule: rule, Status: watchdog.Firing, Began: began, At: pushedAt.Add(20 * time.Millisecond), Phase: name,
+	return watchdog.Alert{Rule: rule, Status: watchdog.Firing, Incident: name, Began: began, At: pushedAt.Add(20 * time.Millisecond), Phase: name,
 		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: status, Started: began, Ended: pushedAt, LastHeartbeat: pushedAt}}}}
 }
 
@@ -32,7 +32,7 @@ func endedPhaseAlert(rule watchdog.RuleName, name string, lasted time.Duration) 
 // heartbeat is lasted old.
 func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
 	beat := pushedAt.Add(-lasted)
-	return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Began: beat, At: pushedAt, Phase: name, Stall: watchdog.StallHeartbeat,
+	return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Incident: name, Began: beat, At: pushedAt, Phase: name, Stall: watchdog.StallHeartbeat,
 		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: beat.Add(-time.Hour),
 			LastHeartbeat: beat, HasStep: true, Step: 1200, Total: 5000, ProgressAt: beat}}}}
 }
@@ -41,7 +41,7 @@ func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
 // while its step has not moved for lasted.
 func stuckPhaseAlert(name string, step, total int64, lasted time.Duration) watchdog.Alert {
 	moved := pushedAt.Add(-lasted)
-	return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Began: moved, At: pushedAt, Phase: name, Stall: watchdog.StallStep,
+	return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Incident: name, Began: moved, At: pushedAt, Phase: name, Stall: watchdog.StallStep,
 		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: moved.Add(-time.Hour),
 			LastHeartbeat: pushedAt.Add(-30 * time.Second), HasStep: true, Step: step, Total: total, ProgressAt: moved}}}}
 }

@@ -207,6 +207,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 			value, phase, eta := r.need(kind, d, s)
 			for _, a := range ep.level(r.Name(), value, 1, DiskHysteresis, s, now) {
 				a.Disk, a.DiskKind, a.Phase, a.ETA, a.MinFree = d, kind, phase, eta, r.cfg.MinFree
+				a.Incident = diskIncident(d.Path, kind)
 				out = append(out, a)
 			}
 		}
@@ -223,7 +224,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 			// The incident began when the path stopped answering, not a
 			// minute later when the phone heard of it.
 			ep.began, a.Began = d.ErrSince, d.ErrSince
-			a.Disk, a.DiskKind = d, DiskUnreadable
+			a.Disk, a.DiskKind, a.Incident = d, DiskUnreadable, diskIncident(d.Path, DiskUnreadable)
 			out = append(out, a)
 		}
 	}
@@ -239,7 +240,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 			continue
 		}
 		for _, a := range ep.level(r.Name(), 0, 1, DiskHysteresis, s, now) {
-			a.Disk, a.DiskKind = Disk{Path: key.path}, DiskUnreadable
+			a.Disk, a.DiskKind, a.Incident = Disk{Path: key.path}, DiskUnreadable, diskIncident(key.path, DiskUnreadable)
 			out = append(out, a)
 		}
 		delete(r.episodes, key)
@@ -251,6 +252,10 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 	}
 	return out
 }
+
+// diskIncident is the Incident of a disk-space alert: one per filesystem
+// and condition.
+func diskIncident(path string, kind DiskKind) string { return path + "\x00" + string(kind) }
 
 // readIn says whether a filesystem of disks was read through path.
 func readIn(disks []Disk, path string) bool {

@@ -112,7 +112,7 @@ func (r *PhaseEndRule) ended(name string, ends []PhaseEnd, s Sample, now time.Ti
 	if r.window <= 0 {
 		var out []Alert
 		for _, e := range ends {
-			out = append(out, Alert{Rule: r.name, Status: Firing, Began: e.Ended, At: now, Sample: s, Phase: name, End: e, Ends: 1})
+			out = append(out, Alert{Rule: r.name, Status: Firing, Incident: name, Began: e.Ended, At: now, Sample: s, Phase: name, End: e, Ends: 1})
 		}
 		return out
 	}
@@ -127,7 +127,7 @@ func (r *PhaseEndRule) ended(name string, ends []PhaseEnd, s Sample, now time.Ti
 	}
 	b := &burst{since: ends[0].Ended, until: now.Add(r.window), count: len(ends), last: last}
 	r.bursts[name] = b
-	return []Alert{{Rule: r.name, Status: Firing, Began: b.since, At: now, Sample: s, Phase: name, End: last, Ends: len(ends)}}
+	return []Alert{{Rule: r.name, Status: Firing, Incident: name, Began: b.since, At: now, Sample: s, Phase: name, End: last, Ends: len(ends)}}
 }
 
 // closeWindows pushes the count of every window that closed with failures
@@ -142,7 +142,7 @@ func (r *PhaseEndRule) closeWindows(s Sample, now time.Time) []Alert {
 			delete(r.bursts, name)
 			continue
 		}
-		out = append(out, Alert{Rule: r.name, Status: Firing, Began: b.since, At: now, Sample: s, Phase: name, End: b.last, Ends: b.count})
+		out = append(out, Alert{Rule: r.name, Status: Firing, Incident: name, Began: b.since, At: now, Sample: s, Phase: name, End: b.last, Ends: b.count})
 		*b = burst{since: now, until: now.Add(r.window), last: b.last}
 	}
 	slices.SortFunc(out, func(a, b Alert) int { return a.End.Ended.Compare(b.End.Ended) })

@@ -42,7 +42,7 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 		if r.seen[key] || (!r.baselined && p.Status != PhaseActive) {
 			continue
 		}
-		fresh = append(fresh, Alert{Rule: RuleLoss, Status: Firing, Began: now, At: now, Sample: s, Phase: p.Name})
+		fresh = append(fresh, Alert{Rule: RuleLoss, Status: Firing, Incident: p.Name, Began: now, At: now, Sample: s, Phase: p.Name})
 	}
 	// A run whose loss came back finite stays remembered while it is in the
 	// table: one push per run, not one per NaN spell.

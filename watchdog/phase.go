@@ -130,7 +130,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 		live[key] = st
 		if st.ep.due(now) {
 			status := st.ep.fire(now)
-			out = append(out, Alert{Rule: RuleStalled, Status: status, Began: st.began, At: now, Sample: s, Phase: p.Name, Stall: stallKind(p, st.began)})
+			out = append(out, Alert{Rule: RuleStalled, Status: status, Incident: p.Name, Began: st.began, At: now, Sample: s, Phase: p.Name, Stall: stallKind(p, st.began)})
 		}
 	}
 	r.stalls = live

@@ -91,6 +91,9 @@ func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(
 		var got []string
 		for _, a := range rule.Observe(Sample{Time: now, Phases: st.phases, Ends: endsAt(i)}, now) {
 			got = append(got, fmt.Sprintf("%s: %s", a.Status, facts(a)))
+			if a.Incident != a.Phase {
+				t.Errorf("step %d: %s alert of phase %q is of the incident %q, want its phase", i, a.Rule, a.Phase, a.Incident)
+			}
 			rule.Pushed(a, !st.failed, now)
 		}
 		if g, w := strings.Join(got, " | "), strings.Join(st.want, " | "); g != w {

@@ -47,6 +47,12 @@ const (
 type Alert struct {
 	Rule   RuleName
 	Status Status
+	// Incident tells apart the incidents of a rule that has several at
+	// once: the phase for a phase rule, the filesystem and condition for
+	// the disk-space rule; "" for a rule with one incident at a time.
+	// With Rule and Began it names the incident, so a sender can give its
+	// reminders and its resolution the notification of its first push.
+	Incident string
 	// Began is when the incident began: the same for its firing push, its
 	// reminders and its resolution, so a sender can derive a stable
 	// notification id from Rule and Began, and say how long it lasted.
