@@ -35,8 +35,9 @@ type PhaseFigures struct {
 
 // Phase is `phase "Pretrain 1/3" failed after 4h12m`, `… stalled: no
 // heartbeat for 10m`, `… stalled: step 1200/5000 for 10m` (see stalled)
-// or `… done in 4h12m`; subject "failed Pretrain 1/3" (the run log shortens a long name
-// with "…" and keeps its "sent ok= fail=" tail whole).
+// or `… done in 4h12m`; subject "failed Pretrain 1/3" (the run log
+// shortens a long name with "…" and keeps its "sent ok= fail=" tail
+// whole).
 func Phase(p PhaseFigures) Text {
 	text := "phase " + strconv.Quote(phaseName(p.Phase)) + " "
 	d := HumanDuration(p.Duration)
