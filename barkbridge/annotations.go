@@ -156,17 +156,17 @@ func phaseFromAnnotations(name string, a template.KV) (pushtext.PhaseFigures, bo
 	switch name {
 	case PhaseFailedAlertname:
 		d, ok := parseSeconds(a[annotationPhaseDuration])
-		return pushtext.PhaseFigures{Event: watchdog.PhaseRuleFailed, Phase: phase, Duration: d}, ok
+		return pushtext.PhaseFigures{Event: watchdog.RuleFailed, Phase: phase, Duration: d}, ok
 	case PhaseStalledAlertname:
 		d, ok := parseSeconds(a[annotationStalledSeconds])
-		return pushtext.PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: phase, Duration: d}, ok
+		return pushtext.PhaseFigures{Event: watchdog.RuleStalled, Phase: phase, Duration: d}, ok
 	case PhaseProgressStalledAlertname:
 		d, ok := parseSeconds(a[annotationStalledSeconds])
 		step, sok := parseCount(a[annotationStep])
 		if !ok || !sok {
 			return pushtext.PhaseFigures{}, false
 		}
-		p := pushtext.PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: phase, Duration: d, OnStep: true, Step: step}
+		p := pushtext.PhaseFigures{Event: watchdog.RuleStalled, Phase: phase, Duration: d, Stall: watchdog.StallStep, Step: step}
 		// total_steps is empty for a phase that never reported a total; a
 		// total below the step is no total.
 		if total, ok := parseCount(a[annotationTotalSteps]); ok && total >= 1 && total >= step {

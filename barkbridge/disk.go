@@ -45,7 +45,7 @@ func diskText(name string, a template.Alert, now time.Time) (pushtext.Text, bool
 		return pushtext.Text{}, false
 	}
 	an := a.Annotations
-	alert := watchdog.Alert{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing, At: now, Disk: watchdog.Disk{Path: path}}
+	alert := watchdog.Alert{Rule: watchdog.RuleDiskSpace, Status: watchdog.Firing, At: now, Disk: watchdog.Disk{Path: path}}
 	d := &alert.Disk
 	switch name {
 	case DiskSaveAlertname:

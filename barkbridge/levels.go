@@ -14,7 +14,7 @@ import (
 // level; a kind it does not list is passive, the seed's choice for every
 // push. Alertmanager's alerts are not in it: they keep their template's
 // level.
-type Levels map[string]string
+type Levels map[watchdog.RuleName]string
 
 // ParseLevels reads --bark.level's EVENT=LEVEL items (each may hold
 // several, comma-separated). An unknown event or level is an error that
@@ -29,15 +29,16 @@ func ParseLevels(items []string) (Levels, error) {
 			}
 			event, level, ok := strings.Cut(pair, "=")
 			event, level = strings.TrimSpace(event), strings.TrimSpace(level)
+			rule := watchdog.RuleName(event)
 			switch {
 			case !ok:
 				return nil, fmt.Errorf("--bark.level: %q is not EVENT=LEVEL, e.g. failed=timeSensitive", pair)
-			case !slices.Contains(pushtext.Events, event):
-				return nil, fmt.Errorf("--bark.level: unknown event %q; the events are %s", event, strings.Join(pushtext.Events, ", "))
+			case !slices.Contains(pushtext.Events, rule):
+				return nil, fmt.Errorf("--bark.level: unknown event %q; the events are %s", event, pushtext.EventList())
 			case !slices.Contains(bark.Levels, level):
 				return nil, fmt.Errorf("--bark.level: unknown level %q for %s; the levels are %s", level, event, strings.Join(bark.Levels, ", "))
 			}
-			levels[event] = level
+			levels[rule] = level
 		}
 	}
 	return levels, nil
@@ -46,10 +47,10 @@ func ParseLevels(items []string) (Levels, error) {
 // rule is the level of a rule's pushes. "disk" names the disk's trouble
 // as a person says it: the kernel log's storage faults and, unless
 // "disk-space" is given on its own, the disk guard's pushes too.
-func (l Levels) rule(name string) string {
+func (l Levels) rule(name watchdog.RuleName) string {
 	level, ok := l[name]
-	if !ok && name == watchdog.DiskSpaceRule {
-		level = l[watchdog.KernelRuleDisk]
+	if !ok && name == watchdog.RuleDiskSpace {
+		level = l[watchdog.RuleDisk]
 	}
 	return level
 }

@@ -10,8 +10,8 @@ import (
 // kernel's storage faults and of the disk guard's pushes, unless
 // disk-space is given on its own; a resolution stays passive.
 func TestDiskLevelCoversDiskSpace(t *testing.T) {
-	space := []watchdog.Alert{{Rule: watchdog.DiskSpaceRule, Status: watchdog.Firing}}
-	fault := []watchdog.Alert{{Rule: watchdog.KernelRuleDisk, Status: watchdog.Firing}}
+	space := []watchdog.Alert{{Rule: watchdog.RuleDiskSpace, Status: watchdog.Firing}}
+	fault := []watchdog.Alert{{Rule: watchdog.RuleDisk, Status: watchdog.Firing}}
 	for _, tt := range []struct {
 		flag         string
 		space, fault string
@@ -31,7 +31,7 @@ func TestDiskLevelCoversDiskSpace(t *testing.T) {
 		if got := l.of(fault); got != tt.fault {
 			t.Errorf("%q: disk fault push %s, want %s", tt.flag, got, tt.fault)
 		}
-		resolved := []watchdog.Alert{{Rule: watchdog.DiskSpaceRule, Status: watchdog.Resolved}}
+		resolved := []watchdog.Alert{{Rule: watchdog.RuleDiskSpace, Status: watchdog.Resolved}}
 		if got := l.of(resolved); got != "passive" {
 			t.Errorf("%q: resolution %s", tt.flag, got)
 		}

@@ -18,13 +18,13 @@ const pretrain = "Pretrain 1/3"
 
 // endedPhaseAlert is a failed or done rule's alert for a phase that ran
 // for lasted and ended at pushedAt.
-func endedPhaseAlert(rule, name string, lasted time.Duration) watchdog.Alert {
+func endedPhaseAlert(rule watchdog.RuleName, name string, lasted time.Duration) watchdog.Alert {
 	status := watchdog.PhaseFailed
-	if rule == watchdog.PhaseRuleDone {
+	if rule == watchdog.RuleDone {
 		status = watchdog.PhaseOK
 	}
 	began := pushedAt.Add(-lasted)
-	return watchdog.Alert{Rule: rule, Status: watchdog.Firing, Began: began, At: pushedAt.Add(20 * time.Millisecond), Phase: name,
+	return watchdog.Alert{Rule: rule, Status: watchdog.Firing, Incident: name, Began: began, At: pushedAt.Add(20 * time.Millisecond), Phase: name,
 		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: status, Started: began, Ended: pushedAt, LastHeartbeat: pushedAt}}}}
 }
 
@@ -32,7 +32,7 @@ func endedPhaseAlert(rule, name string, lasted time.Duration) watchdog.Alert {
 // heartbeat is lasted old.
 func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
 	beat := pushedAt.Add(-lasted)
-	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: beat, At: pushedAt, Phase: name,
+	return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Incident: name, Began: beat, At: pushedAt, Phase: name, Stall: watchdog.StallHeartbeat,
 		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: beat.Add(-time.Hour),
 			LastHeartbeat: beat, HasStep: true, Step: 1200, Total: 5000, ProgressAt: beat}}}}
 }
@@ -41,7 +41,7 @@ func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
 // while its step has not moved for lasted.
 func stuckPhaseAlert(name string, step, total int64, lasted time.Duration) watchdog.Alert {
 	moved := pushedAt.Add(-lasted)
-	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: moved, At: pushedAt, Phase: name,
+	return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Incident: name, Began: moved, At: pushedAt, Phase: name, Stall: watchdog.StallStep,
 		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: moved.Add(-time.Hour),
 			LastHeartbeat: pushedAt.Add(-30 * time.Second), HasStep: true, Step: step, Total: total, ProgressAt: moved}}}}
 }
@@ -56,10 +56,10 @@ func TestPushPhaseTexts(t *testing.T) {
 		body   string
 		line   string
 	}{
-		{"failed", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleFailed, pretrain, 4*time.Hour+12*time.Minute+31*time.Second)},
+		{"failed", []watchdog.Alert{endedPhaseAlert(watchdog.RuleFailed, pretrain, 4*time.Hour+12*time.Minute+31*time.Second)},
 			`[lavender-2] phase "Pretrain 1/3" failed after 4h12m`,
 			"BARK failed Pretrain 1/3 sent ok=1 fail=0"},
-		{"failed within a minute", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleFailed, pretrain, 45*time.Second)},
+		{"failed within a minute", []watchdog.Alert{endedPhaseAlert(watchdog.RuleFailed, pretrain, 45*time.Second)},
 			`[lavender-2] phase "Pretrain 1/3" failed after 45s`,
 			"BARK failed Pretrain 1/3 sent ok=1 fail=0"},
 		{"stalled without heartbeats", []watchdog.Alert{silentPhaseAlert(pretrain, 10*time.Minute+20*time.Second)},
@@ -71,20 +71,20 @@ func TestPushPhaseTexts(t *testing.T) {
 		{"stalled on its step, no total", []watchdog.Alert{stuckPhaseAlert(pretrain, 1200, 0, 10*time.Minute)},
 			`[lavender-2] phase "Pretrain 1/3" stalled: step 1200 for 10m`,
 			"BARK stalled Pretrain 1/3 sent ok=1 fail=0"},
-		{"done", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleDone, pretrain, 4*time.Hour+12*time.Minute)},
+		{"done", []watchdog.Alert{endedPhaseAlert(watchdog.RuleDone, pretrain, 4*time.Hour+12*time.Minute)},
 			`[lavender-2] phase "Pretrain 1/3" done in 4h12m`,
 			"BARK done Pretrain 1/3 sent ok=1 fail=0"},
-		{"done after days", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleDone, pretrain, 50*time.Hour+59*time.Minute)},
+		{"done after days", []watchdog.Alert{endedPhaseAlert(watchdog.RuleDone, pretrain, 50*time.Hour+59*time.Minute)},
 			`[lavender-2] phase "Pretrain 1/3" done in 2d2h`,
 			"BARK done Pretrain 1/3 sent ok=1 fail=0"},
-		{"a long name: whole in the push, shortened in the run log", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleFailed, long, time.Hour)},
+		{"a long name: whole in the push, shortened in the run log", []watchdog.Alert{endedPhaseAlert(watchdog.RuleFailed, long, time.Hour)},
 			`[lavender-2] phase "` + long + `" failed after 1h`,
 			"BARK failed Pretrain on the full corpus Pr… sent ok=1 fail=0"},
-		{"a name with quotes and a newline", []watchdog.Alert{endedPhaseAlert(watchdog.PhaseRuleFailed, "SFT \"v2\"\nrun", time.Minute)},
+		{"a name with quotes and a newline", []watchdog.Alert{endedPhaseAlert(watchdog.RuleFailed, "SFT \"v2\"\nrun", time.Minute)},
 			`[lavender-2] phase "SFT \"v2\" run" failed after 1m`,
 			`BARK failed SFT "v2" run sent ok=1 fail=0`},
 		{"two phases in one poll", []watchdog.Alert{
-			endedPhaseAlert(watchdog.PhaseRuleFailed, pretrain, 4*time.Hour+12*time.Minute),
+			endedPhaseAlert(watchdog.RuleFailed, pretrain, 4*time.Hour+12*time.Minute),
 			stuckPhaseAlert("Eval", 30, 40, 12*time.Minute),
 		},
 			`[lavender-2] phase "Pretrain 1/3" failed after 4h12m; phase "Eval" stalled: step 30/40 for 12m`,
@@ -119,10 +119,10 @@ func TestPushPhaseTexts(t *testing.T) {
 func TestPhaseLineKeepsItsTail(t *testing.T) {
 	const maxPhaseBytes = 64 // the longest phase name a push shows
 	for _, name := range []string{strings.Repeat("x", 64), strings.Repeat("ü", 300)} {
-		for _, event := range []string{watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone} {
+		for _, event := range []watchdog.RuleName{watchdog.RuleFailed, watchdog.RuleStalled, watchdog.RuleDone} {
 			p := pushtext.PhaseFigures{Event: event, Phase: name, Duration: time.Hour}
 			line := "15:04:05 " + runlogLine(subject(pushtext.Phase(p).Subject), 123, 4567)
-			if len(line) > 80 || !strings.HasSuffix(line, "… sent ok=123 fail=4567") || !strings.HasPrefix(line, "15:04:05 BARK "+event+" ") {
+			if len(line) > 80 || !strings.HasSuffix(line, "… sent ok=123 fail=4567") || !strings.HasPrefix(line, "15:04:05 BARK "+string(event)+" ") {
 				t.Errorf("%s: run-log line %q (%d bytes)", event, line, len(line))
 			}
 			if text := pushtext.Phase(p).Body; len(name) > maxPhaseBytes && !strings.Contains(text, "…\" ") || len(text) > 200 {

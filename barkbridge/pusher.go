@@ -33,7 +33,7 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 			resolvedOnly = false
 		}
 		ids = append(ids, watchdogIncidentID(incidentRule(a), a.Began, b.cfg.Hostname))
-		events = append(events, stormEvent{Watchdog: a.Rule, Resolved: a.Status == watchdog.Resolved})
+		events = append(events, stormEvent{Watchdog: string(a.Rule), Resolved: a.Status == watchdog.Resolved})
 	}
 	if len(texts) == 0 {
 		return 0, 0
@@ -65,15 +65,12 @@ func (b *Bridge) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 	return d.ok + d.held, d.failed
 }
 
-// incidentRule names a watchdog incident's rule for its id: a phase rule
-// fires once per phase, so the phase is part of it; the disk rule once per
-// filesystem and condition.
+// incidentRule names a watchdog incident's rule for its id, with the
+// incident the watchdog tells apart within it (a phase, a filesystem and
+// condition), so that each has a notification of its own.
 func incidentRule(a watchdog.Alert) string {
-	switch a.Rule {
-	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone, watchdog.PhaseRuleLoss:
-		return a.Rule + "\x00" + a.Phase
-	case watchdog.DiskSpaceRule:
-		return a.Rule + "\x00" + a.Disk.Path + "\x00" + string(a.DiskKind)
+	if a.Incident == "" {
+		return string(a.Rule)
 	}
-	return a.Rule
+	return string(a.Rule) + "\x00" + a.Incident
 }

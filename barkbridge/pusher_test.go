@@ -21,17 +21,17 @@ func swapOf(used, total uint64) watchdog.Swap {
 
 // swapAlert is the swap rule's firing alert at ratio, with byte figures.
 func swapAlert(ratio float64, used, total uint64) watchdog.Alert {
-	return watchdog.Alert{Rule: "swap", Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
+	return watchdog.Alert{Rule: watchdog.RuleSwap, Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
 		Sample: watchdog.Sample{Swap: watchdog.Swap{Ratio: ratio, UsedBytes: used, TotalBytes: total}}}
 }
 
 func pressureAlert(some float64, swap watchdog.Swap) watchdog.Alert {
-	return watchdog.Alert{Rule: "pressure", Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
+	return watchdog.Alert{Rule: watchdog.RulePressure, Status: watchdog.Firing, Began: pushedAt, At: pushedAt,
 		Sample: watchdog.Sample{Swap: swap, Pressure: watchdog.Pressure{Available: true, Some: some, Full: some}}}
 }
 
 func oomAlert(kills uint64, victim watchdog.Victim, phase string, swap watchdog.Swap) watchdog.Alert {
-	return watchdog.Alert{Rule: "oom", Status: watchdog.Firing, Began: pushedAt, At: pushedAt, Kills: kills, Victim: victim, Phase: phase,
+	return watchdog.Alert{Rule: watchdog.RuleOOM, Status: watchdog.Firing, Began: pushedAt, At: pushedAt, Kills: kills, Victim: victim, Phase: phase,
 		Sample: watchdog.Sample{Swap: swap, OOM: watchdog.OOM{Available: true, Kills: 7, Victim: victim}}}
 }
 
@@ -162,5 +162,58 @@ func TestPushResolutionReplacesTheFiringPush(t *testing.T) {
 	}
 	if lines := f.barkLines(); len(lines) != 4 || lines[2] != "BARK resolved swap 31% sent ok=1 fail=0" {
 		t.Errorf("run log %q", lines)
+	}
+}
+
+// TestWatchdogIncidentIDs: the id of a watchdog push follows the incident
+// the watchdog tells apart: each stalled phase has its own notification,
+// kept through its reminders, while the OOM rule's pushes are one incident
+// whatever phase ran.
+func TestWatchdogIncidentIDs(t *testing.T) {
+	rules, err := watchdog.NewPhaseRules(watchdog.PhaseConfig{Notify: []string{string(watchdog.RuleStalled)}, StallAfter: 10 * time.Minute, Repeat: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall := rules[0]
+	silent := func(name string) watchdog.PhaseState {
+		return watchdog.PhaseState{Name: name, Status: watchdog.PhaseActive, Started: pushedAt, LastHeartbeat: pushedAt}
+	}
+	poll := func(after time.Duration) []watchdog.Alert {
+		now := pushedAt.Add(after)
+		alerts := stall.Observe(watchdog.Sample{Time: now, Phases: []watchdog.PhaseState{silent("A"), silent("B")}}, now)
+		for _, a := range alerts {
+			stall.Pushed(a, true, now)
+		}
+		return alerts
+	}
+	id := func(a watchdog.Alert) string { return watchdogIncidentID(incidentRule(a), a.Began, "gpu-7") }
+	first, reminder := poll(10*time.Minute), poll(20*time.Minute)
+	if len(first) != 2 || len(reminder) != 2 {
+		t.Fatalf("stalls %d, reminders %d, want 2 of each", len(first), len(reminder))
+	}
+	if id(first[0]) == id(first[1]) {
+		t.Errorf("two phases stalled at once share the id %q", id(first[0]))
+	}
+	for i := range first {
+		if id(reminder[i]) != id(first[i]) {
+			t.Errorf("%s: reminder id %q, want the stall's %q", first[i].Phase, id(reminder[i]), id(first[i]))
+		}
+	}
+	disk, err := watchdog.NewDiskRule(watchdog.DiskConfig{MinFree: watchdog.MinFree{Ratio: 0.05}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := watchdog.Disk{Path: "/data", SizeBytes: 64 << 20, AvailBytes: 1 << 20, SaveBytes: 24 << 20}
+	conditions := disk.Observe(watchdog.Sample{Disks: []watchdog.Disk{short}}, pushedAt)
+	if len(conditions) != 2 {
+		t.Fatalf("the save and the floor of one disk: %d pushes, want 2", len(conditions))
+	}
+	if id(conditions[0]) == id(conditions[1]) {
+		t.Errorf("the save and the floor of one disk share the id %q", id(conditions[0]))
+	}
+	oom := oomAlert(1, watchdog.Victim{}, "", watchdog.Swap{})
+	inPhase := oomAlert(1, watchdog.Victim{}, pretrain, watchdog.Swap{})
+	if id(oom) != id(inPhase) {
+		t.Errorf("an OOM push's id depends on the phase that ran: %q, %q", id(oom), id(inPhase))
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"lavender/bark"
 	"lavender/internal/textsafe"
+	"lavender/pushtext"
 	"lavender/runlog"
 	"lavender/watchdog"
 )
@@ -82,29 +83,13 @@ type stormState struct {
 // how many pushes it was said in.
 type stormEvent struct {
 	Alert    string `json:"alert,omitempty"`    // the alertname, cleaned by summaryName; "" with Watchdog
-	Watchdog string `json:"watchdog,omitempty"` // the watchdog rule ("swap", "stalled", …)
+	Watchdog string `json:"watchdog,omitempty"` // the watchdog rule (a watchdog.RuleName; the state file's is read as text)
 	Resolved bool   `json:"resolved,omitempty"`
 }
 
 // alertEvent is the storm event of an Alertmanager alert.
 func alertEvent(name string, resolved bool) stormEvent {
 	return stormEvent{Alert: summaryName(name), Resolved: resolved}
-}
-
-// watchdogWords name the watchdog's rules in a summary, in the words of
-// its pushes. Each has a space, which no bare alert name has (alertLabel),
-// so an alert cannot pass for a watchdog event.
-var watchdogWords = map[string]string{
-	"swap":                    "swap high",
-	"pressure":                "memory pressure",
-	"oom":                     "OOM kill",
-	watchdog.PhaseRuleFailed:  "phase failed",
-	watchdog.PhaseRuleStalled: "phase stalled",
-	watchdog.PhaseRuleDone:    "phase done",
-	watchdog.PhaseRuleLoss:    "loss diverged",
-	watchdog.KernelRuleGPU:    "GPU fault",
-	watchdog.KernelRuleDisk:   "storage fault",
-	watchdog.DiskSpaceRule:    "disk space",
 }
 
 // label is how a summary lists the event: "SwapUsageHigh", "phase
@@ -114,7 +99,7 @@ func (e stormEvent) label() string {
 	switch {
 	case e.Watchdog != "":
 		var ok bool
-		if s, ok = watchdogWords[e.Watchdog]; !ok {
+		if s, ok = pushtext.SummaryName(watchdog.RuleName(e.Watchdog)); !ok {
 			s = "watchdog " + alertLabel(summaryName(e.Watchdog))
 		}
 	case e.Alert == "":

@@ -28,7 +28,7 @@ func TestStormSummaryCountsWatchdogEvents(t *testing.T) {
 	for push := range 5 {
 		var poll []watchdog.Alert
 		for i := range 10 {
-			poll = append(poll, endedPhaseAlert(watchdog.PhaseRuleFailed, fmt.Sprintf("shard %d-%d", push, i), time.Hour))
+			poll = append(poll, endedPhaseAlert(watchdog.RuleFailed, fmt.Sprintf("shard %d-%d", push, i), time.Hour))
 		}
 		if push == 4 {
 			poll = append(poll, silentPhaseAlert("eval", 20*time.Minute), swapAlert(0.7, giBytes(22.4), 32*bytesPerGiB))
@@ -72,7 +72,7 @@ func TestStormSummaryNamesCannotFakeItsCounts(t *testing.T) {
 			`1 more alert in the last minute: "failed+failed" ×1`, 1},
 		{"a name posing as the fold", alerts("other alerts ×40", "others"),
 			`2 more alerts in the last minute: "other alerts x40" ×1, others ×1`, 2},
-		{"a name posing as a watchdog event", append(alerts("phase stalled"), stormEvent{Watchdog: watchdog.PhaseRuleStalled}),
+		{"a name posing as a watchdog event", append(alerts("phase stalled"), stormEvent{Watchdog: string(watchdog.RuleStalled)}),
 			`2 more alerts in the last minute: "phase stalled" ×1, phase stalled ×1`, 2},
 		{"a right-to-left override", alerts("Swap\u202e05× hgiH"),
 			`1 more alert in the last minute: "Swap05x hgiH" ×1`, 1},
@@ -134,17 +134,21 @@ func unquoted(s string) string {
 	return b.String()
 }
 
-// TestStormSummaryWordsEveryWatchdogRule: every kind of watchdog push has
-// words of its own in a summary, rather than "watchdog disk-space".
+// TestStormSummaryWordsEveryWatchdogRule: every kind of watchdog push is
+// listed in a summary by its words (pushtext.SummaryName), rather than as
+// "watchdog disk-space".
 func TestStormSummaryWordsEveryWatchdogRule(t *testing.T) {
 	for _, event := range pushtext.Events {
-		words, ok := watchdogWords[event]
+		words, ok := pushtext.SummaryName(event)
 		if !ok {
 			t.Errorf("no summary words for the watchdog's %q pushes", event)
 			continue
 		}
-		if got := (stormEvent{Watchdog: event}).label(); got != words || !strings.Contains(got, " ") {
+		if got := (stormEvent{Watchdog: string(event)}).label(); got != words || !strings.Contains(got, " ") {
 			t.Errorf("%s is listed as %q, want %q, with a space no alert name has", event, got, words)
 		}
+	}
+	if got := (stormEvent{Watchdog: "mystery"}).label(); got != "watchdog mystery" {
+		t.Errorf("a rule without words is listed as %q, want \"watchdog mystery\"", got)
 	}
 }

@@ -29,7 +29,7 @@ const maxDiskPathBytes = 60
 func DiskSpace(a watchdog.Alert) Text {
 	d := a.Disk
 	head := "disk " + diskPath(d.Path) + ": "
-	free := watchdog.HumanBytes(d.AvailBytes) + " free"
+	free := HumanBytes(d.AvailBytes) + " free"
 	subject := "disk " + string(a.DiskKind) + " " + diskPath(d.Path) // the kind first: a long path is what the run log cuts
 	inodes := fmt.Sprintf("%s of inodes free", percentOf(d.FilesFree, d.Files))
 	if a.DiskKind == watchdog.DiskUnreadable {
@@ -43,13 +43,13 @@ func DiskSpace(a watchdog.Alert) Text {
 	}
 	switch a.DiskKind {
 	case watchdog.DiskSave:
-		return Text{Body: head + free + ", a checkpoint save takes " + watchdog.HumanBytes(d.SaveBytes) + " — the next save will fail", Subject: subject}
+		return Text{Body: head + free + ", a checkpoint save takes " + HumanBytes(d.SaveBytes) + " — the next save will fail", Subject: subject}
 	case watchdog.DiskFill:
 		fills, _ := d.FillsIn()
-		return Text{Body: head + free + ", fills in ~" + watchdog.HumanDuration(fills) + "; " + strconv.Quote(phaseName(a.Phase)) +
-			" needs ~" + watchdog.HumanDuration(a.ETA) + " more", Subject: subject}
+		return Text{Body: head + free + ", fills in ~" + HumanDuration(fills) + "; " + strconv.Quote(phaseName(a.Phase)) +
+			" needs ~" + HumanDuration(a.ETA) + " more", Subject: subject}
 	case watchdog.DiskFloor:
-		return Text{Body: head + free + " (" + percentOf(d.AvailBytes, d.SizeBytes) + " of " + watchdog.HumanBytes(d.SizeBytes) + "), under the " + a.MinFree.String() + " floor", Subject: subject}
+		return Text{Body: head + free + " (" + percentOf(d.AvailBytes, d.SizeBytes) + " of " + HumanBytes(d.SizeBytes) + "), under the " + MinFree(a.MinFree) + " floor", Subject: subject}
 	case watchdog.DiskInodes:
 		return Text{Body: head + inodes + " (" + count(d.FilesFree) + " of " + count(d.Files) + ") — new files will fail", Subject: subject}
 	}
@@ -65,7 +65,7 @@ func diskUnreadable(a watchdog.Alert, head, subject string) Text {
 	if a.Status == watchdog.Resolved {
 		return Text{Body: head + "answers again", Subject: subject}
 	}
-	lasted := watchdog.HumanDuration(max(a.At.Sub(d.ErrSince), 0))
+	lasted := HumanDuration(max(a.At.Sub(d.ErrSince), 0))
 	if d.Hung {
 		return Text{Body: head + "statfs has not answered for " + lasted + " — a save there will hang", Subject: subject}
 	}

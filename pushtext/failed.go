@@ -37,7 +37,7 @@ func failed(e Ending, d string) string {
 	var text string
 	switch {
 	case e.Count > 1:
-		text = "failed " + strconv.Itoa(e.Count) + " times in " + watchdog.HumanDuration(e.Window)
+		text = "failed " + strconv.Itoa(e.Count) + " times in " + HumanDuration(e.Window)
 	case e.Died:
 		return "died without ending after " + d + " (pid " + strconv.FormatInt(e.PID, 10) + " gone)"
 	default:

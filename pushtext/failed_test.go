@@ -31,7 +31,7 @@ func TestFailedTexts(t *testing.T) {
 		{"counted", watchdog.Alert{End: end("RuntimeError: three", false), Ends: 3, Began: at.Add(-10 * time.Minute)},
 			`phase "Finetune" failed 3 times in 10m: RuntimeError: three`},
 	} {
-		tc.a.Rule, tc.a.Status, tc.a.Phase = watchdog.PhaseRuleFailed, watchdog.Firing, "Finetune"
+		tc.a.Rule, tc.a.Status, tc.a.Phase = watchdog.RuleFailed, watchdog.Firing, "Finetune"
 		if tc.a.At.IsZero() {
 			tc.a.At = at
 		}

@@ -85,9 +85,9 @@ func again(repeats int, window time.Duration) string {
 	case repeats <= 0:
 		return ""
 	case repeats == 1:
-		return " again in " + watchdog.HumanDuration(window)
+		return " again in " + HumanDuration(window)
 	}
-	return fmt.Sprintf(" again %d times in %s", repeats, watchdog.HumanDuration(window))
+	return fmt.Sprintf(" again %d times in %s", repeats, HumanDuration(window))
 }
 
 // hitPhase says whom a fault hit: `; phase "Pretrain 1/3" (python3, pid
@@ -160,7 +160,7 @@ func Disk(d DiskFigures) Text {
 // kernelFault is the text of a gpu or disk alert.
 func kernelFault(a watchdog.Alert) Text {
 	f := a.Fault
-	if a.Rule == watchdog.KernelRuleDisk {
+	if a.Rule == watchdog.RuleDisk {
 		return Disk(DiskFigures{Device: f.Device, Kind: f.Storage, Phase: f.Phase, Repeats: a.Repeats, Window: a.Window})
 	}
 	g := GPUFigures{GPU: f.GPU, Instance: f.Instance, Message: f.Message, PID: f.PID, Name: f.Name,

@@ -11,19 +11,19 @@ import (
 // TestKernelTexts pins the words of every GPU and disk push.
 func TestKernelTexts(t *testing.T) {
 	xid := func(n int, pid int, name, phase string, byPID bool) watchdog.Alert {
-		return watchdog.Alert{Rule: watchdog.KernelRuleGPU, Status: watchdog.Firing, Fault: watchdog.KernelFault{
+		return watchdog.Alert{Rule: watchdog.RuleGPU, Status: watchdog.Firing, Fault: watchdog.KernelFault{
 			Fault: kmsg.Fault{Kind: kmsg.Xid, GPU: "0000:3b:00", Xid: n, PID: pid, Name: name, Message: "A future Xid\x1b[31m the catalog does not know, with a long tail of driver words after it"},
 			Phase: phase, ByPID: byPID}}
 	}
 	disk := func(kind kmsg.StorageKind, phase string) watchdog.Alert {
-		return watchdog.Alert{Rule: watchdog.KernelRuleDisk, Status: watchdog.Firing, Fault: watchdog.KernelFault{
+		return watchdog.Alert{Rule: watchdog.RuleDisk, Status: watchdog.Firing, Fault: watchdog.KernelFault{
 			Fault: kmsg.Fault{Kind: kmsg.Storage, Device: "nvme1n1p1", Storage: kind}, Phase: phase}}
 	}
 	mig := xid(94, 4242, "python3", "Pretrain 1/3", true)
 	mig.Fault.GPU, mig.Fault.Instance = "0000:86:00", "GPU-I:02"
 	repeated := xid(13, 4242, "python3", "Pretrain 1/3", true)
 	repeated.Status, repeated.Repeats, repeated.Window = watchdog.Reminder, 41, 10*time.Minute
-	lost := watchdog.Alert{Rule: watchdog.KernelRuleGPU, Fault: watchdog.KernelFault{Fault: kmsg.Fault{Kind: kmsg.FallenOffBus, GPU: "0000:18:00"}}}
+	lost := watchdog.Alert{Rule: watchdog.RuleGPU, Fault: watchdog.KernelFault{Fault: kmsg.Fault{Kind: kmsg.FallenOffBus, GPU: "0000:18:00"}}}
 	xid154 := xid(154, 0, "", "", false)
 	xid154.Fault.Message = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
 	storm := disk(kmsg.IOError, "Pretrain 1/3")

@@ -26,7 +26,7 @@ func Loss(l LossFigures) Text {
 			text += "/" + strconv.FormatInt(l.Total, 10)
 		}
 	}
-	return Text{Body: text + " — training diverged", Subject: watchdog.PhaseRuleLoss + " " + phaseName(l.Phase)}
+	return Text{Body: text + " — training diverged", Subject: string(watchdog.RuleLoss) + " " + phaseName(l.Phase)}
 }
 
 func lossWord(f float64) string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"lavender/internal/textsafe"
+	"lavender/watchdog"
 )
 
 // OOMFigures describe OOM kills: how many, the victim if the kernel log
@@ -53,11 +54,27 @@ func OOM(o OOMFigures) Text {
 	return Text{Body: text, Subject: oomSubject(o)}
 }
 
+// watchdogOOM is the text of the oom rule's alert: the victim is said to
+// be a phase's only when the watchdog judged it one.
+func watchdogOOM(a watchdog.Alert) Text {
+	o := OOMFigures{Kills: a.Kills, Swap: swapFigures(a.Sample.Swap), SwapKnown: true}
+	if a.Victim.Known() {
+		o.VictimName, o.VictimPID = a.Victim.Name, a.Victim.PID
+		switch a.Victim.Owner {
+		case watchdog.VictimOfPhase:
+			o.Phase = a.Victim.Phase
+		case watchdog.VictimOfNoPhase:
+			o.NotAPhase = true
+		}
+	}
+	return OOM(o)
+}
+
 func oomSubject(o OOMFigures) string {
 	if o.Kills == 0 {
-		return "oom"
+		return string(watchdog.RuleOOM)
 	}
-	return "oom " + killsText(o.Kills)
+	return string(watchdog.RuleOOM) + " " + killsText(o.Kills)
 }
 
 func killsText(n uint64) string {

@@ -14,50 +14,73 @@ const maxPhaseBytes = 64
 
 // PhaseFigures describe a phase event: it failed, stalled or is done.
 type PhaseFigures struct {
-	Event string // watchdog.PhaseRuleFailed, PhaseRuleStalled or PhaseRuleDone
+	Event watchdog.RuleName // watchdog.RuleFailed, RuleStalled or RuleDone
 	Phase string
 	// Duration: for failed and done, how long the phase ran; for stalled,
 	// how long the stall has lasted.
 	Duration time.Duration
-	// Stalled on its step while heartbeats came: the step, and the total
-	// (0: unknown). Without OnStep a stall is a silence.
-	OnStep      bool
-	Step, Total int64
+	// Stall is what a stalled phase stopped on: its heartbeat (also when
+	// empty), or, while heartbeats came, its step, an evaluation or work
+	// between steps. Step and Total (0: unknown) are where the phase was;
+	// EvalStep and EvalTotal (0: unknown) where its evaluation was for
+	// StallEval; Busy names the work for StallBusy ("evaluating").
+	Stall               watchdog.StallKind
+	Step, Total         int64
+	EvalStep, EvalTotal int64
+	Busy                string
 
 	// Ending says how a failed phase ended (see failed.go).
 	Ending
 }
 
 // Phase is `phase "Pretrain 1/3" failed after 4h12m`, `… stalled: no
-// heartbeat for 10m`, `… stalled: step 1200/5000 for 10m` or `… done in
-// 4h12m`; subject "failed Pretrain 1/3" (the run log shortens a long name
-// with "…" and keeps its "sent ok= fail=" tail whole).
+// heartbeat for 10m`, `… stalled: step 1200/5000 for 10m` (see stalled)
+// or `… done in 4h12m`; subject "failed Pretrain 1/3" (the run log
+// shortens a long name with "…" and keeps its "sent ok= fail=" tail
+// whole).
 func Phase(p PhaseFigures) Text {
 	text := "phase " + strconv.Quote(phaseName(p.Phase)) + " "
-	d := watchdog.HumanDuration(p.Duration)
+	d := HumanDuration(p.Duration)
 	switch p.Event {
-	case watchdog.PhaseRuleFailed:
+	case watchdog.RuleFailed:
 		text += failed(p.Ending, d)
-	case watchdog.PhaseRuleDone:
+	case watchdog.RuleDone:
 		text += "done in " + d
 	default:
-		text += "stalled: " + stallKind(p.OnStep, p.Step, p.Total, d)
+		text += "stalled: " + stalled(p, d)
 	}
 	return Text{Body: text, Subject: phaseSubject(p)}
 }
 
-// stallKind is what follows "stalled: ", worded as watchdog.Alert.StallKind.
-func stallKind(onStep bool, step, total int64, lasted string) string {
-	switch {
-	case !onStep:
+// stalled is what follows "stalled: ", after lasted, how long the stall
+// has lasted: "no heartbeat for 10m", or while heartbeats came "step
+// 1200/5000 for 10m" ("step 1200 for 10m" without a total), "step
+// 1200/5000, eval 37/200 for 10m" when an evaluation moved last and then
+// stopped, "step 1200/5000, evaluating for 10m" when work between steps
+// (compute_metrics, a save) was last seen moving and then stopped.
+func stalled(p PhaseFigures, lasted string) string {
+	switch p.Stall {
+	case watchdog.StallStep, watchdog.StallEval, watchdog.StallBusy:
+	default:
 		return "no heartbeat for " + lasted
-	case total > 0:
-		return "step " + strconv.FormatInt(step, 10) + "/" + strconv.FormatInt(total, 10) + " for " + lasted
 	}
-	return "step " + strconv.FormatInt(step, 10) + " for " + lasted
+	where := "step " + strconv.FormatInt(p.Step, 10)
+	if p.Total > 0 {
+		where += "/" + strconv.FormatInt(p.Total, 10)
+	}
+	switch p.Stall {
+	case watchdog.StallBusy:
+		where += ", " + p.Busy
+	case watchdog.StallEval:
+		where += ", eval " + strconv.FormatInt(p.EvalStep, 10)
+		if p.EvalTotal > 0 {
+			where += "/" + strconv.FormatInt(p.EvalTotal, 10)
+		}
+	}
+	return where + " for " + lasted
 }
 
-func phaseSubject(p PhaseFigures) string { return p.Event + " " + phaseName(p.Phase) }
+func phaseSubject(p PhaseFigures) string { return string(p.Event) + " " + phaseName(p.Phase) }
 
 // phaseName keeps a phase name on one short line.
 func phaseName(name string) string {
@@ -72,11 +95,16 @@ func phaseName(name string) string {
 func watchdogPhase(a watchdog.Alert) Text {
 	p := PhaseFigures{Event: a.Rule, Phase: a.Phase}
 	switch a.Rule {
-	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleDone:
+	case watchdog.RuleFailed, watchdog.RuleDone:
 		p.Duration = a.PhaseDuration()
 		p.Ending = endingOf(a)
 		return Phase(p)
 	}
-	// The watchdog words the stall itself, from the sample that raised it.
-	return Text{Body: "phase " + strconv.Quote(phaseName(a.Phase)) + " stalled: " + a.StallKind(), Subject: phaseSubject(p)}
+	// A stall is worded from the sample that raised it.
+	p.Duration, p.Stall = a.Lasted(), a.Stall
+	if ph, ok := a.PhaseState(); ok {
+		p.Step, p.Total = ph.Step, ph.Total
+		p.EvalStep, p.EvalTotal, p.Busy = ph.EvalStep, ph.EvalTotal, ph.Busy
+	}
+	return Phase(p)
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"lavender/watchdog"
 )
 
 // PressureFigures describe memory pressure and the swap beside it.
@@ -23,6 +25,12 @@ func Pressure(p PressureFigures) Text {
 		text += ", " + swapOrNone(p.Swap)
 	}
 	return urging(text, "pressure "+percent(p.Ratio))
+}
+
+// watchdogPressure is the text of the pressure rule's alert: PSI's avg10,
+// with swap beside it.
+func watchdogPressure(a watchdog.Alert) Text {
+	return Pressure(PressureFigures{Ratio: a.Sample.Pressure.Some, Window: 10 * time.Second, Swap: swapFigures(a.Sample.Swap), SwapKnown: true})
 }
 
 // windowText is "10s", "1m", "90s", "5m".

@@ -9,12 +9,12 @@
 // The bridge adds the prefix ("[lavender-2] ") and the client cuts the
 // whole to its limit.
 //
-// To add a kind: write its figures and its Text function in a file of its
-// own (pushtext/gpu.go beside swap.go), add its rule to the switch in
-// Alert below so the watchdog's alerts of that rule are worded by it, and
-// pin its wording in a table of pushtext_test.go. An Alertmanager alert of
-// the same kind reads its figures from annotations in barkbridge and calls
-// the same function.
+// To add a kind: write its figures, its Text function and the function
+// that reads them off the watchdog's alert in a file of its own
+// (pushtext/gpu.go beside swap.go), add one line for its rule to wordings
+// (rules.go), and pin its wording in a table of tests. An Alertmanager
+// alert of the same kind reads its figures from annotations in barkbridge
+// and calls the same function.
 package pushtext
 
 import (
@@ -49,8 +49,8 @@ func urging(body, subject string) Text {
 	return Text{Body: body + considerIntervening, Subject: subject, urges: true}
 }
 
-// Alert is the text of one watchdog alert: the switch below is where the
-// kinds are listed. A resolution says how long its incident lasted:
+// Alert is the text of one watchdog alert, by its rule's line in
+// wordings (rules.go). A resolution says how long its incident lasted:
 // "resolved: swap 31% full (9.9/32.0 GB) after 42m". A rule with no text
 // of its own still reaches the phone, by name.
 func Alert(a watchdog.Alert) Text {
@@ -62,34 +62,10 @@ func Alert(a watchdog.Alert) Text {
 }
 
 func firing(a watchdog.Alert) Text {
-	swap := swapFigures(a.Sample.Swap)
-	switch a.Rule {
-	case "swap":
-		return Swap(swap)
-	case "pressure":
-		return Pressure(PressureFigures{Ratio: a.Sample.Pressure.Some, Window: 10 * time.Second, Swap: swap, SwapKnown: true})
-	case "oom":
-		o := OOMFigures{Kills: a.Kills, Swap: swap, SwapKnown: true}
-		if a.Victim.Known() {
-			o.VictimName, o.VictimPID = a.Victim.Name, a.Victim.PID
-			switch a.Victim.Owner {
-			case watchdog.VictimOfPhase:
-				o.Phase = a.Victim.Phase
-			case watchdog.VictimOfNoPhase:
-				o.NotAPhase = true
-			}
-		}
-		return OOM(o)
-	case watchdog.PhaseRuleFailed, watchdog.PhaseRuleStalled, watchdog.PhaseRuleDone:
-		return watchdogPhase(a)
-	case watchdog.PhaseRuleLoss:
-		return watchdogLoss(a)
-	case watchdog.KernelRuleGPU, watchdog.KernelRuleDisk:
-		return kernelFault(a)
-	case watchdog.DiskSpaceRule:
-		return DiskSpace(a)
+	if w, ok := wordingOf(a.Rule); ok {
+		return w.text(a)
 	}
-	return Text{Body: a.Rule + " " + string(a.Status), Subject: a.Rule}
+	return Text{Body: string(a.Rule) + " " + string(a.Status), Subject: string(a.Rule)}
 }
 
 // Join is the text of several alerts in one push, in the order given (the
@@ -159,7 +135,7 @@ func Resolved(t Text, lasted time.Duration) Text {
 	}
 	body = "resolved: " + body
 	if lasted > 0 {
-		body += " after " + watchdog.HumanDuration(lasted)
+		body += " after " + HumanDuration(lasted)
 	}
 	return Text{Body: body, Subject: "resolved " + t.Subject}
 }
@@ -191,7 +167,7 @@ func SelfTest(encryption string) Text {
 		OOM(OOMFigures{Kills: 3, VictimName: "python3", VictimPID: 4242, Phase: "Pretrain 1/3", Swap: swap, SwapKnown: true}),
 	}
 	for i := range 8 {
-		sample = append(sample, Phase(PhaseFigures{Event: watchdog.PhaseRuleStalled, Phase: "Finetune shard " + strconv.Itoa(i+1), Duration: 10 * time.Minute, OnStep: true, Step: 1200, Total: 5000}))
+		sample = append(sample, Phase(PhaseFigures{Event: watchdog.RuleStalled, Phase: "Finetune shard " + strconv.Itoa(i+1), Duration: 10 * time.Minute, Stall: watchdog.StallStep, Step: 1200, Total: 5000}))
 	}
 	return Text{Body: "test push (" + encryption + ") at the longest a push can be: " + Join(sample, 0, 0).Body, Subject: "test push"}
 }

@@ -14,28 +14,28 @@ import (
 func TestAlertTexts(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	swap := watchdog.Swap{Ratio: 0.54, UsedBytes: giBytes(16.3), TotalBytes: 32 * bytesPerGiB}
-	alert := func(rule string, status watchdog.Status, s watchdog.Sample) watchdog.Alert {
+	alert := func(rule watchdog.RuleName, status watchdog.Status, s watchdog.Sample) watchdog.Alert {
 		return watchdog.Alert{Rule: rule, Status: status, Began: t0, At: t0.Add(42 * time.Minute), Sample: s}
 	}
-	oom := alert("oom", watchdog.Firing, watchdog.Sample{Swap: swap})
+	oom := alert(watchdog.RuleOOM, watchdog.Firing, watchdog.Sample{Swap: swap})
 	oom.Kills, oom.Phase, oom.Victim = 3, "Pretrain 1/3", watchdog.Victim{PID: 4242, Name: "python3", Seq: 1, Owner: watchdog.VictimOfPhase, Phase: "Pretrain 1/3"}
 	notPhase := oom
 	notPhase.Kills, notPhase.Phase, notPhase.Victim.Owner, notPhase.Victim.Phase = 1, "", watchdog.VictimOfNoPhase, ""
 	unjudged := notPhase
 	unjudged.Victim.Owner = watchdog.VictimOwnerUnknown
-	unknown := alert("oom", watchdog.Firing, watchdog.Sample{Swap: swap})
+	unknown := alert(watchdog.RuleOOM, watchdog.Firing, watchdog.Sample{Swap: swap})
 	unknown.Kills, unknown.Phase = 1, "Pretrain 1/3" // a phase ran: not said
 	tests := []struct {
 		a             watchdog.Alert
 		body, subject string
 	}{
-		{alert("swap", watchdog.Firing, watchdog.Sample{Swap: swap}),
+		{alert(watchdog.RuleSwap, watchdog.Firing, watchdog.Sample{Swap: swap}),
 			"swap 54% full (16.3/32.0 GB) — consider intervening", "swap 54%"},
-		{alert("swap", watchdog.Resolved, watchdog.Sample{Swap: swap}),
+		{alert(watchdog.RuleSwap, watchdog.Resolved, watchdog.Sample{Swap: swap}),
 			"resolved: swap 54% full (16.3/32.0 GB) after 42m", "resolved swap 54%"},
-		{alert("pressure", watchdog.Firing, watchdog.Sample{Swap: swap, Pressure: watchdog.Pressure{Available: true, Some: 0.23}}),
+		{alert(watchdog.RulePressure, watchdog.Firing, watchdog.Sample{Swap: swap, Pressure: watchdog.Pressure{Available: true, Some: 0.23}}),
 			"memory pressure 23% (last 10s), swap 54% full (16.3/32.0 GB) — consider intervening", "pressure 23%"},
-		{alert("pressure", watchdog.Firing, watchdog.Sample{Pressure: watchdog.Pressure{Available: true, Some: 0.23}}),
+		{alert(watchdog.RulePressure, watchdog.Firing, watchdog.Sample{Pressure: watchdog.Pressure{Available: true, Some: 0.23}}),
 			"memory pressure 23% (last 10s), no swap — consider intervening", "pressure 23%"},
 		{oom, `OOM killer struck python3 (pid 4242) of phase "Pretrain 1/3", and 2 more — swap 54% full (16.3/32.0 GB)`, "oom 3 kills"},
 		{notPhase, `OOM killer struck python3 (pid 4242), not a phase's process — swap 54% full (16.3/32.0 GB)`, "oom 1 kill"},

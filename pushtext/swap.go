@@ -64,6 +64,9 @@ func swapOrNone(s SwapFigures) string {
 	return swapText(s)
 }
 
+// watchdogSwap is the text of the swap rule's alert.
+func watchdogSwap(a watchdog.Alert) Text { return Swap(swapFigures(a.Sample.Swap)) }
+
 func swapFigures(s watchdog.Swap) SwapFigures {
 	return SwapFigures{Ratio: s.Ratio, UsedBytes: s.UsedBytes, TotalBytes: s.TotalBytes}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"lavender/diskguard"
+	"lavender/pushtext"
 	"lavender/watchdog"
 )
 
@@ -109,7 +110,7 @@ func ShortText(kind watchdog.DiskKind, minFree watchdog.MinFree) string {
 	case watchdog.DiskSave:
 		return "the next save will not fit"
 	case watchdog.DiskFloor:
-		return "under the " + minFree.String() + " floor"
+		return "under the " + pushtext.MinFree(minFree) + " floor"
 	case watchdog.DiskInodes:
 		return "under 5% of inodes free"
 	}

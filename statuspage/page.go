@@ -159,9 +159,9 @@ func swapSample(s watchdog.Sample) SwapSample {
 
 // RuleState is one watchdog rule as the JSON shows it.
 type RuleState struct {
-	Rule  string    `json:"rule"`
-	Armed bool      `json:"armed"`          // will push on the next crossing
-	Since time.Time `json:"since,omitzero"` // when the current incident began
+	Rule  watchdog.RuleName `json:"rule"`
+	Armed bool              `json:"armed"`          // will push on the next crossing
+	Since time.Time         `json:"since,omitzero"` // when the current incident began
 }
 
 // Snapshot gathers the page's data. It reads only memory and the run log

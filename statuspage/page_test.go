@@ -366,7 +366,7 @@ func TestPageEscapes(t *testing.T) {
 				Targets: []barkbridge.TargetStatus{{Target: name, Result: "failed: " + name}},
 				Events:  []barkbridge.Event{{Time: t0, Source: "webhook", Status: "firing", Subject: name, Action: "pushed", OK: 1, Failures: []string{name}}},
 			}
-			r.rules = []watchdog.RuleState{{Name: name, Since: t0}}
+			r.rules = []watchdog.RuleState{{Name: watchdog.RuleName(name), Since: t0}}
 			page := r.html()
 			for _, raw := range []string{"<script", "<img", "<h1>x", "<!--", `href="javascript`} {
 				if strings.Contains(page, raw) {
@@ -425,7 +425,7 @@ func TestPageStates(t *testing.T) {
 	})
 	t.Run("watchdog rules", func(t *testing.T) {
 		r := newRig(t)
-		r.rules = []watchdog.RuleState{{Name: "swap", Armed: true}, {Name: "stalled", Since: t0.Add(-time.Hour)}}
+		r.rules = []watchdog.RuleState{{Name: watchdog.RuleSwap, Armed: true}, {Name: watchdog.RuleStalled, Since: t0.Add(-time.Hour)}}
 		page := r.html()
 		for _, want := range []string{`<span class="rule">swap</span> <span class="badge ok">armed</span>`, `<span class="rule">stalled</span> <span class="badge failed">pushed</span> <span class="muted">since 11:00</span>`} {
 			if !strings.Contains(page, want) {
@@ -496,7 +496,7 @@ func TestStatusJSON(t *testing.T) {
 	}
 	r.record(swap54(), time.Second)
 	r.beat("SFT", phaseapi.EventStart, "", nil, nil)
-	r.rules = []watchdog.RuleState{{Name: "swap", Armed: true}}
+	r.rules = []watchdog.RuleState{{Name: watchdog.RuleSwap, Armed: true}}
 	code, h, body := r.get(StatusPath)
 	if code != 200 || h.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET %s = %d %s", StatusPath, code, h.Get("Content-Type"))

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"lavender/watchdog"
+	"lavender/pushtext"
 )
 
 // pageTemplate is status.html. html/template escapes every value by its
@@ -25,9 +25,9 @@ var pageTemplate = template.Must(template.New("status.html").Funcs(template.Func
 	"hms":      func(t time.Time) string { return t.Local().Format("15:04:05") },
 	"when":     when,
 	"after":    func(t time.Time, d time.Duration) time.Time { return t.Add(d) },
-	"bytes":    watchdog.HumanBytes,
+	"bytes":    pushtext.HumanBytes,
 	"ibytes":   ibytes,
-	"human":    watchdog.HumanDuration,
+	"human":    pushtext.HumanDuration,
 	"short":    ShortText,
 	"join":     strings.Join,
 }).ParseFS(files, "status.html"))

@@ -108,14 +108,6 @@ func (m MinFree) Of(size uint64) uint64 {
 	return uint64(m.Ratio * float64(size))
 }
 
-// String is the floor as a person wrote it: "5%" or "10 GB".
-func (m MinFree) String() string {
-	if m.Bytes > 0 {
-		return HumanBytes(m.Bytes)
-	}
-	return strconv.FormatFloat(m.Ratio*100, 'f', -1, 64) + "%"
-}
-
 var byteUnits = []struct {
 	suffix string
 	mult   float64
@@ -160,23 +152,6 @@ func ParseMinFree(s string) (MinFree, error) {
 	return bad("has no unit")
 }
 
-// HumanBytes writes a size in binary units the way df -h does, with the
-// units swap's pushes use: "512 B", "9.8 GB" under ten, "16 MB" from ten.
-func HumanBytes(n uint64) string {
-	units := []string{"B", "KB", "MB", "GB", "TB", "PB", "EB"}
-	v, i := float64(n), 0
-	for v >= 1024 && i < len(units)-1 {
-		v, i = v/1024, i+1
-	}
-	switch {
-	case i == 0:
-		return fmt.Sprintf("%d B", n)
-	case v < 9.95:
-		return fmt.Sprintf("%.1f %s", v, units[i])
-	}
-	return fmt.Sprintf("%.0f %s", v, units[i])
-}
-
 // DiskConfig tunes the disk rule.
 type DiskConfig struct {
 	MinFree MinFree       // --watchdog.disk-min-free; zero: no floor
@@ -214,12 +189,8 @@ func NewDiskRule(cfg DiskConfig) (*DiskRule, error) {
 	return &DiskRule{cfg: cfg, episodes: map[diskKey]*episode{}}, nil
 }
 
-// DiskSpaceRule is the disk rule's name: the kernel log's storage faults
-// are the rule "disk" (KernelRuleDisk).
-const DiskSpaceRule = "disk-space"
-
-// Name is DiskSpaceRule.
-func (r *DiskRule) Name() string { return DiskSpaceRule }
+// Name is RuleDiskSpace.
+func (r *DiskRule) Name() RuleName { return RuleDiskSpace }
 
 // Observe checks every condition of every filesystem the sample read.
 func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
@@ -236,6 +207,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 			value, phase, eta := r.need(kind, d, s)
 			for _, a := range ep.level(r.Name(), value, 1, DiskHysteresis, s, now) {
 				a.Disk, a.DiskKind, a.Phase, a.ETA, a.MinFree = d, kind, phase, eta, r.cfg.MinFree
+				a.Incident = diskIncident(d.Path, kind)
 				out = append(out, a)
 			}
 		}
@@ -252,7 +224,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 			// The incident began when the path stopped answering, not a
 			// minute later when the phone heard of it.
 			ep.began, a.Began = d.ErrSince, d.ErrSince
-			a.Disk, a.DiskKind = d, DiskUnreadable
+			a.Disk, a.DiskKind, a.Incident = d, DiskUnreadable, diskIncident(d.Path, DiskUnreadable)
 			out = append(out, a)
 		}
 	}
@@ -268,7 +240,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 			continue
 		}
 		for _, a := range ep.level(r.Name(), 0, 1, DiskHysteresis, s, now) {
-			a.Disk, a.DiskKind = Disk{Path: key.path}, DiskUnreadable
+			a.Disk, a.DiskKind, a.Incident = Disk{Path: key.path}, DiskUnreadable, diskIncident(key.path, DiskUnreadable)
 			out = append(out, a)
 		}
 		delete(r.episodes, key)
@@ -280,6 +252,10 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 	}
 	return out
 }
+
+// diskIncident is the Incident of a disk-space alert: one per filesystem
+// and condition.
+func diskIncident(path string, kind DiskKind) string { return path + "\x00" + string(kind) }
 
 // readIn says whether a filesystem of disks was read through path.
 func readIn(disks []Disk, path string) bool {

@@ -1,7 +1,6 @@
 package watchdog
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -306,14 +305,5 @@ func TestParseMinFree(t *testing.T) {
 	}
 	if _, err := ParseMinFree("5"); err == nil || err.Error() != `--watchdog.disk-min-free: "5" has no unit; want a percentage such as 5% or a size such as 10GB` {
 		t.Errorf("error: %v", err)
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0 B", 512: "512 B", 1536: "1.5 KB", 16 * mib: "16 MB", 24 * mib: "24 MB",
-		98 << 27: "12 GB", 9*gi + gi/2: "9.5 GB", 10*gi - 1: "10 GB", 250 * gi: "250 GB", 1 << 40: "1.0 TB", math.MaxUint64: "16 EB"} {
-		if got := HumanBytes(n); got != want {
-			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
-		}
 	}
 }

@@ -53,7 +53,7 @@ func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 
 // Failures that arrive in one poll for a quiet phase push at once, counted
 // together.
 type PhaseEndRule struct {
-	name   string
+	name   RuleName
 	status PhaseStatus
 	window time.Duration // 0: every end pushes on its own
 	outbox outbox
@@ -80,7 +80,7 @@ type burst struct {
 }
 
 // Name is "failed" or "done".
-func (r *PhaseEndRule) Name() string { return r.name }
+func (r *PhaseEndRule) Name() RuleName { return r.name }
 
 // Observe pushes for the ends with the rule's status since the last sample.
 func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
@@ -124,7 +124,7 @@ func (r *PhaseEndRule) ended(name string, ends []PhaseEnd, s Sample, now time.Ti
 	if r.window <= 0 {
 		var out []Alert
 		for _, e := range ends {
-			out = append(out, Alert{Rule: r.name, Status: Firing, Began: e.Ended, At: now, Sample: s, Phase: name, End: e, Ends: 1})
+			out = append(out, Alert{Rule: r.name, Status: Firing, Incident: name, Began: e.Ended, At: now, Sample: s, Phase: name, End: e, Ends: 1})
 		}
 		return out
 	}
@@ -136,7 +136,7 @@ func (r *PhaseEndRule) ended(name string, ends []PhaseEnd, s Sample, now time.Ti
 			if b.atOnce < maxAtOnce && (second || !slices.Contains(b.reasons, e.Reason)) {
 				b.atOnce++
 				b.reasons = append(b.reasons, e.Reason)
-				out = append(out, Alert{Rule: r.name, Status: Firing, Began: e.Ended, At: now, Sample: s, Phase: name, End: e, Ends: 1})
+				out = append(out, Alert{Rule: r.name, Status: Firing, Incident: name, Began: e.Ended, At: now, Sample: s, Phase: name, End: e, Ends: 1})
 				continue
 			}
 			b.held++
@@ -149,7 +149,7 @@ func (r *PhaseEndRule) ended(name string, ends []PhaseEnd, s Sample, now time.Ti
 	}
 	b := &burst{since: ends[0].Ended, until: now.Add(r.window), count: len(ends), last: last, atOnce: 1, reasons: []string{last.Reason}}
 	r.bursts[name] = b
-	return []Alert{{Rule: r.name, Status: Firing, Began: b.since, At: now, Sample: s, Phase: name, End: last, Ends: len(ends)}}
+	return []Alert{{Rule: r.name, Status: Firing, Incident: name, Began: b.since, At: now, Sample: s, Phase: name, End: last, Ends: len(ends)}}
 }
 
 // closeWindows pushes the count of every window that closed with failures
@@ -164,7 +164,7 @@ func (r *PhaseEndRule) closeWindows(s Sample, now time.Time) []Alert {
 			delete(r.bursts, name)
 			continue
 		}
-		out = append(out, Alert{Rule: r.name, Status: Firing, Began: b.since, At: now, Sample: s, Phase: name, End: b.last, Ends: b.count})
+		out = append(out, Alert{Rule: r.name, Status: Firing, Incident: name, Began: b.since, At: now, Sample: s, Phase: name, End: b.last, Ends: b.count})
 		reasons := b.reasons
 		if !slices.Contains(reasons, b.last.Reason) {
 			reasons = append(reasons, b.last.Reason)

@@ -9,12 +9,6 @@ import (
 	"lavender/kmsg"
 )
 
-// The kernel fault rules, by the names --bark.level and the run log use.
-const (
-	KernelRuleGPU  = "gpu"  // Xid errors and GPUs fallen off the bus
-	KernelRuleDisk = "disk" // filesystem errors, read-only remounts, I/O errors, NVMe faults
-)
-
 // KernelFault is one fault of the kernel log as the watchdog words it: the
 // record's facts and the phase it hit.
 type KernelFault struct {
@@ -72,13 +66,13 @@ type KernelConfig struct {
 }
 
 // KernelRule pushes faults of the kernel log at once: the GPU faults
-// (KernelRuleGPU) or the storage faults (KernelRuleDisk). The first record
+// (RuleGPU) or the storage faults (RuleDisk). The first record
 // of a fault pushes; repeats within the window are counted and pushed as
 // one when it ends ("again 41 times in 10m"), then a new window begins
 // while they go on. If no target accepts a push, it is retried with a
 // backoff, with the repeats that came meanwhile.
 type KernelRule struct {
-	name          string
+	name          RuleName
 	repeat, retry time.Duration
 
 	mu        sync.Mutex
@@ -106,21 +100,21 @@ func NewKernelRules(cfg KernelConfig) ([]Rule, error) {
 		repeat = DefaultRepeat
 	}
 	var rules []Rule
-	for _, name := range []string{KernelRuleGPU, KernelRuleDisk} {
+	for _, name := range []RuleName{RuleGPU, RuleDisk} {
 		rules = append(rules, &KernelRule{name: name, repeat: repeat, retry: retry, incidents: map[string]*faultIncident{}})
 	}
 	return rules, nil
 }
 
 // Name is "gpu" or "disk".
-func (r *KernelRule) Name() string { return r.name }
+func (r *KernelRule) Name() RuleName { return r.name }
 
 func (r *KernelRule) takes(f KernelFault) bool {
 	switch f.Kind {
 	case kmsg.Xid, kmsg.FallenOffBus:
-		return r.name == KernelRuleGPU
+		return r.name == RuleGPU
 	case kmsg.Storage:
-		return r.name == KernelRuleDisk
+		return r.name == RuleDisk
 	}
 	return false
 }
@@ -174,7 +168,7 @@ func (r *KernelRule) evictOldest() {
 	delete(r.incidents, oldest)
 }
 
-func (inc *faultIncident) alert(rule string, status Status, repeats int, now time.Time) Alert {
+func (inc *faultIncident) alert(rule RuleName, status Status, repeats int, now time.Time) Alert {
 	return Alert{Rule: rule, Status: status, Began: inc.began, At: now, Fault: inc.fault, Repeats: repeats,
 		Window: now.Sub(inc.window), Phase: inc.fault.Phase}
 }
@@ -322,6 +316,6 @@ func (w *Watchdog) publishEvents() {
 			continue
 		}
 		w.states[i] = r.State()
-		w.ruleArmed.WithLabelValues(r.Name()).Set(boolFloat(w.states[i].Armed))
+		w.ruleArmed.WithLabelValues(string(r.Name())).Set(boolFloat(w.states[i].Armed))
 	}
 }

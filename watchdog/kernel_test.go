@@ -48,7 +48,7 @@ func TestKernelRuleFoldsRepeats(t *testing.T) {
 	if a := gpu.Fault(other, now.Add(time.Minute)); len(a) != 1 {
 		t.Fatalf("Xid 48 after 79: %+v", a)
 	}
-	gpu.Pushed(Alert{Rule: "gpu", Fault: other, Began: now.Add(time.Minute)}, true, now.Add(time.Minute))
+	gpu.Pushed(Alert{Rule: RuleGPU, Fault: other, Began: now.Add(time.Minute)}, true, now.Add(time.Minute))
 	if a := gpu.Observe(Sample{}, now.Add(9*time.Minute)); a != nil {
 		t.Fatalf("pushed before the window ended: %+v", a)
 	}
@@ -155,7 +155,7 @@ func TestFaultsPushWithoutAPoll(t *testing.T) {
 		t.Fatal("no push without a poll")
 	}
 	for _, st := range wd.State() {
-		if (st.Name == "gpu" || st.Name == "disk") && st.Armed {
+		if (st.Name == RuleGPU || st.Name == RuleDisk) && st.Armed {
 			t.Errorf("%s armed after its push", st.Name)
 		}
 	}

@@ -21,7 +21,7 @@ type LossRule struct {
 }
 
 // Name is "loss".
-func (r *LossRule) Name() string { return PhaseRuleLoss }
+func (r *LossRule) Name() RuleName { return RuleLoss }
 
 // NonFiniteLoss reports whether p's latest loss is NaN or ±Inf.
 func (p PhaseState) NonFiniteLoss() bool {
@@ -42,7 +42,7 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 		if r.seen[key] || (!r.baselined && p.Status != PhaseActive) {
 			continue
 		}
-		fresh = append(fresh, Alert{Rule: PhaseRuleLoss, Status: Firing, Began: now, At: now, Sample: s, Phase: p.Name})
+		fresh = append(fresh, Alert{Rule: RuleLoss, Status: Firing, Incident: p.Name, Began: now, At: now, Sample: s, Phase: p.Name})
 	}
 	// A run whose loss came back finite stays remembered while it is in the
 	// table: one push per run, not one per NaN spell.
@@ -67,4 +67,4 @@ func (r *LossRule) Pushed(a Alert, delivered bool, now time.Time) {
 }
 
 // State: armed unless a push waits for a target.
-func (r *LossRule) State() RuleState { return r.outbox.state(PhaseRuleLoss) }
+func (r *LossRule) State() RuleState { return r.outbox.state(RuleLoss) }

@@ -20,7 +20,7 @@ func withEval(p PhaseState, step, total int64, movedAt time.Duration) PhaseState
 // infinite, whatever it does next; a run already over at the first sample
 // is old news.
 func TestPhaseLossRule(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleLoss)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, RuleLoss)
 	nan, inf := math.NaN(), math.Inf(1)
 	train := func(last time.Duration, step int64, loss float64) PhaseState {
 		return withLoss(withStep(active("Pretrain 1/3", 0, last), step, 5000, last), loss)
@@ -29,24 +29,24 @@ func TestPhaseLossRule(t *testing.T) {
 	runPhaseScript(t, r, []phaseStep{
 		{0, []PhaseState{old, train(0, 0, 2.5)}, false, nil, "a finite loss; an old run's NaN is not news"},
 		{10 * m, []PhaseState{old, train(10*m, 1200, nan)}, false,
-			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is NaN at step 1200/5000 — training diverged`}, "NaN"},
+			[]string{`firing: "Pretrain 1/3" loss is NaN at step 1200/5000`}, "NaN"},
 		{11 * m, []PhaseState{old, train(11*m, 1210, nan)}, false, nil, "still NaN: once"},
 		{12 * m, []PhaseState{old, train(12*m, 1220, 2.0)}, false, nil, "finite again"},
 		{13 * m, []PhaseState{old, train(13*m, 1230, inf)}, false, nil, "non-finite again in the same run: still once"},
 		{2 * h, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, true,
-			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is -Inf at step 5/5000 — training diverged`}, "a new run diverges; no target takes it"},
+			[]string{`firing: "Pretrain 1/3" loss is -Inf at step 5/5000`}, "a new run diverges; no target takes it"},
 		{2*h + 2*time.Second, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false, nil, "backoff"},
 		{2*h + 5*time.Second, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false,
-			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is -Inf at step 5/5000 — training diverged`}, "retried, delivered"},
+			[]string{`firing: "Pretrain 1/3" loss is -Inf at step 5/5000`}, "retried, delivered"},
 		{3 * h, []PhaseState{old, withLoss(ended("Finetune", PhaseOK, 2*h+h/2, 3*h), inf)}, false,
-			[]string{`firing: [lavender-2] phase "Finetune" loss is +Inf — training diverged`}, "a short run that ended with an infinite loss"},
+			[]string{`firing: "Finetune" loss is +Inf`}, "a short run that ended with an infinite loss"},
 	})
 }
 
 // An evaluation's progress is movement: a slow evaluation between two steps
 // is not a stall, a hung one is, and the push says where it hung.
 func TestPhaseStallWithEvaluation(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m}, RuleStalled)
 	evaluating := func(now time.Duration, evalStep int64, evalAt time.Duration) []PhaseState {
 		return []PhaseState{withEval(withStep(active("Finetune", 0, now), 1200, 5000, 0), evalStep, 200, evalAt)}
 	}
@@ -54,14 +54,14 @@ func TestPhaseStallWithEvaluation(t *testing.T) {
 		{12 * m, evaluating(12*m, 150, 11*m), false, nil, "a 12-minute evaluation that moves"},
 		{25 * m, evaluating(25*m, 199, 24*m), false, nil, "still moving"},
 		{35 * m, evaluating(35*m, 199, 24*m), false,
-			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 1200/5000, eval 199/200 for 11m`}, "the evaluation hung"},
+			[]string{`firing: "Finetune" stalled on eval at step 1200/5000, eval 199/200 for 11m0s`}, "the evaluation hung"},
 	})
 	// The step and the evaluation's first batches came in one ping, and
 	// then nothing moved: the push still says where the evaluation stood.
-	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
+	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, RuleStalled)
 	runPhaseScript(t, r, []phaseStep{
 		{11 * m, []PhaseState{withEval(withStep(active("Finetune", 0, 11*m), 2, 6, m), 3, 40, m)}, false,
-			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 2/6, eval 3/40 for 10m`}, "hung at eval batch 3"},
+			[]string{`firing: "Finetune" stalled on eval at step 2/6, eval 3/40 for 10m0s`}, "hung at eval batch 3"},
 	})
 }
 
@@ -69,7 +69,7 @@ func TestPhaseStallWithEvaluation(t *testing.T) {
 // start: a hang before the first step stalls, as a phase with step 0 does.
 // One that tells no total and no step can stall only by silence.
 func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, RuleStalled)
 	total := active("Total only", 0, 0)
 	total.Total = 5000
 	pinged := func(p PhaseState, last time.Duration) PhaseState { p.LastHeartbeat = at(last); return p }
@@ -78,8 +78,8 @@ func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
 			active("Shell", 0, 50*time.Second)}, false, nil, "pinging, under a minute"},
 		{65 * time.Second, []PhaseState{pinged(total, 60*time.Second), withStep(active("Step 0", 0, 60*time.Second), 0, 5000, 0),
 			active("Shell", 0, 60*time.Second)}, false, []string{
-			`firing: [lavender-2] phase "Total only" stalled: step 0/5000 for 1m`,
-			`firing: [lavender-2] phase "Step 0" stalled: step 0/5000 for 1m`}, "a hang before the first step stalls; the shell phase does not"},
+			`firing: "Total only" stalled on step at step 0/5000 for 1m5s`,
+			`firing: "Step 0" stalled on step at step 0/5000 for 1m5s`}, "a hang before the first step stalls; the shell phase does not"},
 	})
 }
 
@@ -88,7 +88,7 @@ func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
 // Lightning learns it after the sanity check): a hang on the first batch,
 // or in the sanity check's validation before it, stalls on step 0.
 func TestPhaseStallBeforeTheFirstStepWithoutTotal(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, RuleStalled)
 	firstBatch := func(last time.Duration) PhaseState { return withStep(active("Plain loop", 0, last), 0, 0, 0) }
 	sanity := func(last time.Duration) PhaseState {
 		return withEval(withStep(active("Lightning", 0, last), 0, 0, 0), 1, 2, 10*time.Second)
@@ -96,8 +96,8 @@ func TestPhaseStallBeforeTheFirstStepWithoutTotal(t *testing.T) {
 	runPhaseScript(t, r, []phaseStep{
 		{50 * time.Second, []PhaseState{firstBatch(50 * time.Second), sanity(50 * time.Second)}, false, nil, "pinging, under a minute"},
 		{66 * time.Second, []PhaseState{firstBatch(60 * time.Second), sanity(60 * time.Second)}, false, []string{
-			`firing: [lavender-2] phase "Plain loop" stalled: step 0 for 1m`}, "the first batch hangs; the sanity check moved 56s ago"},
+			`firing: "Plain loop" stalled on step at step 0/0 for 1m6s`}, "the first batch hangs; the sanity check moved 56s ago"},
 		{72 * time.Second, []PhaseState{firstBatch(72 * time.Second), sanity(72 * time.Second)}, false, []string{
-			`firing: [lavender-2] phase "Lightning" stalled: step 0, eval 1/2 for 1m`}, "the sanity check's second batch hangs"},
+			`firing: "Lightning" stalled on eval at step 0/0, eval 1/2 for 1m2s`}, "the sanity check's second batch hangs"},
 	})
 }

@@ -40,8 +40,8 @@ func NewOOMRule(cfg OOMConfig) (*OOMRule, error) {
 	return &OOMRule{repeat: repeat, retry: retry}, nil
 }
 
-// Name is "oom".
-func (r *OOMRule) Name() string { return "oom" }
+// Name is RuleOOM.
+func (r *OOMRule) Name() RuleName { return RuleOOM }
 
 // Observe compares the kill counter with the last reading.
 func (r *OOMRule) Observe(s Sample, now time.Time) []Alert {

@@ -6,15 +6,6 @@ import (
 	"time"
 )
 
-// Phase rule names, as --phase.notify lists them and as Alert.Rule carries
-// them.
-const (
-	PhaseRuleFailed  = "failed"
-	PhaseRuleStalled = "stalled"
-	PhaseRuleDone    = "done"
-	PhaseRuleLoss    = "loss"
-)
-
 // DefaultStallAfter is how long an active phase may go without a heartbeat,
 // or a phase that reports steps without a new step, before it counts as
 // stalled: the same 10 minutes as the PhaseStalled alert of alerts.yml.
@@ -22,7 +13,7 @@ const DefaultStallAfter = 10 * time.Minute
 
 // DefaultPhaseNotify is --phase.notify's default: every event, done too,
 // since "tell me when it has finished" is what a first try expects to see.
-var DefaultPhaseNotify = []string{PhaseRuleFailed, PhaseRuleStalled, PhaseRuleLoss, PhaseRuleDone}
+var DefaultPhaseNotify = []string{string(RuleFailed), string(RuleStalled), string(RuleLoss), string(RuleDone)}
 
 // PhaseConfig tunes the phase rules. The error messages name the flags
 // that set these fields.
@@ -45,11 +36,11 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	if notify == nil {
 		notify = DefaultPhaseNotify
 	}
-	want := map[string]bool{}
-	for _, n := range notify {
-		n = strings.TrimSpace(n)
+	want := map[RuleName]bool{}
+	for _, item := range notify {
+		n := RuleName(strings.TrimSpace(item))
 		switch n {
-		case PhaseRuleFailed, PhaseRuleStalled, PhaseRuleLoss, PhaseRuleDone:
+		case RuleFailed, RuleStalled, RuleLoss, RuleDone:
 			want[n] = true
 		default:
 			return nil, fmt.Errorf("--phase.notify: unknown event %q; want a list of failed, stalled, loss and done", n)
@@ -58,7 +49,7 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	if cfg.StallAfter < 0 {
 		return nil, fmt.Errorf("--phase.stall-after must not be negative, not %s", cfg.StallAfter)
 	}
-	if want[PhaseRuleStalled] && cfg.StallAfter > 0 && cfg.StallAfter < time.Minute {
+	if want[RuleStalled] && cfg.StallAfter > 0 && cfg.StallAfter < time.Minute {
 		// Heartbeats come every minute by default (phase run's --every):
 		// a shorter silence is the normal gap between two of them.
 		return nil, fmt.Errorf("--phase.stall-after must be at least 1m (or 0 to turn it off), not %s", cfg.StallAfter)
@@ -68,21 +59,21 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 		return nil, err
 	}
 	var rules []Rule
-	if want[PhaseRuleFailed] {
+	if want[RuleFailed] {
 		window := repeat
 		if window == 0 {
 			window = DefaultRepeat
 		}
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
+		rules = append(rules, &PhaseEndRule{name: RuleFailed, status: PhaseFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
 	}
-	if want[PhaseRuleStalled] && cfg.StallAfter > 0 {
+	if want[RuleStalled] && cfg.StallAfter > 0 {
 		rules = append(rules, &StallRule{after: cfg.StallAfter, repeat: repeat, retry: retry})
 	}
-	if want[PhaseRuleLoss] {
+	if want[RuleLoss] {
 		rules = append(rules, &LossRule{outbox: outbox{repeat: repeat, retry: retry}})
 	}
-	if want[PhaseRuleDone] {
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: PhaseOK, outbox: outbox{repeat: repeat, retry: retry}})
+	if want[RuleDone] {
+		rules = append(rules, &PhaseEndRule{name: RuleDone, status: PhaseOK, outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	return rules, nil
 }
@@ -114,8 +105,8 @@ type stall struct {
 	onStep bool // the step stopped while heartbeats came
 }
 
-// Name is "stalled".
-func (r *StallRule) Name() string { return PhaseRuleStalled }
+// Name is RuleStalled.
+func (r *StallRule) Name() RuleName { return RuleStalled }
 
 // Observe checks every active phase.
 func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
@@ -140,7 +131,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 		live[key] = st
 		if st.ep.due(now) {
 			status := st.ep.fire(now)
-			out = append(out, Alert{Rule: PhaseRuleStalled, Status: status, Began: st.began, At: now, Sample: s, Phase: p.Name})
+			out = append(out, Alert{Rule: RuleStalled, Status: status, Incident: p.Name, Began: st.began, At: now, Sample: s, Phase: p.Name, Stall: stallKind(p, st.began)})
 		}
 	}
 	r.stalls = live
@@ -219,7 +210,7 @@ func (r *StallRule) Pushed(a Alert, delivered bool, now time.Time) {
 // State is armed while no phase is stalled; Since is when the earliest
 // current stall began.
 func (r *StallRule) State() RuleState {
-	st := RuleState{Name: PhaseRuleStalled, Armed: true}
+	st := RuleState{Name: RuleStalled, Armed: true}
 	for _, s := range r.stalls {
 		if st.Armed || s.began.Before(st.Since) {
 			st.Armed, st.Since = false, s.began
@@ -252,61 +243,35 @@ func (a Alert) PhaseDuration() time.Duration {
 	return max(p.Ended.Sub(p.Started), 0)
 }
 
-// StallKind says what a stalled alert is about, as the push says it after
-// "stalled: ": "no heartbeat for 10m", or "step 1200/5000 for 10m" ("step
-// 1200 for 10m" without a total) when the heartbeats came but the step did
-// not move, "step 1200/5000, eval 37/200 for 10m" when an evaluation moved
-// last and then stopped, "step 1200/5000, evaluating for 10m" when work
-// between steps (compute_metrics, a save) was last seen moving and then
-// stopped. The duration is how long the stall had lasted at
-// the poll.
-func (a Alert) StallKind() string {
-	lasted := HumanDuration(a.Lasted())
-	p, ok := a.PhaseState()
+// StallKind is what a stalled phase stopped on: the stalled rule's alert
+// carries it, and pushtext words it with the phase's figures.
+type StallKind string
+
+const (
+	// StallHeartbeat: the phase sent no heartbeat for the stall time.
+	StallHeartbeat StallKind = "heartbeat"
+	// StallStep: heartbeats came but the step did not move.
+	StallStep StallKind = "step"
+	// StallEval: an evaluation moved last, then stopped.
+	StallEval StallKind = "eval"
+	// StallBusy: work between steps (compute_metrics, a save) was last
+	// seen moving, then stopped.
+	StallBusy StallKind = "busy"
+)
+
+// stallKind says what the stall of p that began at began is about, as
+// the sample at its alert shows it: a step, an evaluation or work between
+// steps that stopped while heartbeats came, or else the heartbeat.
+func stallKind(p PhaseState, began time.Time) StallKind {
 	moved, steps := p.Moved()
-	if !ok || !steps || !a.Began.Equal(moved) || !p.LastHeartbeat.After(a.Began) {
-		return "no heartbeat for " + lasted
-	}
-	where := fmt.Sprintf("step %d", p.Step)
-	if p.Total > 0 {
-		where += fmt.Sprintf("/%d", p.Total)
+	if !steps || !began.Equal(moved) || !p.LastHeartbeat.After(began) {
+		return StallHeartbeat
 	}
 	if p.HasBusy && moved.Equal(p.BusyAt) && p.BusyAt.After(p.ProgressAt) && p.BusyAt.After(p.EvalProgressAt) {
-		return where + ", " + p.Busy + " for " + lasted
+		return StallBusy
 	}
 	if p.HasEval && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {
-		where += fmt.Sprintf(", eval %d", p.EvalStep)
-		if p.EvalTotal > 0 {
-			where += fmt.Sprintf("/%d", p.EvalTotal)
-		}
+		return StallEval
 	}
-	return where + " for " + lasted
-}
-
-// HumanDuration writes d the way a person reads it: seconds under a
-// minute ("45s"), whole minutes under an hour ("10m", so a stall seen a
-// poll after its 10 minutes still reads "10m"), hours and minutes under a
-// day ("4h12m", "4h"), then days and hours ("3d4h"). Every unit is cut, not
-// rounded; under a second is "0s".
-func HumanDuration(d time.Duration) string {
-	if d < time.Second {
-		return "0s"
-	}
-	s := int64(d / time.Second)
-	days, hours, mins, secs := s/86400, s/3600%24, s/60%60, s%60
-	part := func(n int64, unit string) string {
-		if n == 0 {
-			return ""
-		}
-		return fmt.Sprintf("%d%s", n, unit)
-	}
-	switch {
-	case days > 0:
-		return part(days, "d") + part(hours, "h")
-	case hours > 0:
-		return part(hours, "h") + part(mins, "m")
-	case mins > 0:
-		return part(mins, "m")
-	}
-	return part(secs, "s")
+	return StallStep
 }

@@ -8,58 +8,44 @@ import (
 	"time"
 )
 
-func TestHumanDuration(t *testing.T) {
-	for _, tc := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"},
-		{900 * time.Millisecond, "0s"},
-		{45 * time.Second, "45s"},
-		{59*time.Second + 999*time.Millisecond, "59s"},
-		{time.Minute, "1m"},
-		{10*time.Minute + 4*time.Second, "10m"},
-		{59*time.Minute + 59*time.Second, "59m"},
-		{time.Hour, "1h"},
-		{4*time.Hour + 12*time.Minute + 30*time.Second, "4h12m"},
-		{26 * time.Hour, "1d2h"},
-		{72*time.Hour + 5*time.Minute, "3d"},
-		{-time.Minute, "0s"},
-	} {
-		if got := HumanDuration(tc.d); got != tc.want {
-			t.Errorf("HumanDuration(%s) = %q, want %q", tc.d, got, tc.want)
-		}
-	}
-}
-
-// pushText is the push the bridge's formatter makes of a phase alert, from
-// the fields it is documented to use: a test that those fields suffice for
-// the documented texts.
-func pushText(a Alert) string {
+// facts is what a phase alert tells the texts that word it: the phase,
+// how long it ran or the stall lasted, what it stopped on, how many ends it
+// counts and why the latest came. pushtext's tests pin the wording.
+func facts(a Alert) string {
 	switch a.Rule {
-	case PhaseRuleFailed:
-		text := fmt.Sprintf("[lavender-2] phase %q failed after %s", a.Phase, HumanDuration(a.PhaseDuration()))
+	case RuleFailed:
+		text := fmt.Sprintf("%q failed after %s", a.Phase, a.PhaseDuration())
 		if a.Ends > 1 {
-			text = fmt.Sprintf("[lavender-2] phase %q failed %d times in %s", a.Phase, a.Ends, HumanDuration(a.Lasted()))
+			text = fmt.Sprintf("%q failed %d times in %s", a.Phase, a.Ends, a.Lasted())
 		}
 		if a.End.Reason != "" {
 			text += ": " + a.End.Reason
 		}
 		return text
-	case PhaseRuleDone:
-		return fmt.Sprintf("[lavender-2] phase %q done in %s", a.Phase, HumanDuration(a.PhaseDuration()))
-	case PhaseRuleStalled:
-		return fmt.Sprintf("[lavender-2] phase %q stalled: %s", a.Phase, a.StallKind())
-	case PhaseRuleLoss:
+	case RuleDone:
+		return fmt.Sprintf("%q done in %s", a.Phase, a.PhaseDuration())
+	case RuleStalled:
+		text := fmt.Sprintf("%q stalled on %s", a.Phase, a.Stall)
+		if a.Stall != StallHeartbeat {
+			p, _ := a.PhaseState()
+			text += fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
+			switch a.Stall {
+			case StallEval:
+				text += fmt.Sprintf(", eval %d/%d", p.EvalStep, p.EvalTotal)
+			case StallBusy:
+				text += ", " + p.Busy
+			}
+		}
+		return text + fmt.Sprintf(" for %s", a.Lasted())
+	case RuleLoss:
 		p, _ := a.PhaseState()
 		at := ""
 		if p.HasStep {
 			at = fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
 		}
-		return fmt.Sprintf("[lavender-2] phase %q loss is %s%s — training diverged",
-			a.Phase, fmt.Sprintf("%+v", p.Loss), at)
+		return fmt.Sprintf("%q loss is %+v%s", a.Phase, p.Loss, at)
 	}
-	return "unexpected rule " + a.Rule
+	return "unexpected rule " + string(a.Rule)
 }
 
 type phaseStep struct {
@@ -104,7 +90,10 @@ func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(
 		now := t0.Add(st.at)
 		var got []string
 		for _, a := range rule.Observe(Sample{Time: now, Phases: st.phases, Ends: endsAt(i)}, now) {
-			got = append(got, fmt.Sprintf("%s: %s", a.Status, pushText(a)))
+			got = append(got, fmt.Sprintf("%s: %s", a.Status, facts(a)))
+			if a.Incident != a.Phase {
+				t.Errorf("step %d: %s alert of phase %q is of the incident %q, want its phase", i, a.Rule, a.Phase, a.Incident)
+			}
 			rule.Pushed(a, !st.failed, now)
 		}
 		if g, w := strings.Join(got, " | "), strings.Join(st.want, " | "); g != w {
@@ -128,7 +117,7 @@ func withStep(p PhaseState, step, total int64, movedAt time.Duration) PhaseState
 	return p
 }
 
-func phaseRule(t *testing.T, cfg PhaseConfig, name string) Rule {
+func phaseRule(t *testing.T, cfg PhaseConfig, name RuleName) Rule {
 	t.Helper()
 	rules, err := NewPhaseRules(cfg)
 	if err != nil {
@@ -165,7 +154,7 @@ func end(name string, status PhaseStatus, started, ended time.Duration, reason s
 }
 
 func TestPhaseFailedRule(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleFailed)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, RuleFailed)
 	var l endLog
 	old := l.add(end("Old", PhaseFailed, -2*h, -h, ""))
 	const oom = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -173,13 +162,13 @@ func TestPhaseFailedRule(t *testing.T) {
 		{at: 0, ends: old, why: "a phase that failed before the first sample is not news"},
 		{at: 4 * h, ends: l.add(), why: "running"},
 		{at: 4*h + 12*m + 5*time.Second, ends: l.add(end("Pretrain 1/3", PhaseFailed, 0, 4*h+12*m, oom), end("Eval", PhaseOK, 4*h, 4*h+m, "")),
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 4h12m: ` + oom}, why: "it failed; an ok end is not a failure"},
+			want: []string{`firing: "Pretrain 1/3" failed after 4h12m0s: ` + oom}, why: "it failed; an ok end is not a failure"},
 		{at: 4*h + 13*m, ends: l.add(), why: "the same end pushes once"},
 		{at: 5*h + 46*m, ends: l.add(end("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second, "")), failed: true,
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, why: "its second failure is news; no target takes it"},
+			want: []string{`firing: "Pretrain 1/3" failed after 45m30s`}, why: "its second failure is news; no target takes it"},
 		{at: 5*h + 46*m + 2*time.Second, ends: l.add(), why: "backoff"},
 		{at: 5*h + 46*m + 5*time.Second, ends: l.add(),
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, why: "retried after the backoff, delivered"},
+			want: []string{`firing: "Pretrain 1/3" failed after 45m30s`}, why: "retried after the backoff, delivered"},
 		{at: 5*h + 58*m, ends: l.add(), why: "delivered: never again, and its window closed quiet"},
 	})
 }
@@ -188,12 +177,12 @@ func TestPhaseFailedRule(t *testing.T) {
 // pushes: the phase table shows it running again, the ends keep the
 // failure.
 func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, RuleFailed)
 	var l endLog
 	runEndScript(t, r, []endStep{
 		{at: 0, phases: []PhaseState{active("R", 0, 0)}, ends: l.add(), why: "running"},
 		{at: 5 * time.Second, phases: []PhaseState{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", PhaseFailed, 0, 3*time.Second, "")),
-			want: []string{`firing: [lavender-2] phase "R" failed after 3s`}, why: "failed and started again between two polls"},
+			want: []string{`firing: "R" failed after 3s`}, why: "failed and started again between two polls"},
 	})
 }
 
@@ -205,30 +194,30 @@ func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
 // pushes its next failure at once again. Failures of another phase are
 // counted apart.
 func TestPhaseFailuresInAWindowAreCounted(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleFailed)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, RuleFailed)
 	var l endLog
 	s := time.Second
 	const cuda = "RuntimeError: CUDA error: an illegal memory access was encountered"
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "baseline"},
 		{at: 1 * m, ends: l.add(end("R", PhaseFailed, 0, 1*m-s, cuda)),
-			want: []string{`firing: [lavender-2] phase "R" failed after 59s: ` + cuda}, why: "first failure: at once"},
+			want: []string{`firing: "R" failed after 59s: ` + cuda}, why: "first failure: at once"},
 		{at: 2 * m, ends: l.add(end("R", PhaseFailed, 1*m, 2*m-s, cuda)),
-			want: []string{`firing: [lavender-2] phase "R" failed after 59s: ` + cuda}, why: "the second: at once, a restart by hand failed again"},
+			want: []string{`firing: "R" failed after 59s: ` + cuda}, why: "the second: at once, a restart by hand failed again"},
 		{at: 3 * m, ends: l.add(end("R", PhaseFailed, 2*m, 3*m-s, cuda), end("S", PhaseFailed, 0, 3*m-s, "")),
-			want: []string{`firing: [lavender-2] phase "S" failed after 2m`}, why: "the same cause a third time is a loop: held; another phase pushes on its own"},
+			want: []string{`firing: "S" failed after 2m59s`}, why: "the same cause a third time is a loop: held; another phase pushes on its own"},
 		{at: 4 * m, ends: l.add(end("R", PhaseFailed, 3*m, 4*m-s, cuda)), why: "held"},
 		{at: 5 * m, ends: l.add(end("R", PhaseFailed, 4*m, 5*m-s, "OSError: [Errno 28] No space left on device")),
-			want: []string{`firing: [lavender-2] phase "R" failed after 59s: OSError: [Errno 28] No space left on device`}, why: "a new cause: at once"},
+			want: []string{`firing: "R" failed after 59s: OSError: [Errno 28] No space left on device`}, why: "a new cause: at once"},
 		{at: 6 * m, ends: l.add(end("R", PhaseFailed, 5*m, 6*m-s, "ValueError: pid 4242")), why: "a new cause, but three pushed at once already: held"},
 		{at: 11 * m, ends: l.add(),
-			want: []string{`firing: [lavender-2] phase "R" failed 6 times in 10m: ValueError: pid 4242`}, why: "R's window closes: one push counts them"},
+			want: []string{`firing: "R" failed 6 times in 10m1s: ValueError: pid 4242`}, why: "R's window closes: one push counts them"},
 		{at: 15 * m, ends: l.add(end("R", PhaseFailed, 14*m, 15*m-s, cuda)), why: "the loop goes on, a cause the phone knows: counted in the next window"},
 		{at: 21 * m, ends: l.add(),
-			want: []string{`firing: [lavender-2] phase "R" failed after 59s: ` + cuda}, why: "next window: one failure in it reads as one"},
+			want: []string{`firing: "R" failed after 59s: ` + cuda}, why: "next window: one failure in it reads as one"},
 		{at: 31 * m, ends: l.add(), why: "a quiet window ends the burst"},
 		{at: 40 * m, ends: l.add(end("R", PhaseFailed, 39*m, 40*m-s, ""), end("R", PhaseFailed, 40*m-s, 40*m-s/2, "OSError: [Errno 28] No space left on device")),
-			want: []string{`firing: [lavender-2] phase "R" failed 2 times in 1s: OSError: [Errno 28] No space left on device`}, why: "two in one poll of a quiet phase: at once, counted"},
+			want: []string{`firing: "R" failed 2 times in 1s: OSError: [Errno 28] No space left on device`}, why: "two in one poll of a quiet phase: at once, counted"},
 	})
 }
 
@@ -239,7 +228,7 @@ func TestPhaseDoneRuleIsOnByDefault(t *testing.T) {
 	}
 	var names []string
 	for _, r := range rules {
-		names = append(names, r.Name())
+		names = append(names, string(r.Name()))
 	}
 	if got := strings.Join(names, ","); got != "failed,stalled,loss,done" {
 		t.Errorf("default rules %s, want failed,stalled,loss,done", got)
@@ -248,28 +237,28 @@ func TestPhaseDoneRuleIsOnByDefault(t *testing.T) {
 	if err != nil || len(optOut) != 3 {
 		t.Errorf("--phase.notify=failed,stalled,loss: %d rules, %v", len(optOut), err)
 	}
-	r := phaseRule(t, PhaseConfig{}, PhaseRuleDone)
+	r := phaseRule(t, PhaseConfig{}, RuleDone)
 	var l endLog
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "running"},
 		{at: 4*h + 13*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 0, 4*h+12*m, ""), end("Broken", PhaseFailed, h, 2*h, "")),
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" done in 4h12m`}, why: "ok end; a failed one is not done"},
+			want: []string{`firing: "Pretrain 1/3" done in 4h12m0s`}, why: "ok end; a failed one is not done"},
 		{at: 4*h + 14*m, ends: l.add(), why: "once"},
 		{at: 4*h + 15*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 4*h+14*m, 4*h+14*m+30*time.Second, "")),
-			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" done in 30s`}, why: "done again: every end is news"},
+			want: []string{`firing: "Pretrain 1/3" done in 30s`}, why: "done again: every end is news"},
 	})
 }
 
 func TestPhaseStalledNoHeartbeat(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
 	p := active("Pretrain 1/3", 0, 0)
 	runPhaseScript(t, r, []phaseStep{
 		{9*m + 59*time.Second, []PhaseState{p}, false, nil, "not yet"},
-		{10*m + 5*time.Second, []PhaseState{p}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "silent 10m"},
+		{10*m + 5*time.Second, []PhaseState{p}, false, []string{`firing: "Pretrain 1/3" stalled on heartbeat for 10m5s`}, "silent 10m"},
 		{15 * m, []PhaseState{p}, false, nil, "known; no reminder yet"},
-		{20*m + 5*time.Second, []PhaseState{p}, false, []string{`reminder: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 20m`}, "reminder after --watchdog.repeat"},
+		{20*m + 5*time.Second, []PhaseState{p}, false, []string{`reminder: "Pretrain 1/3" stalled on heartbeat for 20m5s`}, "reminder after --watchdog.repeat"},
 		{21 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, nil, "a heartbeat re-arms"},
-		{31 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "a new stall pushes again"},
+		{31 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: "Pretrain 1/3" stalled on heartbeat for 10m0s`}, "a new stall pushes again"},
 		{32 * m, []PhaseState{ended("Pretrain 1/3", PhaseFailed, 0, 32*m)}, false, nil, "an ended phase is not stalled"},
 		{50 * m, []PhaseState{ended("Pretrain 1/3", PhaseFailed, 0, 32*m)}, false, nil, "nor later"},
 	})
@@ -278,25 +267,25 @@ func TestPhaseStalledNoHeartbeat(t *testing.T) {
 // A phase whose heartbeat thread pings on while its loop is hung: the step
 // tells.
 func TestPhaseStalledOnStep(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
 	pinging := func(now time.Duration, step int64, movedAt time.Duration) []PhaseState {
 		return []PhaseState{withStep(active("Pretrain 1/3", 0, now), step, 5000, movedAt)}
 	}
 	runPhaseScript(t, r, []phaseStep{
 		{5 * m, pinging(5*m, 1200, 0), false, nil, "pings, step stuck for 5m"},
-		{10*m + 5*time.Second, pinging(10*m, 1200, 0), false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: step 1200/5000 for 10m`}, "step stuck 10m"},
-		{20*m + 5*time.Second, pinging(20*m, 1200, 0), false, []string{`reminder: [lavender-2] phase "Pretrain 1/3" stalled: step 1200/5000 for 20m`}, "reminder"},
+		{10*m + 5*time.Second, pinging(10*m, 1200, 0), false, []string{`firing: "Pretrain 1/3" stalled on step at step 1200/5000 for 10m5s`}, "step stuck 10m"},
+		{20*m + 5*time.Second, pinging(20*m, 1200, 0), false, []string{`reminder: "Pretrain 1/3" stalled on step at step 1200/5000 for 20m5s`}, "reminder"},
 		{21 * m, pinging(21*m, 1300, 21*m), false, nil, "the step moves: re-armed"},
 		{30 * m, pinging(30*m, 1300, 21*m), false, nil, "9m since"},
-		{31*m + 5*time.Second, pinging(31*m, 1300, 21*m), false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: step 1300/5000 for 10m`}, "stuck again"},
+		{31*m + 5*time.Second, pinging(31*m, 1300, 21*m), false, []string{`firing: "Pretrain 1/3" stalled on step at step 1300/5000 for 10m5s`}, "stuck again"},
 	})
 	// A phase whose last heartbeat moved the step and then went silent is
 	// stalled on its heartbeat; one that never reported a step cannot stall
 	// on it.
-	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
+	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, RuleStalled)
 	runPhaseScript(t, r, []phaseStep{
 		{10 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 9*m)}, false,
-			[]string{`firing: [lavender-2] phase "A" stalled: no heartbeat for 10m`}, "silent A, pinging B without steps"},
+			[]string{`firing: "A" stalled on heartbeat for 10m0s`}, "silent A, pinging B without steps"},
 		{40 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 39*m)}, false, nil, "no reminders with Repeat 0"},
 	})
 }
@@ -328,13 +317,13 @@ func TestPhaseConfigErrors(t *testing.T) {
 func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 	const enospc = "OSError: [Errno 28] No space left on device"
 	s := time.Second
-	for _, rule := range []string{PhaseRuleFailed, PhaseRuleDone} {
-		t.Run(rule, func(t *testing.T) {
+	for _, rule := range []RuleName{RuleFailed, RuleDone} {
+		t.Run(string(rule), func(t *testing.T) {
 			r := phaseRule(t, PhaseConfig{Notify: []string{"failed", "done"}, Repeat: 10 * m}, rule)
 			var l endLog
-			first, second := []string{`firing: [lavender-2] phase "Finetune" failed after 1s: ` + enospc}, []string(nil)
-			if rule == PhaseRuleDone {
-				first, second = nil, []string{`firing: [lavender-2] phase "Finetune" done in 1m`}
+			first, second := []string{`firing: "Finetune" failed after 1.5s: ` + enospc}, []string(nil)
+			if rule == RuleDone {
+				first, second = nil, []string{`firing: "Finetune" done in 1m0s`}
 			}
 			runEndScript(t, r, []endStep{
 				{at: 0, ends: l.add(), why: "running"},
@@ -353,7 +342,7 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 // hang inside compute_metrics) stalls after the stall time from the last
 // busy ping, and the push says what it was doing.
 func TestPhaseStalledWhileBusy(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
 	evaluating := func(now, busyAt time.Duration) []PhaseState {
 		p := withStep(active("Finetune", 0, now), 10, 15, 0)
 		p.HasEval, p.EvalStep, p.EvalTotal, p.EvalProgressAt = true, 2, 2, at(time.Minute)
@@ -365,7 +354,7 @@ func TestPhaseStalledWhileBusy(t *testing.T) {
 		{25 * m, evaluating(25*m, 25*m), false, nil, "metrics for 24m, still moving: no stall"},
 		{34 * m, evaluating(34*m, 25*m), false, nil, "stuck for 9m"},
 		{35*m + 5*time.Second, evaluating(35*m, 25*m), false,
-			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 10/15, evaluating for 10m`}, "stuck for 10m: a hang inside compute_metrics"},
+			[]string{`firing: "Finetune" stalled on busy at step 10/15, evaluating for 10m5s`}, "stuck for 10m: a hang inside compute_metrics"},
 	})
 }
 
@@ -375,7 +364,7 @@ func TestPhaseStalledWhileBusy(t *testing.T) {
 // says; one that stays so is pushed after the wait; a failure with its own
 // cause pushes at once.
 func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
-	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, RuleFailed)
 	s := time.Second
 	const cause = "rank 1: Signal 9 (SIGKILL) received by PID 4242"
 	survivor := PhaseEnd{Seq: 1, Phase: "DDP", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
@@ -386,9 +375,9 @@ func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
 		{at: 0, why: "baseline"},
 		{at: m + 5*s, ends: []PhaseEnd{survivor}, why: "rank 0's SIGTERM: held"},
 		{at: m + 10*s, ends: []PhaseEnd{crashed},
-			want: []string{`firing: [lavender-2] phase "DDP" failed after 1m: ` + cause}, why: "torchrun's root cause replaced it"},
+			want: []string{`firing: "DDP" failed after 1m0s: ` + cause}, why: "torchrun's root cause replaced it"},
 		{at: 3*m + 5*s, ends: []PhaseEnd{crashed, alone}, why: "held"},
 		{at: 3*m + 15*s, ends: []PhaseEnd{crashed, alone},
-			want: []string{`firing: [lavender-2] phase "Other" failed after 3m: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
+			want: []string{`firing: "Other" failed after 3m0s: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
 	})
 }

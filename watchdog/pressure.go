@@ -45,8 +45,8 @@ func NewPressureRule(cfg PressureConfig) (*PressureRule, error) {
 	return &PressureRule{cfg: cfg, ep: episode{repeat: repeat, retry: retry}}, nil
 }
 
-// Name is "pressure".
-func (r *PressureRule) Name() string { return "pressure" }
+// Name is RulePressure.
+func (r *PressureRule) Name() RuleName { return RulePressure }
 
 // Observe pushes when "some avg10" reaches the threshold, reminds while it
 // stays there, and resolves once it is clearly below.

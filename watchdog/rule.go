@@ -7,9 +7,9 @@ import "time"
 // reminders and backoff, and knows neither Bark nor where the time comes
 // from. The watchdog calls a rule from one goroutine at a time.
 type Rule interface {
-	// Name is the rule's name in alerts, metrics and logs: "swap",
-	// "pressure", "oom", and later "failed", "stalled", "done".
-	Name() string
+	// Name is the rule's name in alerts, metrics and logs: one of the
+	// names of names.go.
+	Name() RuleName
 	// Observe reads one sample taken at now and returns what to push now,
 	// if anything. A rule that returns a firing or reminder alert counts
 	// it as sent at once (it disarms before the push leaves) and learns
@@ -25,7 +25,7 @@ type Rule interface {
 
 // RuleState is what a rule shows of itself.
 type RuleState struct {
-	Name string
+	Name RuleName
 	// Armed is true while the rule will push on the next crossing of its
 	// threshold, false from its push until the incident ends.
 	Armed bool
@@ -45,8 +45,14 @@ const (
 // Alert is what a rule wants pushed: the facts, not the text. The sender
 // formats it with the same formatter as the webhook's alerts.
 type Alert struct {
-	Rule   string
+	Rule   RuleName
 	Status Status
+	// Incident tells apart the incidents of a rule that has several at
+	// once: the phase for a phase rule, the filesystem and condition for
+	// the disk-space rule; "" for a rule with one incident at a time.
+	// With Rule and Began it names the incident, so a sender can give its
+	// reminders and its resolution the notification of its first push.
+	Incident string
 	// Began is when the incident began: the same for its firing push, its
 	// reminders and its resolution, so a sender can derive a stable
 	// notification id from Rule and Began, and say how long it lasted.
@@ -78,6 +84,8 @@ type Alert struct {
 	DiskKind DiskKind      // disk-space: which of its conditions
 	ETA      time.Duration // disk-space fill: how long Phase still needs
 	MinFree  MinFree       // disk-space floor: the floor in force
+
+	Stall StallKind // stalled: what the phase stopped on
 }
 
 // Lasted is how long the incident had lasted when the alert was raised.
@@ -151,7 +159,7 @@ func (e *episode) rearm() (began time.Time, notify bool) {
 // level runs the episode of a rule on a level with hysteresis (the swap
 // ratio, memory pressure): it fires while value is at or above threshold
 // and a push is due, and resolves once value is hysteresis below it.
-func (e *episode) level(rule string, value, threshold, hysteresis float64, s Sample, now time.Time) []Alert {
+func (e *episode) level(rule RuleName, value, threshold, hysteresis float64, s Sample, now time.Time) []Alert {
 	switch {
 	case value >= threshold:
 		if e.due(now) {
@@ -166,7 +174,7 @@ func (e *episode) level(rule string, value, threshold, hysteresis float64, s Sam
 	return nil
 }
 
-func (e *episode) state(name string) RuleState {
+func (e *episode) state(name RuleName) RuleState {
 	return RuleState{Name: name, Armed: !e.disarmed, Since: e.began}
 }
 

@@ -69,7 +69,7 @@ func TestStorageIncidentIsOnePush(t *testing.T) {
 	}
 	kinds := map[kmsg.StorageKind]bool{}
 	for _, a := range got {
-		if a.Rule != KernelRuleDisk || a.Fault.Device != "sda1" {
+		if a.Rule != RuleDisk || a.Fault.Device != "sda1" {
 			t.Errorf("alert of the incident: rule %s device %q", a.Rule, a.Fault.Device)
 		}
 		kinds[a.Fault.Storage] = true
@@ -82,7 +82,7 @@ func TestStorageIncidentIsOnePush(t *testing.T) {
 	// rule as repeats: nothing to push.
 	var disk *KernelRule
 	for _, r := range rules {
-		if kr, ok := r.(*KernelRule); ok && kr.Name() == KernelRuleDisk {
+		if kr, ok := r.(*KernelRule); ok && kr.Name() == RuleDisk {
 			disk = kr
 		}
 	}

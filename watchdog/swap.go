@@ -49,8 +49,8 @@ func NewSwapRule(cfg SwapConfig) (*SwapRule, error) {
 	return &SwapRule{cfg: cfg, ep: episode{repeat: repeat, retry: retry}}, nil
 }
 
-// Name is "swap".
-func (r *SwapRule) Name() string { return "swap" }
+// Name is RuleSwap.
+func (r *SwapRule) Name() RuleName { return RuleSwap }
 
 // Observe pushes on a crossing, reminds while swap stays high, and
 // resolves once swap is clearly below the threshold again.

@@ -90,7 +90,7 @@ func New(cfg Config) (*Watchdog, error) {
 	if len(cfg.Rules) > 0 && cfg.Push == nil {
 		return nil, errors.New("watchdog: rules but no pusher")
 	}
-	seen := map[string]bool{}
+	seen := map[RuleName]bool{}
 	for _, r := range cfg.Rules {
 		if seen[r.Name()] {
 			return nil, fmt.Errorf("watchdog: two rules named %q", r.Name())
@@ -120,7 +120,7 @@ func New(cfg Config) (*Watchdog, error) {
 		}, []string{"rule"}),
 	}
 	collectors := []prometheus.Collector{w.polls, w.errs, w.ruleArmed}
-	if seen["swap"] {
+	if seen[RuleSwap] {
 		// Kept beside the labelled series for the dashboards and scripts
 		// that read it from before the watchdog had more than one rule.
 		w.swapArmed = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -220,8 +220,8 @@ func (w *Watchdog) publish() {
 	states := make([]RuleState, len(w.cfg.Rules))
 	for i, r := range w.cfg.Rules {
 		states[i] = r.State()
-		w.ruleArmed.WithLabelValues(r.Name()).Set(boolFloat(states[i].Armed))
-		if r.Name() == "swap" && w.swapArmed != nil {
+		w.ruleArmed.WithLabelValues(string(r.Name())).Set(boolFloat(states[i].Armed))
+		if r.Name() == RuleSwap && w.swapArmed != nil {
 			w.swapArmed.Set(boolFloat(states[i].Armed))
 		}
 	}

@@ -291,7 +291,7 @@ func TestNewRulesFollowsTheFlags(t *testing.T) {
 		}
 		var n []string
 		for _, r := range rules {
-			n = append(n, r.Name())
+			n = append(n, string(r.Name()))
 		}
 		return strings.Join(n, ",")
 	}
@@ -333,7 +333,7 @@ type armedProbe struct {
 
 func (p *armedProbe) Push(context.Context, []Alert) (int, int) {
 	w := *p.wd
-	p.atPush = append(p.atPush, fmt.Sprintf("%v %v", testutil.ToFloat64(w.swapArmed), testutil.ToFloat64(w.ruleArmed.WithLabelValues("swap"))))
+	p.atPush = append(p.atPush, fmt.Sprintf("%v %v", testutil.ToFloat64(w.swapArmed), testutil.ToFloat64(w.ruleArmed.WithLabelValues(string(RuleSwap)))))
 	if st := w.State(); st[0].Armed {
 		p.atPush = append(p.atPush, "State() armed")
 	}
@@ -388,7 +388,7 @@ oom firing kills=1 victim=python3/4242 phase=""`
 		t.Errorf("alerts:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}
 	for _, st := range r.wd.State() {
-		if st.Name != "oom" && st.Name != KernelRuleGPU && st.Name != KernelRuleDisk && (st.Armed || !st.Since.Equal(r.now)) {
+		if st.Name != RuleOOM && st.Name != RuleGPU && st.Name != RuleDisk && (st.Armed || !st.Since.Equal(r.now)) {
 			t.Errorf("state after the push: %+v", st)
 		}
 	}
@@ -399,7 +399,7 @@ oom firing kills=1 victim=python3/4242 phase=""`
 	// Every target fails: every rule backs off, and each retry is one push.
 	r.pusher.accept = false
 	storm.OOM.Kills = 5
-	if p := r.poll(5*time.Second, storm); len(p) != 1 || len(p[0]) != 1 || p[0][0].Rule != "oom" {
+	if p := r.poll(5*time.Second, storm); len(p) != 1 || len(p[0]) != 1 || p[0][0].Rule != RuleOOM {
 		t.Fatalf("a new kill alone: %+v", p)
 	}
 	// The repeat (10m) falls due for swap and pressure together, and the

@@ -16,7 +16,7 @@ type barkLevelFlags struct {
 // barkLevelVars name the events and levels in the flag's help.
 func barkLevelVars() map[string]string {
 	return map[string]string{
-		"bark_level_events": strings.Join(pushtext.Events, ", "),
+		"bark_level_events": pushtext.EventList(),
 		"bark_levels":       strings.Join(bark.Levels, ", "),
 	}
 }

@@ -1,0 +1,22 @@
+package watchdog
+
+// RuleName names a rule in its alerts, the metrics, the run log,
+// --bark.level and --phase.notify. Every rule's name is declared here, so
+// that no package spells one as a bare string.
+type RuleName string
+
+// The rules, in the order their alerts appear in a push.
+const (
+	RuleSwap     RuleName = "swap"     // swap used over --watchdog.threshold
+	RulePressure RuleName = "pressure" // memory pressure (PSI) over --watchdog.pressure-threshold
+	RuleOOM      RuleName = "oom"      // the OOM killer struck
+	RuleFailed   RuleName = "failed"   // a phase ended failed, or died without ending
+	RuleStalled  RuleName = "stalled"  // an active phase sent no heartbeat, or its step stopped
+	RuleLoss     RuleName = "loss"     // a phase's training loss turned NaN or infinite
+	RuleDone     RuleName = "done"     // a phase ended ok
+	RuleGPU      RuleName = "gpu"      // Xid errors and GPUs fallen off the bus
+	RuleDisk     RuleName = "disk"     // the kernel log's storage faults: filesystem errors, read-only remounts, I/O errors, NVMe faults
+	// RuleDiskSpace is the disk guard's: free space, inodes, the next
+	// save, unreadable watched paths.
+	RuleDiskSpace RuleName = "disk-space"
+)
