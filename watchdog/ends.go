@@ -34,6 +34,12 @@ type PhaseEnd struct {
 // once.
 const OutsideSettle = 15 * time.Second
 
+// DoneSettle is how long the done rule holds an ok end before it pushes
+// it: what runs after training (a final save, a hub push, a callback
+// after the client's) may still fail the phase, and then the phone hears
+// only of the failure.
+const DoneSettle = 30 * time.Second
+
 // Duration is how long the phase ran.
 func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 0) }
 
@@ -99,6 +105,9 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 		}
 		if r.status == PhaseFailed && e.Status == PhaseFailed && e.Outside && now.Sub(e.Ended) < OutsideSettle {
 			break // read again at the next poll, with the cause if it came
+		}
+		if r.status == PhaseOK && e.Status == PhaseOK && now.Sub(e.Ended) < DoneSettle {
+			break // read again at the next poll, with a failure if one came
 		}
 		r.lastSeq = e.Seq
 		if e.Status != r.status || (e.Status == PhaseOK && failedLater(s.Ends, e)) {

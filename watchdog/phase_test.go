@@ -321,16 +321,20 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 		t.Run(string(rule), func(t *testing.T) {
 			r := phaseRule(t, PhaseConfig{Notify: []string{"failed", "done"}, Repeat: 10 * m}, rule)
 			var l endLog
-			first, second := []string{`firing: "Finetune" failed after 1.5s: ` + enospc}, []string(nil)
+			first, later, done := []string{`firing: "Finetune" failed after 1.5s: ` + enospc}, []string{`firing: "Finetune" failed after 1m15s: ` + enospc}, []string(nil)
 			if rule == RuleDone {
-				first, second = nil, []string{`firing: "Finetune" done in 1m0s`}
+				first, later, done = nil, nil, []string{`firing: "Finetune" done in 1m0s`}
 			}
 			runEndScript(t, r, []endStep{
 				{at: 0, ends: l.add(), why: "running"},
 				{at: 5 * s, ends: l.add(end("Finetune", PhaseOK, 0, s, ""), end("Finetune", PhaseFailed, 0, s+s/2, enospc)),
-					want: first, why: "ok, then failed at exit: only the failure"},
-				{at: 2*m + 5*s, ends: l.add(end("Finetune", PhaseOK, m, 2*m, "")),
-					want: second, why: "the next run ends ok: done"},
+					want: first, why: "ok, then failed at exit, in one poll: only the failure"},
+				{at: 2*m + 5*s, ends: l.add(end("Finetune", PhaseOK, m, 2*m, "")), why: "the next run ends ok: done waits for what runs after training"},
+				{at: 2*m + 20*s, ends: l.add(end("Finetune", PhaseFailed, m, 2*m+15*s, enospc)),
+					want: later, why: "its hub push fails a poll later: only the failure"},
+				{at: 5*m + 5*s, ends: l.add(end("Finetune", PhaseOK, 4*m, 5*m, "")), why: "a third run ends ok"},
+				{at: 5*m + 25*s, ends: l.add(), why: "not yet settled"},
+				{at: 5*m + 35*s, ends: l.add(), want: done, why: "settled with nothing after it: done"},
 			})
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"lavender/internal/testkit"
+	"lavender/watchdog"
 )
 
 // newFakeClock is serve's clock in the phase tests: heartbeats are stamped,
@@ -164,6 +165,8 @@ func TestServePhaseDone(t *testing.T) {
 			r.waitPolls(2)
 			clock.Advance(4*time.Hour + 12*time.Minute)
 			r.beat("Pretrain 1/3", `"event":"end"`)
+			r.waitPolls(2)
+			clock.Advance(watchdog.DoneSettle) // what runs after training did not fail it
 			r.wantPushes(tt.want, tt.lines)
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"lavender/internal/runlogtest"
 	"lavender/phaseapi"
+	"lavender/watchdog"
 )
 
 // TestServePhaseRunWithThePythonClient: the lavender package inside
@@ -50,7 +51,8 @@ with lavender.phase("a name of its own", every=0.05, total=10) as p:
 // pushes done as any other.
 func TestServePushesADivergedLoss(t *testing.T) {
 	python, pkg := python3(t), pythonClientDir(t)
-	r := startPhaseServe(t, newFakeClock(), "")
+	clock := newFakeClock()
+	r := startPhaseServe(t, clock, "")
 	script := `
 import lavender, time
 with lavender.phase("Pretrain 1/3", every=0.05, total=50) as p:
@@ -63,6 +65,9 @@ with lavender.phase("Pretrain 1/3", every=0.05, total=50) as p:
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("python: %v\n%s", err, out)
 	}
+	r.bark.WaitPushes(t, 1)
+	r.waitPolls(2)
+	clock.Advance(watchdog.DoneSettle) // the ok end settles: done
 	r.bark.WaitPushes(t, 2)
 	r.waitPolls(3)
 	got := r.pushes()
