@@ -12,14 +12,19 @@ import (
 type meminfo struct {
 	MemTotal, MemAvailable          uint64
 	SwapTotal, SwapFree, SwapCached uint64
+	// HaveMemAvailable is false on a kernel before 3.14, whose meminfo
+	// has no MemAvailable line; MemAvailable is then estimated.
+	HaveMemAvailable bool
 }
 
-// parseMeminfo reads "Key:   value kB" lines. Lines lavender does not use
-// are skipped, as are lines of no such shape; a used line whose value is
-// not a count, or that appears twice, is an error, and so is a file
-// without MemTotal. A kernel before 3.14 has no MemAvailable: it is then
-// MemFree + Buffers + Cached, which counts page cache the kernel may not
-// be able to drop, so the ratio is optimistic there.
+// parseMeminfo reads "Key:   value kB" lines. It is the check a meminfo
+// passes before gopsutil reads it (see ReadSwap), and the reading itself
+// on a kernel without MemAvailable. Lines lavender does not use are
+// skipped, as are lines of no such shape; a used line whose value is not a
+// count, or that appears twice, is an error, and so is a file without
+// MemTotal. A kernel before 3.14 has no MemAvailable: it is then MemFree +
+// Buffers + Cached, which counts page cache the kernel may not be able to
+// drop, so the ratio is optimistic there.
 func parseMeminfo(data []byte) (meminfo, error) {
 	var m meminfo
 	var free, buffers, cached uint64
@@ -73,7 +78,8 @@ func parseMeminfo(data []byte) (meminfo, error) {
 	if m.MemTotal == 0 {
 		return meminfo{}, errors.New("no MemTotal line")
 	}
-	if seen&(1<<1) == 0 {
+	m.HaveMemAvailable = seen&(1<<1) != 0
+	if !m.HaveMemAvailable {
 		m.MemAvailable = free + buffers + cached
 	}
 	return m, nil
