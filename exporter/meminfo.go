@@ -62,11 +62,11 @@ func parseMeminfo(data []byte) (meminfo, error) {
 			return meminfo{}, fmt.Errorf("%s appears twice", key)
 		}
 		seen |= bit
-		fields := bytes.Fields(rest)
-		if len(fields) == 0 || len(fields) > 2 || (len(fields) == 2 && string(fields[1]) != "kB") {
+		count, ok := meminfoCount(rest)
+		if !ok {
 			return meminfo{}, fmt.Errorf("%s: %q is not a count of kB", key, clipLine(rest))
 		}
-		kb, err := strconv.ParseUint(string(fields[0]), 10, 64)
+		kb, err := strconv.ParseUint(string(count), 10, 64)
 		if err != nil {
 			return meminfo{}, fmt.Errorf("%s: %w", key, err)
 		}
@@ -83,4 +83,17 @@ func parseMeminfo(data []byte) (meminfo, error) {
 		m.MemAvailable = free + buffers + cached
 	}
 	return m, nil
+}
+
+// meminfoCount returns the number of a value "   N kB" or "   N": one
+// field, or two whose second is kB. It splits at ASCII white space as
+// bytes.Fields would, without the slice bytes.Fields allocates for every
+// line.
+func meminfoCount(value []byte) (count []byte, ok bool) {
+	value = bytes.TrimSpace(value)
+	i := bytes.IndexAny(value, " \t\v\f\r")
+	if i < 0 {
+		return value, len(value) > 0
+	}
+	return value[:i], string(bytes.TrimSpace(value[i:])) == "kB"
 }

@@ -246,8 +246,11 @@ var (
 		"Bytes swapped in since boot (pswpin in vmstat times the page size).", nil, nil)
 	swapOutDesc = prometheus.NewDesc("lavender_swap_out_bytes_total",
 		"Bytes swapped out since boot (pswpout in vmstat times the page size).", nil, nil)
-	swapReadErrorsDesc = prometheus.NewDesc("lavender_swap_read_errors_total",
-		"Failed reads of the swap, pressure and OOM figures, by procfs file.", []string{"file"}, nil)
+	// One Desc per file, the file a constant label: the label pair is
+	// then made once here, not at every scrape as a variable label's is.
+	meminfoReadErrorsDesc  = readErrorsDesc(sourceMeminfo)
+	vmstatReadErrorsDesc   = readErrorsDesc(sourceVmstat)
+	pressureReadErrorsDesc = readErrorsDesc(sourcePressure)
 	// Named as node_exporter's pressure collector names them
 	// (node_pressure_memory_*), with lavender's prefix.
 	pressureWaitingDesc = prometheus.NewDesc("lavender_pressure_memory_waiting_seconds_total",
@@ -257,6 +260,11 @@ var (
 	oomKillsDesc = prometheus.NewDesc("lavender_oom_kills_total",
 		"Processes killed by the OOM killer since boot (oom_kill in vmstat); absent on kernels before 4.13.", nil, nil)
 )
+
+func readErrorsDesc(file string) *prometheus.Desc {
+	return prometheus.NewDesc("lavender_swap_read_errors_total",
+		"Failed reads of the swap, pressure and OOM figures, by procfs file.", nil, prometheus.Labels{"file": file})
+}
 
 // swapCollector reads meminfo, vmstat and pressure/memory at scrape time,
 // each once, as node_exporter does. A failed read leaves that file's
@@ -296,7 +304,8 @@ func newSwapCollector(procfs string, pageSize int, logger *slog.Logger) *swapCol
 
 func (c *swapCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{swapTotalDesc, swapUsedDesc, swapFreeDesc, swapCachedDesc,
-		swapUsedRatioDesc, memAvailableRatioDesc, swapInDesc, swapOutDesc, swapReadErrorsDesc,
+		swapUsedRatioDesc, memAvailableRatioDesc, swapInDesc, swapOutDesc,
+		meminfoReadErrorsDesc, vmstatReadErrorsDesc, pressureReadErrorsDesc,
 		pressureWaitingDesc, pressureStalledDesc, oomKillsDesc} {
 		ch <- d
 	}
@@ -332,9 +341,9 @@ func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
 	default:
 		c.noteNoPSI()
 	}
-	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.meminfoErrors.Load()), sourceMeminfo)
-	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.vmstatErrors.Load()), sourceVmstat)
-	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.pressureErrors.Load()), sourcePressure)
+	ch <- prometheus.MustNewConstMetric(meminfoReadErrorsDesc, prometheus.CounterValue, float64(c.meminfoErrors.Load()))
+	ch <- prometheus.MustNewConstMetric(vmstatReadErrorsDesc, prometheus.CounterValue, float64(c.vmstatErrors.Load()))
+	ch <- prometheus.MustNewConstMetric(pressureReadErrorsDesc, prometheus.CounterValue, float64(c.pressureErrors.Load()))
 }
 
 // noteNoPSI logs once per collector that the kernel has no PSI: the host
