@@ -12,14 +12,19 @@ import (
 type meminfo struct {
 	MemTotal, MemAvailable          uint64
 	SwapTotal, SwapFree, SwapCached uint64
+	// HaveMemAvailable is false on a kernel before 3.14, whose meminfo
+	// has no MemAvailable line; MemAvailable is then estimated.
+	HaveMemAvailable bool
 }
 
-// parseMeminfo reads "Key:   value kB" lines. Lines lavender does not use
-// are skipped, as are lines of no such shape; a used line whose value is
-// not a count, or that appears twice, is an error, and so is a file
-// without MemTotal. A kernel before 3.14 has no MemAvailable: it is then
-// MemFree + Buffers + Cached, which counts page cache the kernel may not
-// be able to drop, so the ratio is optimistic there.
+// parseMeminfo reads "Key:   value kB" lines. It is the check a meminfo
+// passes before gopsutil reads it (see ReadSwap), and the reading itself
+// on a kernel without MemAvailable. Lines lavender does not use are
+// skipped, as are lines of no such shape; a used line whose value is not a
+// count, or that appears twice, is an error, and so is a file without
+// MemTotal. A kernel before 3.14 has no MemAvailable: it is then MemFree +
+// Buffers + Cached, which counts page cache the kernel may not be able to
+// drop, so the ratio is optimistic there.
 func parseMeminfo(data []byte) (meminfo, error) {
 	var m meminfo
 	var free, buffers, cached uint64
@@ -57,11 +62,11 @@ func parseMeminfo(data []byte) (meminfo, error) {
 			return meminfo{}, fmt.Errorf("%s appears twice", key)
 		}
 		seen |= bit
-		fields := bytes.Fields(rest)
-		if len(fields) == 0 || len(fields) > 2 || (len(fields) == 2 && string(fields[1]) != "kB") {
+		count, ok := meminfoCount(rest)
+		if !ok {
 			return meminfo{}, fmt.Errorf("%s: %q is not a count of kB", key, clipLine(rest))
 		}
-		kb, err := strconv.ParseUint(string(fields[0]), 10, 64)
+		kb, err := strconv.ParseUint(string(count), 10, 64)
 		if err != nil {
 			return meminfo{}, fmt.Errorf("%s: %w", key, err)
 		}
@@ -73,8 +78,22 @@ func parseMeminfo(data []byte) (meminfo, error) {
 	if m.MemTotal == 0 {
 		return meminfo{}, errors.New("no MemTotal line")
 	}
-	if seen&(1<<1) == 0 {
+	m.HaveMemAvailable = seen&(1<<1) != 0
+	if !m.HaveMemAvailable {
 		m.MemAvailable = free + buffers + cached
 	}
 	return m, nil
+}
+
+// meminfoCount returns the number of a value "   N kB" or "   N": one
+// field, or two whose second is kB. It splits at ASCII white space as
+// bytes.Fields would, without the slice bytes.Fields allocates for every
+// line.
+func meminfoCount(value []byte) (count []byte, ok bool) {
+	value = bytes.TrimSpace(value)
+	i := bytes.IndexAny(value, " \t\v\f\r")
+	if i < 0 {
+		return value, len(value) > 0
+	}
+	return value[:i], string(bytes.TrimSpace(value[i:])) == "kB"
 }

@@ -3,15 +3,17 @@ package exporter
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shirou/gopsutil/v4/common"
+	"github.com/shirou/gopsutil/v4/mem"
 
 	"lavender/internal/procfile"
 )
@@ -31,54 +33,120 @@ type Swap struct {
 }
 
 // ReadSwap reads swap and available-memory figures from <procfs>/meminfo
-// (procfs "" means /proc). It is one bounded read (see readProcFile) and
-// cheap enough to call every few seconds. ctx is unused: the read cannot
-// block.
+// (procfs "" means /proc) through gopsutil's mem.VirtualMemoryWithContext,
+// with the proc root passed in ctx (common.EnvKey, HostProcEnvKey) as
+// gopsutil's users beside a host's /proc do, so readers of different
+// roots never share the process-wide HOST_PROC. It is cheap enough to
+// call every few seconds.
 //
-// The file is parsed here (parseMeminfo), not by gopsutil or
-// prometheus/procfs: both open it with a plain open(2), which waits for
-// ever on a FIFO put in its place, and neither takes bytes read another
-// way. gopsutil also reads a file without newlines (/dev/zero) without
-// bound, and procfs's parser panics on a line of one field.
+// gopsutil opens the file with a plain open(2), which waits for ever on a
+// FIFO put in its place, reads it with an unbounded line reader, takes the
+// last of two lines with the same key and has panicked on malformed
+// files. So it only reads a meminfo that has passed the checks first:
+// procfile's read (opened without blocking, a regular file, at most
+// procfile.MaxBytes) and parseMeminfo's (each used line once, in kB, in
+// range). A panic inside gopsutil is an error, and figures no meminfo can
+// hold (MemTotal 0, more available or free than there is, a percentage
+// that is NaN or out of range) are refused, never clamped.
+//
+// A meminfo without MemAvailable (kernels before 3.14) is not given to
+// gopsutil: it would then read <procfs>/zoneinfo the same blocking,
+// unbounded way and index each line's first field, which panics on a
+// blank line. The figures then come from parseMeminfo.
 func ReadSwap(ctx context.Context, procfs string) (Swap, error) {
+	return readSwap(ctx, procfs, mem.VirtualMemoryWithContext)
+}
+
+// virtualMemoryReader is gopsutil's mem.VirtualMemoryWithContext, or a
+// stand-in in tests.
+type virtualMemoryReader func(ctx context.Context) (*mem.VirtualMemoryStat, error)
+
+func readSwap(ctx context.Context, procfs string, virtualMemory virtualMemoryReader) (Swap, error) {
 	if procfs == "" {
 		procfs = DefaultProcFS
 	}
 	path := filepath.Join(procfs, "meminfo")
 	buf := procBufs.Get().(*[]byte)
-	defer procBufs.Put(buf)
 	data, err := readProcFile(path, buf)
 	if err != nil {
+		procBufs.Put(buf)
 		return Swap{}, fmt.Errorf("exporter: read meminfo: %w", err)
 	}
 	m, err := parseMeminfo(data)
+	procBufs.Put(buf)
 	if err != nil {
 		return Swap{}, fmt.Errorf("exporter: read %s: %w", path, err)
 	}
-	if m.SwapFree > m.SwapTotal {
-		return Swap{}, fmt.Errorf("exporter: read %s: SwapFree %d kB exceeds SwapTotal %d kB", path, m.SwapFree/1024, m.SwapTotal/1024)
+	if !m.HaveMemAvailable {
+		s, err := swapFromFigures(m.MemTotal, m.MemAvailable, m.SwapTotal, m.SwapFree, m.SwapCached)
+		if err != nil {
+			return Swap{}, fmt.Errorf("exporter: read %s: %w", path, err)
+		}
+		return s, nil
 	}
-	s := Swap{
-		TotalBytes:        m.SwapTotal,
-		FreeBytes:         m.SwapFree,
-		UsedBytes:         m.SwapTotal - m.SwapFree,
-		CachedBytes:       m.SwapCached,
-		MemAvailableRatio: clampRatio(float64(m.MemAvailable) / float64(m.MemTotal)),
+	vm, err := readVirtualMemory(ctx, procfs, virtualMemory)
+	if err != nil {
+		return Swap{}, fmt.Errorf("exporter: read %s through gopsutil: %w", path, err)
 	}
-	if s.TotalBytes > 0 {
-		s.UsedRatio = clampRatio(float64(s.UsedBytes) / float64(s.TotalBytes))
+	// gopsutil's own derived figure: Used wraps below zero when Available
+	// exceeds Total, and 0/0 is NaN. Written so that NaN fails.
+	if !(vm.UsedPercent >= 0 && vm.UsedPercent <= 100) {
+		return Swap{}, fmt.Errorf("exporter: read %s through gopsutil: used memory %v %% is not a percentage", path, vm.UsedPercent)
+	}
+	s, err := swapFromFigures(vm.Total, vm.Available, vm.SwapTotal, vm.SwapFree, vm.SwapCached)
+	if err != nil {
+		return Swap{}, fmt.Errorf("exporter: read %s through gopsutil: %w", path, err)
 	}
 	return s, nil
 }
 
-func clampRatio(r float64) float64 {
-	switch {
-	case math.IsNaN(r) || r < 0:
-		return 0
-	case r > 1:
-		return 1
+// readVirtualMemory calls gopsutil with procfs as its proc root. A panic
+// inside gopsutil is returned as an error, so a malformed file costs one
+// reading, not the process.
+func readVirtualMemory(ctx context.Context, procfs string, virtualMemory virtualMemoryReader) (vm *mem.VirtualMemoryStat, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			vm, err = nil, fmt.Errorf("gopsutil panicked: %v", p)
+		}
+	}()
+	ctx = context.WithValue(ctx, common.EnvKey, common.EnvMap{common.HostProcEnvKey: procfs})
+	vm, err = virtualMemory(ctx)
+	if err == nil && vm == nil {
+		err = errors.New("gopsutil returned no reading")
 	}
-	return r
+	return vm, err
+}
+
+// swapFromFigures checks meminfo's figures, in bytes, and derives the
+// ratios. A figure no kernel writes (no memory at all, more available or
+// free than there is) is an error: clamping it would hide a broken file
+// behind a plausible ratio, and 0/0 would be NaN.
+func swapFromFigures(memTotal, memAvailable, swapTotal, swapFree, swapCached uint64) (Swap, error) {
+	if memTotal == 0 {
+		return Swap{}, errors.New("MemTotal is 0")
+	}
+	if memAvailable > memTotal {
+		return Swap{}, fmt.Errorf("MemAvailable %d kB exceeds MemTotal %d kB", memAvailable/1024, memTotal/1024)
+	}
+	if swapFree > swapTotal {
+		return Swap{}, fmt.Errorf("SwapFree %d kB exceeds SwapTotal %d kB", swapFree/1024, swapTotal/1024)
+	}
+	s := Swap{
+		TotalBytes:        swapTotal,
+		FreeBytes:         swapFree,
+		UsedBytes:         swapTotal - swapFree,
+		CachedBytes:       swapCached,
+		MemAvailableRatio: float64(memAvailable) / float64(memTotal),
+	}
+	if swapTotal > 0 {
+		s.UsedRatio = float64(s.UsedBytes) / float64(swapTotal)
+	}
+	for _, r := range []float64{s.MemAvailableRatio, s.UsedRatio} {
+		if !(r >= 0 && r <= 1) { // written so that NaN fails
+			return Swap{}, fmt.Errorf("ratio %v is not on 0-1", r)
+		}
+	}
+	return s, nil
 }
 
 // SwapActivity holds the kernel's cumulative swap traffic since boot, and
@@ -178,8 +246,11 @@ var (
 		"Bytes swapped in since boot (pswpin in vmstat times the page size).", nil, nil)
 	swapOutDesc = prometheus.NewDesc("lavender_swap_out_bytes_total",
 		"Bytes swapped out since boot (pswpout in vmstat times the page size).", nil, nil)
-	swapReadErrorsDesc = prometheus.NewDesc("lavender_swap_read_errors_total",
-		"Failed reads of the swap, pressure and OOM figures, by procfs file.", []string{"file"}, nil)
+	// One Desc per file, the file a constant label: the label pair is
+	// then made once here, not at every scrape as a variable label's is.
+	meminfoReadErrorsDesc  = readErrorsDesc(sourceMeminfo)
+	vmstatReadErrorsDesc   = readErrorsDesc(sourceVmstat)
+	pressureReadErrorsDesc = readErrorsDesc(sourcePressure)
 	// Named as node_exporter's pressure collector names them
 	// (node_pressure_memory_*), with lavender's prefix.
 	pressureWaitingDesc = prometheus.NewDesc("lavender_pressure_memory_waiting_seconds_total",
@@ -189,6 +260,11 @@ var (
 	oomKillsDesc = prometheus.NewDesc("lavender_oom_kills_total",
 		"Processes killed by the OOM killer since boot (oom_kill in vmstat); absent on kernels before 4.13.", nil, nil)
 )
+
+func readErrorsDesc(file string) *prometheus.Desc {
+	return prometheus.NewDesc("lavender_swap_read_errors_total",
+		"Failed reads of the swap, pressure and OOM figures, by procfs file.", nil, prometheus.Labels{"file": file})
+}
 
 // swapCollector reads meminfo, vmstat and pressure/memory at scrape time,
 // each once, as node_exporter does. A failed read leaves that file's
@@ -201,6 +277,8 @@ type swapCollector struct {
 	pageSize uint64
 	logger   *slog.Logger
 	read     procFileReader // of pressure/memory; readProcFile but in tests
+	// virtualMemory is gopsutil's meminfo reader but in tests.
+	virtualMemory virtualMemoryReader
 
 	meminfoErrors  atomic.Uint64
 	vmstatErrors   atomic.Uint64
@@ -219,19 +297,22 @@ func newSwapCollector(procfs string, pageSize int, logger *slog.Logger) *swapCol
 		logger:   logger,
 		read:     readProcFile,
 		lastErr:  map[string]string{},
+
+		virtualMemory: mem.VirtualMemoryWithContext,
 	}
 }
 
 func (c *swapCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{swapTotalDesc, swapUsedDesc, swapFreeDesc, swapCachedDesc,
-		swapUsedRatioDesc, memAvailableRatioDesc, swapInDesc, swapOutDesc, swapReadErrorsDesc,
+		swapUsedRatioDesc, memAvailableRatioDesc, swapInDesc, swapOutDesc,
+		meminfoReadErrorsDesc, vmstatReadErrorsDesc, pressureReadErrorsDesc,
 		pressureWaitingDesc, pressureStalledDesc, oomKillsDesc} {
 		ch <- d
 	}
 }
 
 func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
-	s, err := ReadSwap(context.Background(), c.procfs)
+	s, err := readSwap(context.Background(), c.procfs, c.virtualMemory)
 	c.noteResult(sourceMeminfo, err, &c.meminfoErrors)
 	if err == nil {
 		ch <- prometheus.MustNewConstMetric(swapTotalDesc, prometheus.GaugeValue, float64(s.TotalBytes))
@@ -260,9 +341,9 @@ func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
 	default:
 		c.noteNoPSI()
 	}
-	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.meminfoErrors.Load()), sourceMeminfo)
-	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.vmstatErrors.Load()), sourceVmstat)
-	ch <- prometheus.MustNewConstMetric(swapReadErrorsDesc, prometheus.CounterValue, float64(c.pressureErrors.Load()), sourcePressure)
+	ch <- prometheus.MustNewConstMetric(meminfoReadErrorsDesc, prometheus.CounterValue, float64(c.meminfoErrors.Load()))
+	ch <- prometheus.MustNewConstMetric(vmstatReadErrorsDesc, prometheus.CounterValue, float64(c.vmstatErrors.Load()))
+	ch <- prometheus.MustNewConstMetric(pressureReadErrorsDesc, prometheus.CounterValue, float64(c.pressureErrors.Load()))
 }
 
 // noteNoPSI logs once per collector that the kernel has no PSI: the host

@@ -17,7 +17,7 @@ import (
 	"lavender/runlog"
 )
 
-func parseCLI(t *testing.T, args ...string) *CLI {
+func parseCLI(t testing.TB, args ...string) *CLI {
 	t.Helper()
 	var cli CLI
 	parser, err := kong.New(&cli, kong.Name("lavender"), kong.DefaultEnvars("LAVENDER"), flagVars(),

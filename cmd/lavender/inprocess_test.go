@@ -29,14 +29,14 @@ type inProcess struct {
 // startInProcess runs args (the command name first) on 127.0.0.1:0 until
 // the test ends, and returns once it is ready. clock is the command's
 // clock (nil: time.Now), for a test that moves time on.
-func startInProcess(t *testing.T, clock func() time.Time, args ...string) *inProcess {
+func startInProcess(t testing.TB, clock func() time.Time, args ...string) *inProcess {
 	t.Helper()
 	return startInProcessWith(t, Globals{Clock: clock}, args...)
 }
 
 // startInProcessWith is startInProcess with the Globals a test sets (the
 // clock, the statfs); the logger and the streams are its own.
-func startInProcessWith(t *testing.T, base Globals, args ...string) *inProcess {
+func startInProcessWith(t testing.TB, base Globals, args ...string) *inProcess {
 	t.Helper()
 	p := &inProcess{client: &http.Client{Timeout: 30 * time.Second}, logs: &testkit.SyncBuffer{}}
 	cli := parseCLI(t, append(args, "--web.listen-address=127.0.0.1:0")...)

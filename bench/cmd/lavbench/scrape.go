@@ -104,16 +104,17 @@ func runScrape(ctx context.Context, args []string) error {
 		}
 	}
 	client.CloseIdleConnections()
-	rss := map[string]int{}
+	rss, anon := map[string]int{}, map[string]int{}
 	fmt.Printf("\nAfter %d sequential gzip scrapes each (Go client, alternating blocks of 1000):\n\n", *scrapes)
-	fmt.Println("| program | RSS | scrapes/s (sequential, gzip, incl. client) |")
-	fmt.Println("|---|---|---|")
+	fmt.Println("| program | RSS | RssAnon | scrapes/s (sequential, gzip, incl. client) |")
+	fmt.Println("|---|---|---|---|")
 	for _, pr := range peers {
 		rss[pr.name], _ = rssKiB(pr.p.pid())
-		fmt.Printf("| %s | %s | %.0f |\n", pr.name, mib(rss[pr.name]), float64(*scrapes)/elapsed[pr.name].Seconds())
+		anon[pr.name], _ = anonKiB(pr.p.pid())
+		fmt.Printf("| %s | %s | %s | %.0f |\n", pr.name, mib(rss[pr.name]), mib(anon[pr.name]), float64(*scrapes)/elapsed[pr.name].Seconds())
 	}
-	fmt.Printf("\nRSS ratio lavender/node_exporter after %d scrapes: %.2f (target <= 0.75)\n",
-		*scrapes, float64(rss["lavender"])/float64(rss["node_exporter"]))
+	fmt.Printf("\nRSS ratio lavender/node_exporter after %d scrapes: %.2f (target <= 0.75); RssAnon ratio %.2f (target <= 0.8)\n",
+		*scrapes, float64(rss["lavender"])/float64(rss["node_exporter"]), float64(anon["lavender"])/float64(anon["node_exporter"]))
 
 	type key struct {
 		conns int
@@ -184,11 +185,12 @@ func runScrape(ctx context.Context, args []string) error {
 		}
 	}
 	fmt.Println()
-	fmt.Println("| program | RSS after all wrk runs |")
-	fmt.Println("|---|---|")
+	fmt.Println("| program | RSS after all wrk runs | RssAnon |")
+	fmt.Println("|---|---|---|")
 	for _, pr := range peers {
 		k, _ := rssKiB(pr.p.pid())
-		fmt.Printf("| %s | %s |\n", pr.name, mib(k))
+		a, _ := anonKiB(pr.p.pid())
+		fmt.Printf("| %s | %s | %s |\n", pr.name, mib(k), mib(a))
 	}
 	for _, pr := range peers {
 		pr.p.stop()

@@ -141,18 +141,26 @@ func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) e
 // --- /proc readings ---
 
 // rssKiB reads VmRSS of pid.
-func rssKiB(pid int) (int, error) {
+func rssKiB(pid int) (int, error) { return statusKiB(pid, "VmRSS") }
+
+// anonKiB reads RssAnon of pid: its heap, stacks and other private memory,
+// without the executable's pages (RssFile), which any program linking the
+// same libraries maps alike.
+func anonKiB(pid int) (int, error) { return statusKiB(pid, "RssAnon") }
+
+// statusKiB reads the "field:  N kB" line of /proc/PID/status.
+func statusKiB(pid int, field string) (int, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return 0, fmt.Errorf("no %s for pid %d", field, pid)
 }
 
 // cpuTicks reads utime+stime of pid, in clock ticks (USER_HZ, 100 on Linux).
