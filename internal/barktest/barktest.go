@@ -226,11 +226,11 @@ func (s *Server) IdleTalks() int {
 	return s.idleTalks
 }
 
-// DownURL is an http URL on a loopback port nothing listens on: the "Bark
-// is down" fault (connection refused).
+// DownURL is an http URL on a loopback port that refuses connections for
+// the whole test: the "Bark is down" fault (connection refused).
 func DownURL(t testing.TB) string {
 	t.Helper()
-	return "http://" + testkit.FreeAddrs(t, 1)[0]
+	return "http://" + testkit.RefusingAddr(t)
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {

@@ -34,7 +34,7 @@ func TestDoAndWaitReady(t *testing.T) {
 	if code, _, err := Do(nil, "GET", srv.URL+"/x", nil, "", ""); err != nil || code != 401 {
 		t.Errorf("without credentials: %d %v", code, err)
 	}
-	msg := fails(t, func(tb testing.TB) { MustDo(tb, nil, "GET", "http://"+FreeAddrs(t, 1)[0]+"/", nil, "", "") })
+	msg := fails(t, func(tb testing.TB) { MustDo(tb, nil, "GET", "http://"+RefusingAddr(t)+"/", nil, "", "") })
 	if !strings.Contains(msg, "connection refused") {
 		t.Errorf("MustDo to a closed port: %q", msg)
 	}
@@ -54,5 +54,21 @@ func TestFreeAddrs(t *testing.T) {
 			continue
 		}
 		l.Close()
+	}
+}
+
+// TestRefusingAddrRefuses: a connection to RefusingAddr is refused, and
+// the port cannot be taken by a listener while the test holds it.
+func TestRefusingAddrRefuses(t *testing.T) {
+	addr := RefusingAddr(t)
+	if c, err := net.Dial("tcp", addr); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("listen on %s succeeded while RefusingAddr holds it", addr)
 	}
 }
