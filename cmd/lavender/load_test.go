@@ -1,7 +1,7 @@
 package main
 
 // Slow hardening tests: the 60 s load run, kill -9 with two other writers,
-// and slowloris. They take from several seconds to over a minute, so they
+// slowloris, and (in storm_test.go) kill -9 of a bridge holding alerts. They take from several seconds to over a minute, so they
 // run only with LAVENDER_SLOW=1 (.ci/run sets it).
 
 import (
@@ -132,6 +132,7 @@ func (c *loadCounts) String() string {
 // counters and, through the compaction marker, in the run log.
 func TestLoad(t *testing.T) {
 	needSlow(t)
+	t.Parallel() // beside TestKill9KeepsHeldAlertsAndDedup, which mostly waits
 	duration := 60 * time.Second
 	if s := os.Getenv("LAVENDER_LOAD_SECONDS"); s != "" { // shorter runs while developing
 		n, err := strconv.Atoi(s)

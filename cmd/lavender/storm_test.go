@@ -85,11 +85,12 @@ func TestStopSendsHeldAlerts(t *testing.T) {
 // TestKill9KeepsHeldAlertsAndDedup: a bridge killed with SIGKILL while it
 // holds alerts sends their summary after its restart, once the minute of
 // the pushes before the kill is over; and Alertmanager's resend of every
-// alert after the restart pushes none again.
+// alert after the restart pushes none again. It waits out a real minute
+// (the binary runs on the wall clock), so it is a slow test, and runs
+// beside TestLoad rather than after it.
 func TestKill9KeepsHeldAlertsAndDedup(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary and waits out a minute of storm control")
-	}
+	needSlow(t)
+	t.Parallel()
 	bark := barktest.New(t)
 	logDir := filepath.Join(t.TempDir(), "logs")
 	addr := testkit.FreeAddrs(t, 1)[0] // the restart comes back on the same port
