@@ -47,6 +47,7 @@ func TestServeWithOddProcfsFiles(t *testing.T) {
 		{"pressure has two some lines", "pressure/memory", "pressure/memory", text("some avg10=1.00 avg60=0.00 avg300=0.00 total=5\n" + full + "some avg10=2.00 avg60=0.00 avg300=0.00 total=6\n")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each its own serve process and procfs; most of it is waiting for polls
 			procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.1), PSI: &testkit.PSI{}})
 			path := filepath.Join(procfs.Dir, tc.file)
 			if err := os.Remove(path); err != nil {

@@ -137,6 +137,7 @@ func TestPythonDocSnippets(t *testing.T) {
 		{"lightning-callback", "lightning", "fail", "Pretrain 1/3", 30, 42},
 	} {
 		t.Run(tc.kind+"/"+tc.outcome, func(t *testing.T) {
+			t.Parallel() // each with its own exporter and directories; python3 starting up is most of it
 			res, stderr, phases, logDir := run(t, snippets[tc.snippet], tc.kind, tc.outcome)
 			entries := strings.Join(runlogtest.EntriesOf(t, runlogtest.Text(t, logDir)), "\n")
 			if stderr != "" {
