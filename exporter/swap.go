@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -212,7 +213,23 @@ type swapCollector struct {
 	lastErr map[string]string // source -> last error text, "" when healthy
 }
 
+// NewSwapCollector reads procfs (mounted at procfs) at each scrape;
+// vmstat's page counts are turned into bytes with pageSize (0: the
+// host's). logger nil logs nothing.
+func NewSwapCollector(procfs string, pageSize int, logger *slog.Logger) prometheus.Collector {
+	return newSwapCollector(procfs, pageSize, logger)
+}
+
 func newSwapCollector(procfs string, pageSize int, logger *slog.Logger) *swapCollector {
+	if procfs == "" {
+		procfs = DefaultProcFS
+	}
+	if pageSize <= 0 {
+		pageSize = os.Getpagesize()
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return &swapCollector{
 		procfs:   procfs,
 		pageSize: uint64(pageSize),

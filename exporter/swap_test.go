@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"lavender/internal/testkit"
 	"log/slog"
 	"math"
 	"os"
@@ -16,45 +17,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 const testPageSize = 4096
 
-// goldenCompare checks the text exposition of c against
-// testdata/golden/name.prom. Under -update it first rewrites the file from a
-// scrape of fresh(), a collector in the same state as c (c itself must see
-// its first scrape in the comparison, as counters move).
+// goldenCompare checks c against testdata/golden/name.prom (see
+// testkit.CompareGolden); -update rewrites it from fresh().
 func goldenCompare(t *testing.T, c prometheus.Collector, fresh func() prometheus.Collector, name string) {
 	t.Helper()
-	golden := filepath.Join("testdata", "golden", name+".prom")
-	if *update {
-		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(fresh())
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if err := testutil.CollectAndCompare(c, bytes.NewReader(want)); err != nil {
-		t.Error(err)
-	}
+	testkit.CompareGolden(t, c, fresh, filepath.Join("testdata", "golden", name+".prom"), *update)
 }
 
 func TestSwapCollectorGolden(t *testing.T) {

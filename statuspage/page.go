@@ -17,8 +17,8 @@ import (
 
 	"lavender/barkbridge"
 	"lavender/diskguard"
-	"lavender/exporter"
 	"lavender/phaseapi"
+	"lavender/phaseserver"
 	"lavender/runlog"
 	"lavender/watchdog"
 )
@@ -113,8 +113,8 @@ func New(cfg Config) (*Page, error) {
 
 // Register adds "/" and StatusPath to mux; other unknown paths get 404.
 func (p *Page) Register(mux *http.ServeMux) {
-	mux.Handle("/", onlyPath("/", exporter.AllowMethods(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead)))
-	mux.Handle(StatusPath, exporter.AllowMethods(http.HandlerFunc(p.handleJSON), http.MethodGet, http.MethodHead))
+	mux.Handle("/", onlyPath("/", phaseserver.AllowMethods(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead)))
+	mux.Handle(StatusPath, phaseserver.AllowMethods(http.HandlerFunc(p.handleJSON), http.MethodGet, http.MethodHead))
 }
 
 // Status is the page's data; GET StatusPath returns it as JSON.

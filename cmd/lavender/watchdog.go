@@ -12,6 +12,7 @@ import (
 
 	"lavender/exporter"
 	"lavender/kmsg"
+	"lavender/phaseserver"
 	"lavender/statuspage"
 	"lavender/watchdog"
 )
@@ -118,7 +119,7 @@ func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.Hist
 // hostReader reads the host for the watchdog: swap, pressure and OOM kills
 // from procfs, the victim from the kernel log, the phases from the
 // exporter's table.
-func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog.Reader {
+func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server) watchdog.Reader {
 	var judged victimJudge
 	return func(ctx context.Context) (watchdog.Sample, error) {
 		h, err := exporter.ReadHost(ctx, procfs)
@@ -153,7 +154,7 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 // record: at the first poll that sees it, the closest to the kill.
 type victimJudge struct{ last watchdog.Victim }
 
-func (j *victimJudge) of(v watchdog.Victim, exp *exporter.Exporter) watchdog.Victim {
+func (j *victimJudge) of(v watchdog.Victim, exp *phaseserver.Server) watchdog.Victim {
 	if !v.Known() {
 		return v
 	}
@@ -162,9 +163,9 @@ func (j *victimJudge) of(v watchdog.Victim, exp *exporter.Exporter) watchdog.Vic
 	}
 	phase, owner := exp.OwnerOf(v.PID, v.Name)
 	switch owner {
-	case exporter.OwnerPhase:
+	case phaseserver.OwnerPhase:
 		v.Owner, v.Phase = watchdog.VictimOfPhase, phase
-	case exporter.OwnerNone:
+	case phaseserver.OwnerNone:
 		v.Owner = watchdog.VictimOfNoPhase
 	}
 	j.last = v

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"regexp"
@@ -32,7 +32,7 @@ var genericReason = regexp.MustCompile(`(?i)^(died without ending|exit(ed)?( wit
 // words of reason ("GPU 0000:3b:00 Xid 79: fallen off the bus"). A failed
 // end of the phase within FaultWindow takes it as its reason, unless the
 // end names a specific one.
-func (e *Exporter) NoteFault(phase, reason string, at time.Time) {
+func (e *Server) NoteFault(phase, reason string, at time.Time) {
 	if phase == "" || reason == "" {
 		return
 	}
@@ -56,7 +56,7 @@ func (e *Exporter) NoteFault(phase, reason string, at time.Time) {
 // failedReasonLocked is the reason a failed end of phase name at now
 // records: the fault that hit it within FaultWindow, unless reason is
 // specific.
-func (e *Exporter) failedReasonLocked(name, reason string, now time.Time) string {
+func (e *Server) failedReasonLocked(name, reason string, now time.Time) string {
 	f, ok := e.faults[name]
 	if !ok || now.Sub(f.at) > FaultWindow || f.at.Sub(now) > time.Second {
 		return reason
@@ -85,9 +85,9 @@ func withFault(fault, reason string) string {
 
 // PhaseOfPID names the running phase whose process is pid or an ancestor
 // of it, read from procfs now; ok is false when pid is no phase's. Only
-// phases whose pid this exporter may judge (started on this host and pid
+// phases whose pid this server may judge (started on this host and pid
 // namespace) are candidates.
-func (e *Exporter) PhaseOfPID(pid int) (name string, ok bool) {
+func (e *Server) PhaseOfPID(pid int) (name string, ok bool) {
 	if pid <= 0 {
 		return "", false
 	}

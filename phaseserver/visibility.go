@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"sync/atomic"
@@ -12,7 +12,7 @@ var procHidesDesc = prometheus.NewDesc("lavender_proc_hides_processes",
 	"1 when procfs hides other users' processes from lavender (mounted with hidepid=, as systemd's ProtectProc= mounts it) or a running phase's process exists but procfs does not show it: such a phase is never ended as died without an end, though its silence still counts as a stall; 0 when lavender sees every process it judges.",
 	nil, nil)
 
-// procVisibility is what the exporter knows of procfs hiding processes.
+// procVisibility is what the server knows of procfs hiding processes.
 // Scrapes and the status page read it without the phase table's lock.
 type procVisibility struct {
 	// mount is the procfs mount's hidepid= options, read once in New.
@@ -25,14 +25,14 @@ type procVisibility struct {
 	warned bool
 }
 
-// hides reports whether procfs hides processes that the exporter judges.
+// hides reports whether procfs hides processes that the server judges.
 func (v *procVisibility) hides() bool { return v.mount.Hides || v.unseen.Load() > 0 }
 
 // readProcVisibility reads how cfg's procfs shows other users' processes
 // and warns once if it hides them. A procfs whose mount is not found (a
 // fake one, a bind mount of a subdirectory) is taken as hiding nothing:
 // a hidden pid is still caught, one at a time, by Judge.
-func (e *Exporter) readProcVisibility() {
+func (e *Server) readProcVisibility() {
 	v, err := proctree.ReadVisibility(e.procfs)
 	if err != nil {
 		e.logger.Debug("procfs mount options not read", "procfs", e.procfs, "err", err)
@@ -47,7 +47,7 @@ func (e *Exporter) readProcVisibility() {
 
 // warnUnseenLocked says, if nothing has yet, that a phase's process exists
 // but is hidden.
-func (e *Exporter) warnUnseenLocked(p Phase) {
+func (e *Server) warnUnseenLocked(p Phase) {
 	if e.visibility.warned {
 		return
 	}
@@ -56,11 +56,11 @@ func (e *Exporter) warnUnseenLocked(p Phase) {
 		"phase", p.Name, "pid", p.PID, "procfs", e.procfs)
 }
 
-// ProcVisibility says whether procfs hides processes that the exporter
+// ProcVisibility says whether procfs hides processes that the server
 // judges, and how, for the status page: hides is
 // lavender_proc_hides_processes.
 // It never waits on the phase table's lock.
-func (e *Exporter) ProcVisibility() (hides bool, why string) {
+func (e *Server) ProcVisibility() (hides bool, why string) {
 	v := &e.visibility
 	switch {
 	case v.mount.Hides:
@@ -72,7 +72,7 @@ func (e *Exporter) ProcVisibility() (hides bool, why string) {
 }
 
 // procVisibilityCollector publishes lavender_proc_hides_processes.
-type procVisibilityCollector Exporter
+type procVisibilityCollector Server
 
 func (c *procVisibilityCollector) Describe(ch chan<- *prometheus.Desc) { ch <- procHidesDesc }
 

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"bytes"
@@ -19,26 +19,22 @@ import (
 	"lavender/runlog"
 )
 
-// newLoggedExporter builds an Exporter on dir whose log goes to the
+// newLoggedServer builds a Server on dir whose log goes to the
 // returned buffer.
-func newLoggedExporter(t *testing.T, dir string, clock *testkit.Clock) (*Exporter, *testkit.SyncBuffer) {
+func newLoggedServer(t *testing.T, dir string, clock *testkit.Clock) (*Server, *testkit.SyncBuffer) {
 	t.Helper()
 	logs := &testkit.SyncBuffer{}
-	e, err := New(Config{
-		ProcFS:   "testdata/procfs/swap54",
-		Runlog:   runlog.Options{Dir: dir},
-		Clock:    clock.Now,
-		PageSize: testPageSize,
-	}, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	e := New(Config{
+		ProcFS: noProcFS,
+		Runlog: runlog.Options{Dir: dir},
+		Clock:  clock.Now,
+	}, slog.New(slog.NewTextHandler(logs, nil)))
 	return e, logs
 }
 
 // TestOddPhaseTableMovedAside: a phase table that is a FIFO, a symlink to
-// /dev/zero or larger than 1 MiB neither hangs nor exhausts the exporter:
-// it is moved aside as damaged, logged, and the exporter serves.
+// /dev/zero or larger than 1 MiB neither hangs nor exhausts the server:
+// it is moved aside as damaged, logged, and the server serves.
 func TestOddPhaseTableMovedAside(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -70,16 +66,16 @@ func TestOddPhaseTableMovedAside(t *testing.T) {
 			}
 			tc.make(t, table)
 
-			var e *Exporter
+			var e *Server
 			var logs *testkit.SyncBuffer
-			testkit.NoHang(t, "New", func() { e, logs = newLoggedExporter(t, env.dir, env.clock) })
+			testkit.NoHang(t, "New", func() { e, logs = newLoggedServer(t, env.dir, env.clock) })
 			if !strings.Contains(logs.String(), "phase table not restored") || !strings.Contains(logs.String(), "damaged") {
 				t.Errorf("log does not say the table was damaged and moved:\n%s", logs)
 			}
 			if _, err := os.Lstat(table + ".damaged"); err != nil {
 				t.Errorf("the odd table was not moved aside: %v", err)
 			}
-			// The exporter serves: the next ping brings the phase back and
+			// The server serves: the next ping brings the phase back and
 			// saves a real table.
 			if _, err := e.Heartbeat("Pretrain", EventPing, ""); err != nil {
 				t.Fatal(err)
@@ -237,7 +233,7 @@ func entriesOf(t *testing.T, path string) []string {
 	return runlogtest.EntriesOf(t, string(data))
 }
 
-// TestLogsDirNotADirAtStart: an exporter whose logs dir cannot be listed
+// TestLogsDirNotADirAtStart: a server whose logs dir cannot be listed
 // at start (here a regular file) starts anyway, counts and logs the
 // problem, keeps heartbeats in memory, and recovers once the dir is usable.
 func TestLogsDirNotADirAtStart(t *testing.T) {
@@ -247,7 +243,7 @@ func TestLogsDirNotADirAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := newFakeClock()
-	e, logs := newLoggedExporter(t, dir, clock)
+	e, logs := newLoggedServer(t, dir, clock)
 	if got := testutil.ToFloat64(e.writeErrors); got < 1 {
 		t.Errorf("write errors counted: %v, want at least 1", got)
 	}
@@ -277,7 +273,7 @@ func TestLogsDirNotADirAtStart(t *testing.T) {
 }
 
 // nobodyEnv marks a test binary re-run as user nobody by runAsNobody.
-const nobodyEnv = "LAVENDER_EXPORTER_TEST_NOBODY"
+const nobodyEnv = "LAVENDER_PHASESERVER_TEST_NOBODY"
 
 // runAsNobody reports whether the caller should run its body now: yes when
 // the process is not root (file modes bind it) or is the re-run child. As
@@ -294,7 +290,7 @@ func runAsNobody(t *testing.T) bool {
 	}
 	// The binary sits in a root-only build dir: copy it where nobody can
 	// run it.
-	bin := filepath.Join(t.TempDir(), "exporter.test")
+	bin := filepath.Join(t.TempDir(), "phaseserver.test")
 	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +333,7 @@ func runAsNobody(t *testing.T) bool {
 
 // TestUnreadablePhaseTableNeverOverwritten: a table that exists but cannot
 // be read (mode 000, as a user the mode binds) is never replaced: the
-// exporter keeps the phases in memory, says so, counts every refused save,
+// server keeps the phases in memory, says so, counts every refused save,
 // and merges both once the table can be read again.
 func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	if !runAsNobody(t) {
@@ -345,7 +341,7 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	}
 	dir := t.TempDir()
 	clock := newFakeClock()
-	e, _ := newLoggedExporter(t, dir, clock)
+	e, _ := newLoggedServer(t, dir, clock)
 	if _, err := e.Heartbeat("Pretrain", EventStart, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +361,7 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	}
 
 	clock.Advance(time.Minute)
-	e, logs := newLoggedExporter(t, dir, clock)
+	e, logs := newLoggedServer(t, dir, clock)
 	if !strings.Contains(logs.String(), "cannot be read") {
 		t.Errorf("the unreadable table is not reported loudly:\n%s", logs)
 	}
@@ -402,7 +398,7 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 			t.Errorf("%s missing after the table became readable", name)
 		}
 	}
-	e2, _ := newLoggedExporter(t, dir, clock)
+	e2, _ := newLoggedServer(t, dir, clock)
 	if p, ok := phaseOf(e2, "Pretrain"); !ok || !p.Active() || !p.Started.Equal(t0) {
 		t.Errorf("Pretrain after a restart: %+v (found %v)", p, ok)
 	}
@@ -411,7 +407,7 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	}
 }
 
-func phaseOf(e *Exporter, name string) (Phase, bool) {
+func phaseOf(e *Server, name string) (Phase, bool) {
 	_, phases := e.Snapshot()
 	for _, p := range phases {
 		if p.Name == name {
@@ -422,7 +418,7 @@ func phaseOf(e *Exporter, name string) (Phase, bool) {
 }
 
 // TestLogsDirNotListable: a logs dir with mode 0300 (write and search, no
-// read), as a user the mode binds, does not stop the exporter either.
+// read), as a user the mode binds, does not stop the server either.
 func TestLogsDirNotListable(t *testing.T) {
 	if !runAsNobody(t) {
 		return
@@ -435,7 +431,7 @@ func TestLogsDirNotListable(t *testing.T) {
 		t.Skip("a mode 0300 dir can be listed here: the test would prove nothing")
 	}
 	clock := newFakeClock()
-	e, logs := newLoggedExporter(t, dir, clock)
+	e, logs := newLoggedServer(t, dir, clock)
 	if got := testutil.ToFloat64(e.writeErrors); got < 1 {
 		t.Errorf("write errors counted: %v, want at least 1", got)
 	}

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ type testEnv struct {
 	t     testing.TB
 	dir   string
 	clock *testkit.Clock
-	e     *Exporter
+	e     *Server
 	reg   *prometheus.Registry
 }
 
@@ -39,20 +39,17 @@ func newTestEnv(t testing.TB) *testEnv {
 	return env
 }
 
-// restart builds a new Exporter on the same directory, as a process
+// restart builds a new Server on the same directory, as a process
 // restart would.
 func (env *testEnv) restart() {
 	env.t.Helper()
 	env.reg = prometheus.NewPedanticRegistry()
-	e, err := New(Config{
-		ProcFS:   "testdata/procfs/swap54",
-		Runlog:   runlog.Options{Dir: env.dir},
-		Clock:    env.clock.Now,
-		PageSize: testPageSize,
-	}, slog.New(slog.DiscardHandler), env.reg)
-	if err != nil {
-		env.t.Fatal(err)
-	}
+	e := New(Config{
+		ProcFS: noProcFS,
+		Runlog: runlog.Options{Dir: env.dir},
+		Clock:  env.clock.Now,
+	}, slog.New(slog.DiscardHandler))
+	env.reg.MustRegister(e)
 	env.e = e
 }
 
@@ -173,7 +170,7 @@ func TestRestartRecovery(t *testing.T) {
 	env.clock.Advance(time.Second)
 	env.beat("Pretrain 1/3", EventPing, "") // throttled: kept in memory only
 
-	// A crash: no Close. Five hours into the phase the exporter is back.
+	// A crash: no Close. Five hours into the phase the server is back.
 	env.clock.Advance(5*time.Hour - time.Hour - time.Minute - time.Second)
 	env.restart()
 	p, ok := env.phase("Pretrain 1/3")

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"encoding/json"
@@ -63,7 +63,7 @@ var (
 )
 
 type (
-	// Run identifies the run whose phases the exporter holds.
+	// Run identifies the run whose phases the server holds.
 	Run = phaseapi.Run
 	// Phase is one training phase as the API reports it; the phase table
 	// saves the same form.
@@ -188,7 +188,7 @@ func loadTable(runPath string) (phaseTable, error) {
 	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
 		return empty, moveAside(path, err)
 	case err != nil:
-		return empty, fmt.Errorf("exporter: load phases %s: %w: %w", path, errTableUnreadable, err)
+		return empty, fmt.Errorf("phaseserver: load phases %s: %w: %w", path, errTableUnreadable, err)
 	}
 	t, err := decodeTable(data, base)
 	if err != nil {
@@ -202,9 +202,9 @@ func loadTable(runPath string) (phaseTable, error) {
 func moveAside(path string, damage error) error {
 	aside, err := runlog.MoveAside(path)
 	if err != nil {
-		return fmt.Errorf("exporter: load phases %s: damaged: %w; %w: %w", path, damage, errTableUnreadable, err)
+		return fmt.Errorf("phaseserver: load phases %s: damaged: %w; %w: %w", path, damage, errTableUnreadable, err)
 	}
-	return fmt.Errorf("exporter: load phases %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
+	return fmt.Errorf("phaseserver: load phases %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
 }
 
 func decodeTable(data []byte, runFile string) (phaseTable, error) {
@@ -276,11 +276,11 @@ func saveTable(dir string, t *phaseTable) error {
 		Phases:  phases,
 	}, "", "  ")
 	if err != nil {
-		return fmt.Errorf("exporter: save phases: %w", err)
+		return fmt.Errorf("phaseserver: save phases: %w", err)
 	}
 	path := phaseFilePath(filepath.Join(dir, t.run.File))
 	if err := runlog.WriteFileAtomic(path, append(data, '\n')); err != nil {
-		return fmt.Errorf("exporter: save phases %s: %w", path, err)
+		return fmt.Errorf("phaseserver: save phases %s: %w", path, err)
 	}
 	return nil
 }

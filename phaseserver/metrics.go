@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"time"
@@ -39,8 +39,24 @@ var (
 		"When the current run started, in seconds since the epoch; the run label is its log's base name.", []string{"run"}, nil)
 )
 
+// Describe sends the descriptors of the phase metrics, of
+// lavender_proc_hides_processes and of lavender_heartbeats_refused_total.
+func (e *Server) Describe(ch chan<- *prometheus.Desc) {
+	(*phaseCollector)(e).Describe(ch)
+	(*procVisibilityCollector)(e).Describe(ch)
+	e.refusedTotal.Describe(ch)
+}
+
+// Collect sends the phase table as it stands, whether procfs hides the
+// phases' processes, and the refused heartbeats.
+func (e *Server) Collect(ch chan<- prometheus.Metric) {
+	(*phaseCollector)(e).Collect(ch)
+	(*procVisibilityCollector)(e).Collect(ch)
+	e.refusedTotal.Collect(ch)
+}
+
 // phaseCollector publishes the phase table, built fresh at each scrape.
-type phaseCollector Exporter
+type phaseCollector Server
 
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseActiveDesc, phaseStartDesc, phaseLastHeartbeatDesc, phaseEndDesc,
@@ -51,7 +67,7 @@ func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
-	run, phases := (*Exporter)(c).Snapshot()
+	run, phases := (*Server)(c).Snapshot()
 	now := c.clock()
 	if run != nil && !run.Started.IsZero() {
 		ch <- prometheus.MustNewConstMetric(runStartDesc, prometheus.GaugeValue, unixSeconds(run.Started), run.File)

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"fmt"
@@ -65,8 +65,8 @@ func mergeDirs(known, fresh []string) []string {
 }
 
 // judgeable reports whether the pid a process of a heartbeat names is one
-// this exporter may judge: it comes from this boot and this pid namespace.
-func (e *Exporter) judgeable(p phaseapi.Process) bool {
+// this server may judge: it comes from this boot and this pid namespace.
+func (e *Server) judgeable(p phaseapi.Process) bool {
 	return p.PID > 0 && e.host.Known() && p.BootID == e.host.BootID && p.PIDNS == e.host.PIDNS
 }
 
@@ -74,7 +74,7 @@ func (e *Exporter) judgeable(p phaseapi.Process) bool {
 // restarting it: the start's process is that phase's process or descends
 // from it (a script run by `lavender phase run` that announces itself),
 // both on this host.
-func (e *Exporter) joinsLocked(i int, req phaseapi.HeartbeatRequest) bool {
+func (e *Server) joinsLocked(i int, req phaseapi.HeartbeatRequest) bool {
 	if i < 0 || req.Event != EventStart || req.PID == nil || !e.table.phases[i].Active() {
 		return false
 	}

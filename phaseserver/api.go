@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 
 // Register adds the heartbeat API to mux. Methods are checked by hand
 // rather than with method patterns so that a 405 also gets a JSON body.
-func (e *Exporter) Register(mux *http.ServeMux) {
+func (e *Server) Register(mux *http.ServeMux) {
 	mux.Handle(phaseapi.HeartbeatPath, AllowMethods(http.HandlerFunc(e.handleHeartbeat), http.MethodPost))
 	mux.Handle(phaseapi.RunsPath, AllowMethods(http.HandlerFunc(e.handleRuns), http.MethodPost))
 	mux.Handle(phaseapi.PhasesPath, AllowMethods(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
@@ -43,7 +43,7 @@ func AllowMethods(h http.Handler, methods ...string) http.Handler {
 	})
 }
 
-func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+func (e *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var req phaseapi.HeartbeatRequest
 	data, status, err := readBody(w, r)
 	if err == nil {
@@ -185,7 +185,7 @@ func heartbeatStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (e *Exporter) handleRuns(w http.ResponseWriter, r *http.Request) {
+func (e *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	var req phaseapi.RunRequest
 	if status, err := decodeBody(w, r, &req, true); err != nil {
 		writeError(w, status, err.Error())
@@ -205,7 +205,7 @@ func (e *Exporter) handleRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, resp)
 }
 
-func (e *Exporter) handlePhases(w http.ResponseWriter, r *http.Request) {
+func (e *Server) handlePhases(w http.ResponseWriter, r *http.Request) {
 	run, phases := e.Snapshot()
 	writeJSON(w, http.StatusOK, phaseapi.PhasesResponse{Run: run, Phases: phases})
 }

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"fmt"
@@ -16,14 +16,14 @@ import (
 // its table entry is running again by the next poll, so the watchdog reads
 // these to push every end.
 type PhaseEnd struct {
-	// Seq numbers the ends of this exporter's life, from 1, in order.
+	// Seq numbers the ends of this server's life, from 1, in order.
 	Seq     uint64
 	Phase   string
 	Status  string // ok or failed
 	Reason  string
 	Started time.Time
 	Ended   time.Time
-	// Died is set when the exporter ended the phase itself: its process
+	// Died is set when the server ended the phase itself: its process
 	// was gone and no end had come. PID is that process.
 	Died bool
 	PID  int64
@@ -39,7 +39,7 @@ type PhaseEnd struct {
 const maxEnds = 256
 
 // recordEndLocked keeps the end of p for the watchdog.
-func (e *Exporter) recordEndLocked(p Phase, died bool) {
+func (e *Server) recordEndLocked(p Phase, died bool) {
 	e.endSeq++
 	e.ends = append(e.ends, PhaseEnd{
 		Seq: e.endSeq, Phase: p.Name, Status: p.Status, Reason: p.Reason,
@@ -53,7 +53,7 @@ func (e *Exporter) recordEndLocked(p Phase, died bool) {
 
 // Ends returns the newest ends of phases, oldest first, at most maxEnds.
 // It never waits on the phase table's lock.
-func (e *Exporter) Ends() []PhaseEnd {
+func (e *Server) Ends() []PhaseEnd {
 	if p := e.endsView.Load(); p != nil {
 		return *p
 	}
@@ -80,7 +80,7 @@ type phaseRunKey struct {
 // process is tied to its start time when first seen alive, so a reused pid
 // is not taken for it. It also notes the phases' process trees for
 // OwnerOf. serve calls it on every poll.
-func (e *Exporter) CheckProcesses() {
+func (e *Server) CheckProcesses() {
 	if !e.host.Known() {
 		return
 	}
@@ -88,7 +88,7 @@ func (e *Exporter) CheckProcesses() {
 	e.traceLineage()
 }
 
-func (e *Exporter) checkProcesses() {
+func (e *Server) checkProcesses() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock()
@@ -183,7 +183,7 @@ type lineage struct {
 // phaseProcessesLocked lists the judgeable processes of the phases that
 // run or, with a window, ended within it, and whether every running phase
 // has one.
-func (e *Exporter) phaseProcessesLocked(now time.Time, window time.Duration) (pids []int, phases map[int]string, all bool) {
+func (e *Server) phaseProcessesLocked(now time.Time, window time.Duration) (pids []int, phases map[int]string, all bool) {
 	phases, all = map[int]string{}, true
 	for _, p := range e.table.phases {
 		recent := p.Active() || (window > 0 && now.Sub(p.Ended) <= window)
@@ -207,7 +207,7 @@ func (e *Exporter) phaseProcessesLocked(now time.Time, window time.Duration) (pi
 // traceLineage records the process trees of the phases' processes. serve
 // calls it with CheckProcesses on every poll; it reads procfs outside the
 // table's lock, so heartbeats do not wait for it.
-func (e *Exporter) traceLineage() {
+func (e *Server) traceLineage() {
 	now := e.clock()
 	e.mu.Lock()
 	pids, phases, _ := e.phaseProcessesLocked(now, ownerWindow)
@@ -242,7 +242,7 @@ func (e *Exporter) traceLineage() {
 // process that has ended since); no phase's, when every running phase's
 // process is known and it is none of those; else unknown. Only pids of
 // this host are judged.
-func (e *Exporter) OwnerOf(pid int, comm string) (phase string, owner Owner) {
+func (e *Server) OwnerOf(pid int, comm string) (phase string, owner Owner) {
 	if pid <= 0 || !e.host.Known() {
 		return "", OwnerUnknown
 	}
@@ -271,7 +271,7 @@ const startSlack = 2 * time.Second
 
 // refused counts a refused heartbeat by reason and logs it, at most once
 // per reason per throttle interval.
-func (e *Exporter) refused(reason string, err error) {
+func (e *Server) refused(reason string, err error) {
 	e.refusedTotal.WithLabelValues(reason).Inc()
 	r := e.refusedLogs[reason]
 	if r == nil {
@@ -301,7 +301,7 @@ func shortReason(reason string, room int) string {
 
 // replaceEndReasonLocked gives the newest recorded end of p's run p's
 // reason: a stronger cause came after the first failed end.
-func (e *Exporter) replaceEndReasonLocked(p Phase) {
+func (e *Server) replaceEndReasonLocked(p Phase) {
 	for i := len(e.ends) - 1; i >= 0; i-- {
 		if end := &e.ends[i]; end.Phase == p.Name && end.Started.Equal(p.Started) {
 			end.Reason, end.Outside = p.Reason, reasonStrength(p.Reason) == reasonOutside

@@ -1,11 +1,11 @@
-package exporter
+package phaseserver
 
 import "time"
 
 // RunningPhase names the active phase that started last; ok is false when
 // none is active. A kernel fault whose record names no process is laid on
 // it.
-func (e *Exporter) RunningPhase() (name string, ok bool) {
+func (e *Server) RunningPhase() (name string, ok bool) {
 	_, phases := e.Snapshot()
 	var started time.Time
 	for _, p := range phases {
