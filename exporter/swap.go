@@ -82,9 +82,9 @@ func clampRatio(r float64) float64 {
 	return r
 }
 
-// SwapActivity holds the kernel's cumulative swap traffic since boot, and
+// swapActivity holds the kernel's cumulative swap traffic since boot, and
 // the OOM kills, which come from the same file.
-type SwapActivity struct {
+type swapActivity struct {
 	InPages, OutPages uint64 // pswpin, pswpout
 	// OOMKills is oom_kill, the OOM killer's victims since boot.
 	// HaveOOMKills is false on kernels before 4.13, which lack the line.
@@ -92,11 +92,11 @@ type SwapActivity struct {
 	HaveOOMKills bool
 }
 
-// ReadSwapActivity reads pswpin, pswpout and oom_kill from <procfs>/vmstat.
+// readSwapActivity reads pswpin, pswpout and oom_kill from <procfs>/vmstat.
 // gopsutil's SwapMemoryWithContext would read the first two, but it also
 // calls sysinfo(2), assumes 4 KiB pages and hides a missing file, so the
 // lines are parsed here.
-func ReadSwapActivity(procfs string) (SwapActivity, error) {
+func readSwapActivity(procfs string) (swapActivity, error) {
 	if procfs == "" {
 		procfs = DefaultProcFS
 	}
@@ -105,9 +105,9 @@ func ReadSwapActivity(procfs string) (SwapActivity, error) {
 	defer procBufs.Put(buf)
 	data, err := readProcFile(path, buf)
 	if err != nil {
-		return SwapActivity{}, fmt.Errorf("exporter: read vmstat: %w", err)
+		return swapActivity{}, fmt.Errorf("exporter: read vmstat: %w", err)
 	}
-	var a SwapActivity
+	var a swapActivity
 	var haveIn, haveOut bool
 	for len(data) > 0 {
 		var line []byte
@@ -129,12 +129,12 @@ func ReadSwapActivity(procfs string) (SwapActivity, error) {
 		}
 		n, err := strconv.ParseUint(string(bytes.TrimSpace(value)), 10, 64)
 		if err != nil {
-			return SwapActivity{}, fmt.Errorf("exporter: read %s: %s: %w", path, key, err)
+			return swapActivity{}, fmt.Errorf("exporter: read %s: %s: %w", path, key, err)
 		}
 		*dst = n
 	}
 	if !haveIn || !haveOut {
-		return SwapActivity{}, fmt.Errorf("exporter: read %s: no pswpin/pswpout lines", path)
+		return swapActivity{}, fmt.Errorf("exporter: read %s: no pswpin/pswpout lines", path)
 	}
 	return a, nil
 }
@@ -258,7 +258,7 @@ func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(swapUsedRatioDesc, prometheus.GaugeValue, s.UsedRatio)
 		ch <- prometheus.MustNewConstMetric(memAvailableRatioDesc, prometheus.GaugeValue, s.MemAvailableRatio)
 	}
-	a, err := ReadSwapActivity(c.procfs)
+	a, err := readSwapActivity(c.procfs)
 	c.noteResult(sourceVmstat, err, &c.vmstatErrors)
 	if err == nil {
 		ch <- prometheus.MustNewConstMetric(swapInDesc, prometheus.CounterValue, float64(a.InPages*c.pageSize))

@@ -173,15 +173,15 @@ func TestReadSwapErrors(t *testing.T) {
 }
 
 func TestReadSwapActivity(t *testing.T) {
-	a, err := ReadSwapActivity("testdata/procfs/swap54")
+	a, err := readSwapActivity("testdata/procfs/swap54")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != (SwapActivity{InPages: 1234567, OutPages: 7654321, OOMKills: 3, HaveOOMKills: true}) {
+	if a != (swapActivity{InPages: 1234567, OutPages: 7654321, OOMKills: 3, HaveOOMKills: true}) {
 		t.Errorf("got %+v", a)
 	}
 	// A kernel before 4.13 has no oom_kill line: no error, and no count.
-	a, err = ReadSwapActivity("testdata/procfs/noswap")
+	a, err = readSwapActivity("testdata/procfs/noswap")
 	if err != nil || a.HaveOOMKills || a.OOMKills != 0 {
 		t.Errorf("vmstat without oom_kill: %+v, %v; want HaveOOMKills false and no error", a, err)
 	}
@@ -190,7 +190,7 @@ func TestReadSwapActivity(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "vmstat"), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ReadSwapActivity(dir); err == nil {
+		if _, err := readSwapActivity(dir); err == nil {
 			t.Errorf("vmstat %q: no error", content)
 		}
 	}
@@ -320,7 +320,7 @@ func TestReadSwapHostProc(t *testing.T) {
 	if s.UsedRatio < 0 || s.UsedRatio > 1 || s.MemAvailableRatio <= 0 || s.MemAvailableRatio > 1 {
 		t.Errorf("implausible reading of /proc: %+v", s)
 	}
-	if _, err := ReadSwapActivity(""); err != nil {
+	if _, err := readSwapActivity(""); err != nil {
 		t.Error(err)
 	}
 	if p, err := ReadPressure(""); err != nil || (p.Available && (p.SomeAvg10 > 1 || p.FullAvg10 > 1)) {

@@ -65,13 +65,13 @@ func (e *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-// decodeHeartbeat reads a heartbeat with DecodeStrict, except that a reason
+// decodeHeartbeat reads a heartbeat with decodeStrict, except that a reason
 // of any bytes never costs the end it explains: a body the strict reading
 // refuses is read again with its reason's bad text (invalid UTF-8, a lone
 // surrogate) replaced by U+FFFD. Everything else is held to the strict
 // rules, so a bad phase name or a duplicate field is still a 400.
 func decodeHeartbeat(data []byte, req *phaseapi.HeartbeatRequest) error {
-	err := DecodeStrict(data, req)
+	err := decodeStrict(data, req)
 	if err == nil {
 		return nil
 	}
@@ -80,7 +80,7 @@ func decodeHeartbeat(data []byte, req *phaseapi.HeartbeatRequest) error {
 		return err
 	}
 	*req = phaseapi.HeartbeatRequest{}
-	return DecodeStrict(fixed, req)
+	return decodeStrict(fixed, req)
 }
 
 // replaceBadReason rewrites a JSON object whose top-level "reason" string
@@ -152,13 +152,13 @@ func refusedReason(status int, err error) string {
 	switch {
 	case status == http.StatusRequestEntityTooLarge:
 		return refusedTooLarge
-	case errors.Is(err, ErrOKAfterFailed):
+	case errors.Is(err, errOKAfterFailed):
 		return refusedOKAfterFail
-	case errors.Is(err, ErrPhaseEnded):
+	case errors.Is(err, errPhaseEnded):
 		return refusedEnded
-	case errors.Is(err, ErrUnknownPhase):
+	case errors.Is(err, errUnknownPhase):
 		return refusedUnknownPhase
-	case errors.Is(err, ErrTooManyPhases):
+	case errors.Is(err, errTooManyPhases):
 		return refusedTooMany
 	case status == http.StatusBadRequest && strings.HasPrefix(err.Error(), "malformed JSON"):
 		return refusedMalformed
@@ -170,13 +170,13 @@ func refusedReason(status int, err error) string {
 
 func heartbeatStatus(err error) int {
 	switch {
-	case errors.Is(err, ErrBadEvent), errors.Is(err, ErrBadStatus), errors.Is(err, ErrBadPhaseName), errors.Is(err, ErrBadProgress), errors.Is(err, phaseapi.ErrBadField):
+	case errors.Is(err, errBadEvent), errors.Is(err, errBadStatus), errors.Is(err, phaseapi.ErrBadPhaseName), errors.Is(err, errBadProgress), errors.Is(err, phaseapi.ErrBadField):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrUnknownPhase):
+	case errors.Is(err, errUnknownPhase):
 		return http.StatusNotFound
-	case errors.Is(err, ErrPhaseEnded), errors.Is(err, ErrOKAfterFailed):
+	case errors.Is(err, errPhaseEnded), errors.Is(err, errOKAfterFailed):
 		return http.StatusConflict
-	case errors.Is(err, ErrTooManyPhases):
+	case errors.Is(err, errTooManyPhases):
 		// 409, not 429: the request is refused because of the table's
 		// state (64 phases all active), which no amount of waiting fixes;
 		// only ending a phase does. 429 would tell clients to retry later.
@@ -198,7 +198,7 @@ func (e *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, _ := e.Snapshot()
-	resp := phaseapi.RunResponse{Run: Run{File: filepath.Base(path)}}
+	resp := phaseapi.RunResponse{Run: phaseapi.Run{File: filepath.Base(path)}}
 	if run != nil && run.File == resp.Run.File {
 		resp.Run = *run
 	}
@@ -211,7 +211,7 @@ func (e *Server) handlePhases(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeBody reads one JSON object of at most phaseapi.MaxRequestBytes
-// into v with DecodeStrict. It returns the status code to answer with on failure.
+// into v with decodeStrict. It returns the status code to answer with on failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (int, error) {
 	data, status, err := readBody(w, r)
 	if err != nil {
@@ -220,7 +220,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (in
 	if emptyOK && len(bytes.TrimSpace(data)) == 0 {
 		return 0, nil
 	}
-	if err := DecodeStrict(data, v); err != nil {
+	if err := decodeStrict(data, v); err != nil {
 		return http.StatusBadRequest, err
 	}
 	return 0, nil
@@ -241,7 +241,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
 	return data, 0, nil
 }
 
-// DecodeStrict reads data, one JSON value and nothing after it, into v and
+// decodeStrict reads data, one JSON value and nothing after it, into v and
 // refuses anything a typo or a second meaning could hide behind: a member
 // v does not define, a name that matches a field only when case is ignored,
 // a name given twice, invalid UTF-8 and lone surrogates (\ud800). Every
@@ -252,7 +252,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
 // It uses github.com/go-json-experiment/json (the encoding/json/v2
 // proposal), whose defaults already reject duplicates and invalid text and
 // match names case-sensitively.
-func DecodeStrict(data []byte, v any) error {
+func decodeStrict(data []byte, v any) error {
 	err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true))
 	if err == nil {
 		return nil

@@ -81,7 +81,7 @@ func TestAPI(t *testing.T) {
 	}
 	code, _, body = request(t, http.MethodGet, srv.URL+phaseapi.PhasesPath, "")
 	var phases phaseapi.PhasesResponse
-	if err := json.Unmarshal(body, &phases); err != nil || code != 200 || phases.Run == nil || len(phases.Phases) != 1 || phases.Phases[0].Status != StatusFailed {
+	if err := json.Unmarshal(body, &phases); err != nil || code != 200 || phases.Run == nil || len(phases.Phases) != 1 || phases.Phases[0].Status != phaseapi.StatusFailed {
 		t.Fatalf("phases: %d %s", code, body)
 	}
 	want2 := []string{"RUN start", "START Pretrain 1/3", "END   Pretrain 1/3 90s failed"}
@@ -99,9 +99,9 @@ func TestAPI(t *testing.T) {
 func TestAPIBadRequests(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
-	env.beat("Pretrain", EventStart, "")
-	env.beat("Done", EventStart, "")
-	env.beat("Done", EventEnd, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	env.beat("Done", phaseapi.EventStart, "")
+	env.beat("Done", phaseapi.EventEnd, "")
 	huge := `{"phase":"Pretrain","event":"ping","pad":"` + strings.Repeat("x", phaseapi.MaxRequestBytes) + `"}`
 
 	for _, tc := range []struct {
@@ -162,7 +162,7 @@ func TestAPIBadRequests(t *testing.T) {
 func TestAPIStrictJSON(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	for _, tc := range []struct {
 		name, path, body, want string
 	}{
@@ -193,8 +193,8 @@ func TestAPIStrictJSON(t *testing.T) {
 func TestAPIPhaseCap(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
-	for i := range MaxPhases {
-		env.beat(strings.Repeat("a", i+1), EventStart, "")
+	for i := range maxPhases {
+		env.beat(strings.Repeat("a", i+1), phaseapi.EventStart, "")
 	}
 	code, _, body := request(t, http.MethodPost, srv.URL+phaseapi.HeartbeatPath, `{"phase":"one more","event":"start"}`)
 	if code != http.StatusConflict || !strings.Contains(string(body), "all 64 phases") {
@@ -209,13 +209,13 @@ func busyEnv(t testing.TB, n int) (*testEnv, *prometheus.Registry) {
 	if _, err := env.e.StartRun("device=cuda", ""); err != nil {
 		t.Fatal(err)
 	}
-	env.beat("Warmup", EventStart, "")
-	env.beat("Eval", EventStart, "")
+	env.beat("Warmup", phaseapi.EventStart, "")
+	env.beat("Eval", phaseapi.EventStart, "")
 	env.clock.Advance(time.Minute)
-	env.beat("Warmup", EventEnd, StatusFailed)
-	env.beat("Eval", EventEnd, StatusOK)
+	env.beat("Warmup", phaseapi.EventEnd, phaseapi.StatusFailed)
+	env.beat("Eval", phaseapi.EventEnd, phaseapi.StatusOK)
 	for i := 3; i <= n; i++ {
-		env.beat(fmt.Sprintf("Pretrain %d/%d", i-2, n-2), EventStart, "")
+		env.beat(fmt.Sprintf("Pretrain %d/%d", i-2, n-2), phaseapi.EventStart, "")
 	}
 	return env, env.reg
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"lavender/phaseapi"
 	"lavender/proctree"
 	"lavender/runlog"
 )
@@ -29,7 +30,7 @@ type PhaseEnd struct {
 	PID  int64
 	// Outside is set while the reason is what a rank sees when another
 	// one crashed (a signal the launcher sent, a peer's connection
-	// reset): the crash itself may still come, within RootCauseWindow, and
+	// reset): the crash itself may still come, within rootCauseWindow, and
 	// replace it.
 	Outside bool
 }
@@ -39,12 +40,12 @@ type PhaseEnd struct {
 const maxEnds = 256
 
 // recordEndLocked keeps the end of p for the watchdog.
-func (e *Server) recordEndLocked(p Phase, died bool) {
+func (e *Server) recordEndLocked(p phaseapi.Phase, died bool) {
 	e.endSeq++
 	e.ends = append(e.ends, PhaseEnd{
 		Seq: e.endSeq, Phase: p.Name, Status: p.Status, Reason: p.Reason,
 		Started: p.Started, Ended: p.Ended, Died: died, PID: p.PID,
-		Outside: p.Status == StatusFailed && reasonStrength(p.Reason) == reasonOutside,
+		Outside: p.Status == phaseapi.StatusFailed && reasonStrength(p.Reason) == reasonOutside,
 	})
 	if len(e.ends) > maxEnds {
 		e.ends = slices.Delete(e.ends, 0, len(e.ends)-maxEnds)
@@ -136,7 +137,7 @@ func (e *Server) checkProcesses() {
 			gone[key] = first
 			continue
 		}
-		p.Status, p.Ended = StatusFailed, now
+		p.Status, p.Ended = phaseapi.StatusFailed, now
 		p.Reason = e.failedReasonLocked(p.Name, fmt.Sprintf("died without ending (pid %d gone)", p.PID), now)
 		e.appendLog(endLine(*p, "died"))
 		e.recordEndLocked(*p, true)
@@ -301,7 +302,7 @@ func shortReason(reason string, room int) string {
 
 // replaceEndReasonLocked gives the newest recorded end of p's run p's
 // reason: a stronger cause came after the first failed end.
-func (e *Server) replaceEndReasonLocked(p Phase) {
+func (e *Server) replaceEndReasonLocked(p phaseapi.Phase) {
 	for i := len(e.ends) - 1; i >= 0; i-- {
 		if end := &e.ends[i]; end.Phase == p.Name && end.Started.Equal(p.Started) {
 			end.Reason, end.Outside = p.Reason, reasonStrength(p.Reason) == reasonOutside

@@ -76,7 +76,7 @@ func TestCheckProcesses(t *testing.T) {
 	before := uint64(59 * 60 * 100)
 	start := func(name string, pid int64, bootID string) {
 		t.Helper()
-		if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: EventStart, PID: &pid, BootID: bootID, PIDNS: fakePIDNS}); err != nil {
+		if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: phaseapi.EventStart, PID: &pid, BootID: bootID, PIDNS: fakePIDNS}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestCheckProcesses(t *testing.T) {
 	e.CheckProcesses()
 	procs.gone(700)
 	e.CheckProcesses()
-	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Wrapped", Event: EventEnd, Status: StatusFailed, Reason: "killed by SIGKILL"}); err != nil {
+	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Wrapped", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed, Reason: "killed by SIGKILL"}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Second)
@@ -150,14 +150,14 @@ func TestCheckProcesses(t *testing.T) {
 	}
 }
 
-func findPhase(e *Server, name string) (Phase, bool) {
+func findPhase(e *Server, name string) (phaseapi.Phase, bool) {
 	_, phases := e.Snapshot()
 	for _, p := range phases {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return Phase{}, false
+	return phaseapi.Phase{}, false
 }
 
 // A start whose pid descends from the running phase's process (a script
@@ -175,10 +175,10 @@ func TestStartFromInsideJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	start := func(pid int) Phase {
+	start := func(pid int) phaseapi.Phase {
 		t.Helper()
 		p64 := int64(pid)
-		p, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Train", Event: EventStart, PID: &p64, BootID: e.host.BootID, PIDNS: e.host.PIDNS, Step: ptr(uint64(5))})
+		p, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Train", Event: phaseapi.EventStart, PID: &p64, BootID: e.host.BootID, PIDNS: e.host.PIDNS, Step: ptr(uint64(5))})
 		if err != nil {
 			t.Fatal(err)
 		}

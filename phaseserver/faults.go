@@ -8,11 +8,11 @@ import (
 	"lavender/proctree"
 )
 
-// FaultWindow is how soon after a fault of the kernel log that hit a phase
+// faultWindow is how soon after a fault of the kernel log that hit a phase
 // (an Xid on the GPU its process used, its disk gone read-only) a failed
 // end of the phase counts as dying of it: the fault becomes the phase's
 // reason, unless the end gave a specific one.
-const FaultWindow = 2 * time.Minute
+const faultWindow = 2 * time.Minute
 
 // phaseFault is the newest fault that hit a phase.
 type phaseFault struct {
@@ -30,7 +30,7 @@ var genericReason = regexp.MustCompile(`(?i)^(died without ending|exit(ed)?( wit
 
 // NoteFault records that a fault of the kernel log hit phase at at, in the
 // words of reason ("GPU 0000:3b:00 Xid 79: fallen off the bus"). A failed
-// end of the phase within FaultWindow takes it as its reason, unless the
+// end of the phase within faultWindow takes it as its reason, unless the
 // end names a specific one.
 func (e *Server) NoteFault(phase, reason string, at time.Time) {
 	if phase == "" || reason == "" {
@@ -54,11 +54,11 @@ func (e *Server) NoteFault(phase, reason string, at time.Time) {
 }
 
 // failedReasonLocked is the reason a failed end of phase name at now
-// records: the fault that hit it within FaultWindow, unless reason is
+// records: the fault that hit it within faultWindow, unless reason is
 // specific.
 func (e *Server) failedReasonLocked(name, reason string, now time.Time) string {
 	f, ok := e.faults[name]
-	if !ok || now.Sub(f.at) > FaultWindow || f.at.Sub(now) > time.Second {
+	if !ok || now.Sub(f.at) > faultWindow || f.at.Sub(now) > time.Second {
 		return reason
 	}
 	return withFault(f.reason, reason)

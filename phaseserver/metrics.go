@@ -1,6 +1,7 @@
 package phaseserver
 
 import (
+	"lavender/phaseapi"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,7 +78,7 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		if p.Active() {
 			active = 1
 		}
-		if p.Status == StatusFailed {
+		if p.Status == phaseapi.StatusFailed {
 			failed = 1
 		}
 		ch <- prometheus.MustNewConstMetric(phaseActiveDesc, prometheus.GaugeValue, active, p.Name)

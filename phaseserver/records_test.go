@@ -16,6 +16,7 @@ import (
 
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
+	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
@@ -59,7 +60,7 @@ func TestOddPhaseTableMovedAside(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t)
-			env.beat("Pretrain", EventStart, "")
+			env.beat("Pretrain", phaseapi.EventStart, "")
 			table := filepath.Join(env.dir, "run-20261129-120000.phases.json")
 			if err := os.Remove(table); err != nil {
 				t.Fatal(err)
@@ -77,7 +78,7 @@ func TestOddPhaseTableMovedAside(t *testing.T) {
 			}
 			// The server serves: the next ping brings the phase back and
 			// saves a real table.
-			if _, err := e.Heartbeat("Pretrain", EventPing, ""); err != nil {
+			if _, err := e.heartbeat("Pretrain", phaseapi.EventPing, ""); err != nil {
 				t.Fatal(err)
 			}
 			if st, err := os.Lstat(table); err != nil || !st.Mode().IsRegular() {
@@ -91,14 +92,14 @@ func TestOddPhaseTableMovedAside(t *testing.T) {
 // overwrite the first one's copy.
 func TestDamagedPhaseTablesAreNumbered(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	table := filepath.Join(env.dir, "run-20261129-120000.phases.json")
 	for i, damage := range []string{`{"version":1,"run":`, `{"version":7}`, `not json`} {
 		if err := os.WriteFile(table, []byte(damage), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		env.restart()
-		env.beat("Pretrain", EventPing, "")
+		env.beat("Pretrain", phaseapi.EventPing, "")
 		suffix := []string{".damaged", ".damaged-2", ".damaged-3"}[i]
 		if data, err := os.ReadFile(table + suffix); err != nil || string(data) != damage {
 			t.Errorf("damage %d: %s holds %q (%v), want %q", i+1, suffix, data, err, damage)
@@ -115,8 +116,8 @@ func TestDamagedPhaseTablesAreNumbered(t *testing.T) {
 // TestEndLineKeepsItsMark: a long name is shortened so that the duration
 // and the failed, restarted or abandoned mark always fit in the line.
 func TestEndLineKeepsItsMark(t *testing.T) {
-	long := strings.Repeat("Q", MaxPhaseNameBytes)
-	wide := strings.Repeat("é", MaxPhaseNameBytes/2)
+	long := strings.Repeat("Q", phaseapi.MaxPhaseNameBytes)
+	wide := strings.Repeat("é", phaseapi.MaxPhaseNameBytes/2)
 	for _, tc := range []struct {
 		name, how string
 		secs      int64
@@ -128,9 +129,9 @@ func TestEndLineKeepsItsMark(t *testing.T) {
 		{wide, "restarted", 5, "END   " + strings.Repeat("é", 24) + "… 5s restarted"},
 		{"Finetune", "failed", 812, "END   Finetune 812s failed"},
 	} {
-		p := Phase{Name: tc.name, Status: StatusOK, Started: t0, Ended: t0.Add(time.Duration(tc.secs) * time.Second)}
+		p := phaseapi.Phase{Name: tc.name, Status: phaseapi.StatusOK, Started: t0, Ended: t0.Add(time.Duration(tc.secs) * time.Second)}
 		if tc.how == "failed" {
-			p.Status = StatusFailed
+			p.Status = phaseapi.StatusFailed
 			tc.how = ""
 		}
 		got := endLine(p, tc.how)
@@ -144,9 +145,9 @@ func TestEndLineKeepsItsMark(t *testing.T) {
 
 	// And through the run log, as a user reads it.
 	env := newTestEnv(t)
-	env.beat(long, EventStart, "")
+	env.beat(long, phaseapi.EventStart, "")
 	env.clock.Advance(3 * time.Second)
-	env.beat(long, EventEnd, StatusFailed)
+	env.beat(long, phaseapi.EventEnd, phaseapi.StatusFailed)
 	entries := env.entries()
 	if got := entries[len(entries)-1]; !strings.HasSuffix(got, "… 3s failed") {
 		t.Errorf("END line %q lost its mark", got)
@@ -158,21 +159,21 @@ func TestEndLineKeepsItsMark(t *testing.T) {
 // is never a START without an END.
 func TestStartOfAnActivePhaseRestartsIt(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	env.clock.Advance(90 * time.Second)
-	env.beat("Pretrain", EventPing, "")
-	p := env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventPing, "")
+	p := env.beat("Pretrain", phaseapi.EventStart, "")
 	if !p.Active() || !p.Started.Equal(t0.Add(90*time.Second)) || p.Heartbeats != 1 {
 		t.Errorf("restarted phase %+v, want active since the second start", p)
 	}
 	env.clock.Advance(10 * time.Second)
-	env.beat("Pretrain", EventEnd, "")
+	env.beat("Pretrain", phaseapi.EventEnd, "")
 	want := []string{"RUN start", "START Pretrain", "END   Pretrain 90s restarted", "START Pretrain", "END   Pretrain 10s"}
 	if got := env.entries(); !equalStrings(got, want) {
 		t.Errorf("entries\n%q\nwant\n%q", got, want)
 	}
 	// A start after an end is a new run of the phase, with nothing to close.
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	if got := env.entries(); got[len(got)-1] != "START Pretrain" || got[len(got)-2] != "END   Pretrain 10s" {
 		t.Errorf("start after an end: %q", got)
 	}
@@ -187,10 +188,10 @@ func TestNewRunClosesTheOldOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.beat("Pretrain", EventStart, "")
-	env.beat("Eval", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	env.beat("Eval", phaseapi.EventStart, "")
 	env.clock.Advance(time.Second)
-	env.beat("Eval", EventEnd, "")
+	env.beat("Eval", phaseapi.EventEnd, "")
 	env.clock.Advance(time.Minute)
 	fresh, err := env.e.StartRun("device=cpu", "")
 	if err != nil {
@@ -250,7 +251,7 @@ func TestLogsDirNotADirAtStart(t *testing.T) {
 	if !strings.Contains(logs.String(), "not a directory") {
 		t.Errorf("the problem is not logged:\n%s", logs)
 	}
-	if _, err := e.Heartbeat("Pretrain", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Pretrain", phaseapi.EventStart, ""); err != nil {
 		t.Fatalf("heartbeat while the dir is a file: %v", err)
 	}
 	if err := os.Remove(dir); err != nil {
@@ -260,7 +261,7 @@ func TestLogsDirNotADirAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Second)
-	if _, err := e.Heartbeat("Eval", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Eval", phaseapi.EventStart, ""); err != nil {
 		t.Fatal(err)
 	}
 	cur, err := runlog.CurrentPath(dir)
@@ -342,7 +343,7 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	dir := t.TempDir()
 	clock := newFakeClock()
 	e, _ := newLoggedServer(t, dir, clock)
-	if _, err := e.Heartbeat("Pretrain", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Pretrain", phaseapi.EventStart, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -365,10 +366,10 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	if !strings.Contains(logs.String(), "cannot be read") {
 		t.Errorf("the unreadable table is not reported loudly:\n%s", logs)
 	}
-	if _, err := e.Heartbeat("Eval", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Eval", phaseapi.EventStart, ""); err != nil {
 		t.Fatalf("heartbeat with an unreadable table: %v", err)
 	}
-	if _, err := e.Heartbeat("Eval", EventPing, ""); err != nil {
+	if _, err := e.heartbeat("Eval", phaseapi.EventPing, ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := testutil.ToFloat64(e.writeErrors); got < 1 {
@@ -390,7 +391,7 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	// Readable again: the next save merges the table's phases with the
 	// ones kept in memory.
 	clock.Advance(time.Minute)
-	if _, err := e.Heartbeat("Eval", EventEnd, ""); err != nil {
+	if _, err := e.heartbeat("Eval", phaseapi.EventEnd, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"Pretrain", "Eval"} {
@@ -402,19 +403,19 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	if p, ok := phaseOf(e2, "Pretrain"); !ok || !p.Active() || !p.Started.Equal(t0) {
 		t.Errorf("Pretrain after a restart: %+v (found %v)", p, ok)
 	}
-	if p, ok := phaseOf(e2, "Eval"); !ok || p.Status != StatusOK {
+	if p, ok := phaseOf(e2, "Eval"); !ok || p.Status != phaseapi.StatusOK {
 		t.Errorf("Eval after a restart: %+v (found %v)", p, ok)
 	}
 }
 
-func phaseOf(e *Server, name string) (Phase, bool) {
+func phaseOf(e *Server, name string) (phaseapi.Phase, bool) {
 	_, phases := e.Snapshot()
 	for _, p := range phases {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return Phase{}, false
+	return phaseapi.Phase{}, false
 }
 
 // TestLogsDirNotListable: a logs dir with mode 0300 (write and search, no
@@ -438,14 +439,14 @@ func TestLogsDirNotListable(t *testing.T) {
 	if !strings.Contains(logs.String(), "permission denied") {
 		t.Errorf("the problem is not logged:\n%s", logs)
 	}
-	if _, err := e.Heartbeat("Pretrain", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Pretrain", phaseapi.EventStart, ""); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Second)
-	if _, err := e.Heartbeat("Pretrain", EventEnd, ""); err != nil {
+	if _, err := e.heartbeat("Pretrain", phaseapi.EventEnd, ""); err != nil {
 		t.Fatal(err)
 	}
 	cur, err := runlog.CurrentPath(dir)

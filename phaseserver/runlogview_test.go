@@ -1,6 +1,7 @@
 package phaseserver
 
 import (
+	"lavender/phaseapi"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ func TestRunLogDoesNotWaitOnThePhaseLock(t *testing.T) {
 	if env.e.RunLog() != nil {
 		t.Fatal("a run log before the first run")
 	}
-	env.beat("SFT", EventStart, "")
+	env.beat("SFT", phaseapi.EventStart, "")
 
 	env.e.mu.Lock() // a heartbeat in the middle of its fsync
 	read := make(chan string, 1)

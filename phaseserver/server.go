@@ -200,7 +200,7 @@ func (e *Server) unblockLocked() bool {
 	}
 	merged := 0
 	for _, p := range disk.phases {
-		if e.table.find(p.Name) < 0 && len(e.table.phases) < MaxPhases {
+		if e.table.find(p.Name) < 0 && len(e.table.phases) < maxPhases {
 			e.table.phases = append(e.table.phases, p)
 			merged++
 		}
@@ -232,7 +232,7 @@ func (e *Server) StartRun(header, firstEntry string) (string, error) {
 	// Only once the new run exists is the old one closed: a run that
 	// cannot start leaves the old one as it was, its phases still running.
 	e.closeRunLocked()
-	e.table = phaseTable{run: Run{File: filepath.Base(l.Path()), Started: e.clock()}}
+	e.table = phaseTable{run: phaseapi.Run{File: filepath.Base(l.Path()), Started: e.clock()}}
 	e.log, e.blocked = l, false
 	e.saveLocked()
 	e.logger.Info("run started", "run", e.table.run.File)
@@ -253,7 +253,7 @@ func (e *Server) closeRunLocked() {
 		if !p.Active() {
 			continue
 		}
-		p.Status, p.Ended = StatusFailed, now
+		p.Status, p.Ended = phaseapi.StatusFailed, now
 		e.appendLog(endLine(*p, "abandoned"))
 		ended = true
 	}
@@ -280,31 +280,31 @@ func lastMessage(l *runlog.Log) string {
 	return last[len("15:04:05 "):]
 }
 
-// Heartbeat applies one event to the phase named name and returns the
+// heartbeat applies one event to the phase named name and returns the
 // phase as it now stands. status goes only with EventEnd ("" means ok).
 // On any error nothing changes.
-func (e *Server) Heartbeat(name, event, status string) (Phase, error) {
+func (e *Server) heartbeat(name, event, status string) (phaseapi.Phase, error) {
 	return e.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status})
 }
 
 // Apply applies one heartbeat, with the progress it may carry, and returns
 // the phase as it now stands. On any error nothing changes: the request is
 // checked, then checked against the table, and only then applied.
-func (e *Server) Apply(req phaseapi.HeartbeatRequest) (Phase, error) {
+func (e *Server) Apply(req phaseapi.HeartbeatRequest) (phaseapi.Phase, error) {
 	name, status, err := checkHeartbeat(req)
 	if err != nil {
-		return Phase{}, err
+		return phaseapi.Phase{}, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	defer e.publishLocked()
 	if err := e.followRunLocked(); err != nil {
-		return Phase{}, err
+		return phaseapi.Phase{}, err
 	}
 	now := e.clock()
 	i, evict, err := e.admitLocked(name, status, req)
 	if err != nil {
-		return Phase{}, err
+		return phaseapi.Phase{}, err
 	}
 	if e.table.run.File == "" {
 		e.startRunForEventLocked(now)
@@ -317,7 +317,7 @@ func (e *Server) Apply(req phaseapi.HeartbeatRequest) (Phase, error) {
 
 	save := true
 	switch req.Event {
-	case EventStart:
+	case phaseapi.EventStart:
 		if e.joinsLocked(i, req) {
 			// A process of the running phase (a script the wrapper runs
 			// that sends its own start) reports into it: no restart.
@@ -325,9 +325,9 @@ func (e *Server) Apply(req phaseapi.HeartbeatRequest) (Phase, error) {
 			break
 		}
 		i = e.startLocked(i, name, now)
-	case EventPing:
+	case phaseapi.EventPing:
 		i, save = e.pingLocked(i, name, now)
-	case EventEnd:
+	case phaseapi.EventEnd:
 		i = e.endLocked(i, name, status, phaseapi.CleanReason(req.Reason), now)
 	}
 	advanceProgress(&e.table.phases[i].Progress, req.Step, req.Total, now)
@@ -343,25 +343,25 @@ func (e *Server) Apply(req phaseapi.HeartbeatRequest) (Phase, error) {
 // and a status only with end (ok when left out). It returns the normalised
 // name and the status.
 func checkHeartbeat(req phaseapi.HeartbeatRequest) (name, status string, err error) {
-	name, err = NormalizePhaseName(req.Phase)
+	name, err = phaseapi.NormalizePhaseName(req.Phase)
 	if err != nil {
 		return "", "", err
 	}
 	status = req.Status
 	switch req.Event {
-	case EventStart, EventPing:
+	case phaseapi.EventStart, phaseapi.EventPing:
 		if status != "" {
-			return "", "", fmt.Errorf("%w: status goes only with the end event", ErrBadStatus)
+			return "", "", fmt.Errorf("%w: status goes only with the end event", errBadStatus)
 		}
-	case EventEnd:
+	case phaseapi.EventEnd:
 		if status == "" {
-			status = StatusOK
+			status = phaseapi.StatusOK
 		}
-		if status != StatusOK && status != StatusFailed {
-			return "", "", fmt.Errorf("%w %q: want ok or failed", ErrBadStatus, status)
+		if status != phaseapi.StatusOK && status != phaseapi.StatusFailed {
+			return "", "", fmt.Errorf("%w %q: want ok or failed", errBadStatus, status)
 		}
 	default:
-		return "", "", fmt.Errorf("%w %q: want start, ping or end", ErrBadEvent, req.Event)
+		return "", "", fmt.Errorf("%w %q: want start, ping or end", errBadEvent, req.Event)
 	}
 	if err := req.Check(); err != nil {
 		return "", "", err
@@ -383,25 +383,25 @@ func checkHeartbeat(req phaseapi.HeartbeatRequest) (name, status string, err err
 // failed end never undoes the failure.
 func (e *Server) admitLocked(name, status string, req phaseapi.HeartbeatRequest) (i, evict int, err error) {
 	i, evict = e.table.find(name), -1
-	failedEnd := req.Event == EventEnd && status == StatusFailed
+	failedEnd := req.Event == phaseapi.EventEnd && status == phaseapi.StatusFailed
 	switch {
-	case req.Event == EventEnd && i < 0 && !failedEnd:
-		return 0, 0, fmt.Errorf("%w %q: end without a start", ErrUnknownPhase, name)
-	case req.Event == EventEnd && i >= 0 && !failedEnd && e.table.phases[i].Status == StatusFailed:
+	case req.Event == phaseapi.EventEnd && i < 0 && !failedEnd:
+		return 0, 0, fmt.Errorf("%w %q: end without a start", errUnknownPhase, name)
+	case req.Event == phaseapi.EventEnd && i >= 0 && !failedEnd && e.table.phases[i].Status == phaseapi.StatusFailed:
 		p := e.table.phases[i]
-		return 0, 0, fmt.Errorf("%w: %q failed at %s; an ok end never undoes a failure", ErrOKAfterFailed, name, p.Ended.Format(time.RFC3339))
-	case req.Event != EventStart && !failedEnd && i >= 0 && !e.table.phases[i].Active():
+		return 0, 0, fmt.Errorf("%w: %q failed at %s; an ok end never undoes a failure", errOKAfterFailed, name, p.Ended.Format(time.RFC3339))
+	case req.Event != phaseapi.EventStart && !failedEnd && i >= 0 && !e.table.phases[i].Active():
 		// A late ping or a repeated end must neither revive the phase nor
 		// write a second END line; only a new start runs it again.
 		p := e.table.phases[i]
-		return 0, 0, fmt.Errorf("%w: %q ended at %s; send start to run it again", ErrPhaseEnded, name, p.Ended.Format(time.RFC3339))
+		return 0, 0, fmt.Errorf("%w: %q ended at %s; send start to run it again", errPhaseEnded, name, p.Ended.Format(time.RFC3339))
 	case i < 0:
 		if evict, err = e.table.victim(); err != nil {
 			return 0, 0, err
 		}
 	}
 	var known phaseapi.Progress
-	if i >= 0 && (req.Event != EventStart || e.joinsLocked(i, req)) {
+	if i >= 0 && (req.Event != phaseapi.EventStart || e.joinsLocked(i, req)) {
 		known = e.table.phases[i].Progress
 	}
 	if err := checkProgress(req.Step, req.Total, known); err != nil {
@@ -421,7 +421,7 @@ func (e *Server) startLocked(i int, name string, now time.Time) int {
 		old.Ended = now
 		e.appendLog(endLine(old, "restarted"))
 	}
-	p := Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1}
+	p := phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1}
 	if i < 0 {
 		e.table.phases = append(e.table.phases, p)
 		i = len(e.table.phases) - 1
@@ -438,7 +438,7 @@ func (e *Server) startLocked(i int, name string, now time.Time) int {
 // it at most once per pingSaveInterval.
 func (e *Server) pingLocked(i int, name string, now time.Time) (int, bool) {
 	if i < 0 {
-		e.table.phases = append(e.table.phases, Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1})
+		e.table.phases = append(e.table.phases, phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1})
 		return len(e.table.phases) - 1, true
 	}
 	p := &e.table.phases[i]
@@ -453,20 +453,20 @@ func (e *Server) pingLocked(i int, name string, now time.Time) (int, bool) {
 // it as started and failed now; one for a phase that ended ok fails it; a
 // second failed end is the same failure (a wrapper after the client
 // inside it, two ranks): it keeps the first reason given, unless the
-// second says more about the cause within RootCauseWindow (a rank's own
+// second says more about the cause within rootCauseWindow (a rank's own
 // crash after a SIGTERM the launcher sent the survivors), and records no
 // new end.
 func (e *Server) endLocked(i int, name, status, reason string, now time.Time) int {
 	if i < 0 {
-		e.table.phases = append(e.table.phases, Phase{Name: name, Status: StatusActive, Started: now, LastHeartbeat: now})
+		e.table.phases = append(e.table.phases, phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now})
 		i = len(e.table.phases) - 1
 		e.appendLog(startLine(name))
 	}
 	p := &e.table.phases[i]
 	p.LastHeartbeat = now
 	p.Heartbeats++
-	if p.Status == StatusFailed {
-		if status == StatusFailed && strongerReason(*p, reason, now) {
+	if p.Status == phaseapi.StatusFailed {
+		if status == phaseapi.StatusFailed && strongerReason(*p, reason, now) {
 			// The first report is not always the first cause: a rank the
 			// launcher stopped, or whose peer vanished, tells before the
 			// rank that crashed. The end keeps its time; its reason, in
@@ -477,7 +477,7 @@ func (e *Server) endLocked(i int, name, status, reason string, now time.Time) in
 		return i
 	}
 	p.Status, p.Ended = status, now
-	if status == StatusFailed {
+	if status == phaseapi.StatusFailed {
 		reason = e.failedReasonLocked(name, reason, now)
 	}
 	if reason != "" {
@@ -521,7 +521,7 @@ func (e *Server) startRunForEventLocked(now time.Time) {
 		e.writeFailed("cannot start a run log; phases are kept in memory only", "err", err)
 		return
 	}
-	e.table.run = Run{File: filepath.Base(l.Path()), Started: now}
+	e.table.run = phaseapi.Run{File: filepath.Base(l.Path()), Started: now}
 	e.log = l
 	e.logger.Info("run started by a heartbeat", "run", e.table.run.File)
 }
@@ -597,10 +597,10 @@ func (e *Server) Close() error {
 
 // Snapshot returns the current run (nil before the first run) and its
 // phases in the order they were first seen.
-func (e *Server) Snapshot() (*Run, []Phase) {
+func (e *Server) Snapshot() (*phaseapi.Run, []phaseapi.Phase) {
 	t := e.view.Load()
 	now := e.clock()
-	phases := make([]Phase, len(t.phases))
+	phases := make([]phaseapi.Phase, len(t.phases))
 	for i, p := range t.phases {
 		phases[i] = answerPhase(p, now)
 	}
@@ -614,7 +614,7 @@ func (e *Server) Snapshot() (*Run, []Phase) {
 // answerPhase fills in what is derived from the clock: the duration, the
 // ETA and the rate as of now (decayed while no step comes, as the ETA
 // uses it). None of them is ever saved.
-func answerPhase(p Phase, now time.Time) Phase {
+func answerPhase(p phaseapi.Phase, now time.Time) phaseapi.Phase {
 	p.DurationSeconds = phaseDuration(p, now).Seconds()
 	p.ETASeconds = nil
 	if eta, ok := phaseETA(p, now); ok {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/phaseapi"
 	"lavender/proctree"
 )
 
@@ -47,7 +48,7 @@ func (e *Server) readProcVisibility() {
 
 // warnUnseenLocked says, if nothing has yet, that a phase's process exists
 // but is hidden.
-func (e *Server) warnUnseenLocked(p Phase) {
+func (e *Server) warnUnseenLocked(p phaseapi.Phase) {
 	if e.visibility.warned {
 		return
 	}

@@ -51,7 +51,7 @@ func TestJudgePhaseAsNobody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Long pretrain", Event: EventStart, PID: &pid, BootID: host.BootID, PIDNS: host.PIDNS}); err != nil {
+	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Long pretrain", Event: phaseapi.EventStart, PID: &pid, BootID: host.BootID, PIDNS: host.PIDNS}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {

@@ -16,7 +16,7 @@ import (
 // to those known, the newest kept), a checkpoint save, the loss and the
 // evaluation's progress, and work between steps seen moving (busy). Slices and pointers are replaced, never written
 // through, since the published views share them.
-func applyWork(p *Phase, req phaseapi.HeartbeatRequest, now time.Time) {
+func applyWork(p *phaseapi.Phase, req phaseapi.HeartbeatRequest, now time.Time) {
 	if req.PID != nil && p.PID == 0 {
 		p.Process = phaseapi.Process{PID: *req.PID, BootID: strings.TrimSpace(req.BootID), PIDNS: strings.TrimSpace(req.PIDNS)}
 	}
@@ -75,7 +75,7 @@ func (e *Server) judgeable(p phaseapi.Process) bool {
 // from it (a script run by `lavender phase run` that announces itself),
 // both on this host.
 func (e *Server) joinsLocked(i int, req phaseapi.HeartbeatRequest) bool {
-	if i < 0 || req.Event != EventStart || req.PID == nil || !e.table.phases[i].Active() {
+	if i < 0 || req.Event != phaseapi.EventStart || req.PID == nil || !e.table.phases[i].Active() {
 		return false
 	}
 	running := e.table.phases[i].Process
@@ -89,7 +89,7 @@ func (e *Server) joinsLocked(i int, req phaseapi.HeartbeatRequest) bool {
 
 // checkSavedWork checks what a saved table says beside the steps, by the
 // rules a heartbeat is held to.
-func checkSavedWork(p Phase) error {
+func checkSavedWork(p phaseapi.Phase) error {
 	switch {
 	case p.PID < 0 || p.PID > phaseapi.MaxPID:
 		return fmt.Errorf("pid %d", p.PID)
@@ -100,5 +100,5 @@ func checkSavedWork(p Phase) error {
 	case p.EvalStep != nil && p.EvalTotal > 0 && *p.EvalStep > p.EvalTotal:
 		return fmt.Errorf("eval step %d past the eval total of %d", *p.EvalStep, p.EvalTotal)
 	}
-	return phaseapi.HeartbeatRequest{Event: EventPing, Dirs: p.Dirs}.Check()
+	return phaseapi.HeartbeatRequest{Event: phaseapi.EventPing, Dirs: p.Dirs}.Check()
 }
