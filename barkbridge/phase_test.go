@@ -10,6 +10,7 @@ import (
 
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
+	"lavender/phaseapi"
 	"lavender/pushtext"
 	"lavender/watchdog"
 )
@@ -19,9 +20,9 @@ const pretrain = "Pretrain 1/3"
 // endedPhaseAlert is a failed or done rule's alert for a phase that ran
 // for lasted and ended at pushedAt.
 func endedPhaseAlert(rule, name string, lasted time.Duration) watchdog.Alert {
-	status := watchdog.PhaseFailed
+	status := phaseapi.StatusFailed
 	if rule == watchdog.PhaseRuleDone {
-		status = watchdog.PhaseOK
+		status = phaseapi.StatusOK
 	}
 	began := pushedAt.Add(-lasted)
 	return watchdog.Alert{Rule: rule, Status: watchdog.Firing, Began: began, At: pushedAt.Add(20 * time.Millisecond), Phase: name,
@@ -33,7 +34,7 @@ func endedPhaseAlert(rule, name string, lasted time.Duration) watchdog.Alert {
 func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
 	beat := pushedAt.Add(-lasted)
 	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: beat, At: pushedAt, Phase: name,
-		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: beat.Add(-time.Hour),
+		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: phaseapi.StatusActive, Started: beat.Add(-time.Hour),
 			LastHeartbeat: beat, HasStep: true, Step: 1200, Total: 5000, ProgressAt: beat}}}}
 }
 
@@ -42,7 +43,7 @@ func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
 func stuckPhaseAlert(name string, step, total int64, lasted time.Duration) watchdog.Alert {
 	moved := pushedAt.Add(-lasted)
 	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: moved, At: pushedAt, Phase: name,
-		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: moved.Add(-time.Hour),
+		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: phaseapi.StatusActive, Started: moved.Add(-time.Hour),
 			LastHeartbeat: pushedAt.Add(-30 * time.Second), HasStep: true, Step: step, Total: total, ProgressAt: moved}}}}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"lavender/internal/testkit"
 	"log/slog"
 	"math"
 	"os"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lavender/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")

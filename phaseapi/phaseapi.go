@@ -1,9 +1,11 @@
 // Package phaseapi is the heartbeat API's wire format: its paths, the
 // request and answer bodies, the events and statuses, and the rule for a
-// phase name. The exporter serves it and package heartbeat speaks it; both
-// import this package and neither imports the other, so a client build does
-// not pull in the collectors and the server does not pull in the process
-// wrapper. It imports nothing of lavender's.
+// phase name. The phase server serves it and package heartbeat speaks it;
+// both import this package and neither imports the other, so a client build
+// does not pull in the server and the server does not pull in the process
+// wrapper. Its Phase and PhaseEnd are also the one form of a phase and of
+// its end that the phase server, the watchdog and the status page share.
+// Of lavender's packages it imports only internal/textsafe.
 package phaseapi
 
 import (

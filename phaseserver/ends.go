@@ -12,29 +12,6 @@ import (
 	"lavender/runlog"
 )
 
-// PhaseEnd is one end of one phase. Ends are events, not states: a phase
-// that fails and starts again at once leaves its failure here even though
-// its table entry is running again by the next poll, so the watchdog reads
-// these to push every end.
-type PhaseEnd struct {
-	// Seq numbers the ends of this server's life, from 1, in order.
-	Seq     uint64
-	Phase   string
-	Status  string // ok or failed
-	Reason  string
-	Started time.Time
-	Ended   time.Time
-	// Died is set when the server ended the phase itself: its process
-	// was gone and no end had come. PID is that process.
-	Died bool
-	PID  int64
-	// Outside is set while the reason is what a rank sees when another
-	// one crashed (a signal the launcher sent, a peer's connection
-	// reset): the crash itself may still come, within rootCauseWindow, and
-	// replace it.
-	Outside bool
-}
-
 // maxEnds bounds the ends kept for the watchdog: it reads them every few
 // seconds, and even a crash loop of every phase ends fewer in that time.
 const maxEnds = 256
@@ -42,7 +19,7 @@ const maxEnds = 256
 // recordEndLocked keeps the end of p for the watchdog.
 func (e *Server) recordEndLocked(p phaseapi.Phase, died bool) {
 	e.endSeq++
-	e.ends = append(e.ends, PhaseEnd{
+	e.ends = append(e.ends, phaseapi.PhaseEnd{
 		Seq: e.endSeq, Phase: p.Name, Status: p.Status, Reason: p.Reason,
 		Started: p.Started, Ended: p.Ended, Died: died, PID: p.PID,
 		Outside: p.Status == phaseapi.StatusFailed && reasonStrength(p.Reason) == reasonOutside,
@@ -54,7 +31,7 @@ func (e *Server) recordEndLocked(p phaseapi.Phase, died bool) {
 
 // Ends returns the newest ends of phases, oldest first, at most maxEnds.
 // It never waits on the phase table's lock.
-func (e *Server) Ends() []PhaseEnd {
+func (e *Server) Ends() []phaseapi.PhaseEnd {
 	if p := e.endsView.Load(); p != nil {
 		return *p
 	}

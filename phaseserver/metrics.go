@@ -1,10 +1,11 @@
 package phaseserver
 
 import (
-	"lavender/phaseapi"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/phaseapi"
 )
 
 var (

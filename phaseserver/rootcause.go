@@ -1,9 +1,10 @@
 package phaseserver
 
 import (
-	"lavender/phaseapi"
 	"regexp"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // rootCauseWindow is how long after a phase failed a later failed end

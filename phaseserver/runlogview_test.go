@@ -1,11 +1,12 @@
 package phaseserver
 
 import (
-	"lavender/phaseapi"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // TestRunLogDoesNotWaitOnThePhaseLock: the status page reads the run log

@@ -1,9 +1,10 @@
 package phaseserver
 
 import (
-	"lavender/phaseapi"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // TestRunningPhase: the active phase that started last, never an ended

@@ -84,9 +84,9 @@ type Server struct {
 	// ends are the latest ends of phases, for the watchdog; endsView is
 	// their published copy. gone is when a phase's process was first seen
 	// gone, for CheckProcesses.
-	ends     []PhaseEnd
+	ends     []phaseapi.PhaseEnd
 	endSeq   uint64
-	endsView atomic.Pointer[[]PhaseEnd]
+	endsView atomic.Pointer[[]phaseapi.PhaseEnd]
 	gone     map[phaseRunKey]time.Time
 
 	// visibility says whether procfs hides the processes of phases.

@@ -39,7 +39,7 @@ func newPhase(p phaseapi.Phase, now time.Time, stallAfter time.Duration) Phase {
 func PhaseState(p phaseapi.Phase) watchdog.PhaseState {
 	s := watchdog.PhaseState{
 		Name:          p.Name,
-		Status:        watchdog.PhaseStatus(p.Status),
+		Status:        p.Status,
 		Started:       p.Started,
 		Ended:         p.Ended,
 		LastHeartbeat: p.LastHeartbeat,

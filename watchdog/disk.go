@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // Defaults of the disk rules.
@@ -341,7 +343,7 @@ func etaPhase(s Sample, d Disk) (PhaseState, bool) {
 	var best PhaseState
 	bestWrites, found := false, false
 	for _, p := range s.Phases {
-		if p.Status != PhaseActive || p.ETA <= 0 {
+		if p.Status != phaseapi.StatusActive || p.ETA <= 0 {
 			continue
 		}
 		writes := false

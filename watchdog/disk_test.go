@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 const (
@@ -216,8 +218,8 @@ func TestDiskFillRuleAgainstTheETA(t *testing.T) {
 	filling := Disk{Path: "/data", SizeBytes: 1000 * gi, AvailBytes: 40 * gi, FillRate: gi / 60.0, RateSpan: 30 * time.Minute, Writers: []string{"Finetune"}}
 	phases := func(etaPretrain, etaFinetune time.Duration) []PhaseState {
 		return []PhaseState{
-			{Name: "Pretrain 1/3", Status: PhaseActive, Started: t0, ETA: etaPretrain},
-			{Name: "Finetune", Status: PhaseActive, Started: t0.Add(-time.Hour), ETA: etaFinetune},
+			{Name: "Pretrain 1/3", Status: phaseapi.StatusActive, Started: t0, ETA: etaPretrain},
+			{Name: "Finetune", Status: phaseapi.StatusActive, Started: t0.Add(-time.Hour), ETA: etaFinetune},
 		}
 	}
 	r := newDiskRule(t, "0")

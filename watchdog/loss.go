@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // LossRule pushes "loss" once per run of a phase whose loss turns NaN or
@@ -39,7 +41,7 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 		}
 		key := phaseRun{p.Name, p.Started.UnixNano()}
 		seen[key] = true
-		if r.seen[key] || (!r.baselined && p.Status != PhaseActive) {
+		if r.seen[key] || (!r.baselined && p.Status != phaseapi.StatusActive) {
 			continue
 		}
 		fresh = append(fresh, Alert{Rule: PhaseRuleLoss, Status: Firing, Began: now, At: now, Sample: s, Phase: p.Name})

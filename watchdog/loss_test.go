@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 func withLoss(p PhaseState, loss float64) PhaseState {
@@ -25,7 +27,7 @@ func TestPhaseLossRule(t *testing.T) {
 	train := func(last time.Duration, step int64, loss float64) PhaseState {
 		return withLoss(withStep(active("Pretrain 1/3", 0, last), step, 5000, last), loss)
 	}
-	old := withLoss(ended("Old", PhaseOK, -2*h, -h), nan)
+	old := withLoss(ended("Old", phaseapi.StatusOK, -2*h, -h), nan)
 	runPhaseScript(t, r, []phaseStep{
 		{0, []PhaseState{old, train(0, 0, 2.5)}, false, nil, "a finite loss; an old run's NaN is not news"},
 		{10 * m, []PhaseState{old, train(10*m, 1200, nan)}, false,
@@ -38,7 +40,7 @@ func TestPhaseLossRule(t *testing.T) {
 		{2*h + 2*time.Second, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false, nil, "backoff"},
 		{2*h + 5*time.Second, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false,
 			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is -Inf at step 5/5000 — training diverged`}, "retried, delivered"},
-		{3 * h, []PhaseState{old, withLoss(ended("Finetune", PhaseOK, 2*h+h/2, 3*h), inf)}, false,
+		{3 * h, []PhaseState{old, withLoss(ended("Finetune", phaseapi.StatusOK, 2*h+h/2, 3*h), inf)}, false,
 			[]string{`firing: [lavender-2] phase "Finetune" loss is +Inf — training diverged`}, "a short run that ended with an infinite loss"},
 	})
 }

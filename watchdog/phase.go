@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // Phase rule names, as --phase.notify lists them and as Alert.Rule carries
@@ -72,7 +74,7 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 		if window == 0 {
 			window = DefaultRepeat
 		}
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: PhaseFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
+		rules = append(rules, &PhaseEndRule{name: PhaseRuleFailed, status: phaseapi.StatusFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	if want[PhaseRuleStalled] && cfg.StallAfter > 0 {
 		rules = append(rules, &StallRule{after: cfg.StallAfter, repeat: repeat, retry: retry})
@@ -81,7 +83,7 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 		rules = append(rules, &LossRule{outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	if want[PhaseRuleDone] {
-		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: PhaseOK, outbox: outbox{repeat: repeat, retry: retry}})
+		rules = append(rules, &PhaseEndRule{name: PhaseRuleDone, status: phaseapi.StatusOK, outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	return rules, nil
 }
@@ -121,7 +123,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 	live := make(map[phaseRun]*stall, len(s.Phases))
 	var out []Alert
 	for _, p := range s.Phases {
-		if p.Status != PhaseActive {
+		if p.Status != phaseapi.StatusActive {
 			continue
 		}
 		key := phaseRun{p.Name, p.Started.UnixNano()}
@@ -162,7 +164,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 // (a first-batch data-loader or NCCL deadlock) stalls too. A phase that
 // never reports steps (a wrapped shell command) can stall only by silence.
 func Stalled(p PhaseState, now time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
-	if p.Status != PhaseActive || after <= 0 {
+	if p.Status != phaseapi.StatusActive || after <= 0 {
 		return time.Time{}, false, false
 	}
 	if now.Sub(p.LastHeartbeat) >= after {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 func TestHumanDuration(t *testing.T) {
@@ -73,7 +75,7 @@ type phaseStep struct {
 // endStep is a poll of the end rules: the exporter's ends at the time.
 type endStep struct {
 	at     time.Duration
-	ends   []PhaseEnd
+	ends   []phaseapi.PhaseEnd
 	phases []PhaseState
 	failed bool
 	want   []string
@@ -83,22 +85,22 @@ type endStep struct {
 func runEndScript(t *testing.T, rule Rule, steps []endStep) {
 	t.Helper()
 	script := make([]phaseStep, len(steps))
-	ends := make(map[int][]PhaseEnd, len(steps))
+	ends := make(map[int][]phaseapi.PhaseEnd, len(steps))
 	for i, st := range steps {
 		script[i] = phaseStep{st.at, st.phases, st.failed, st.want, st.why}
 		ends[i] = st.ends
 	}
-	runPhaseScriptWith(t, rule, script, func(i int) []PhaseEnd { return ends[i] })
+	runPhaseScriptWith(t, rule, script, func(i int) []phaseapi.PhaseEnd { return ends[i] })
 }
 
 // runPhaseScript drives rule through steps; each step's want lists
 // "status: push text" for every alert raised.
 func runPhaseScript(t *testing.T, rule Rule, steps []phaseStep) {
 	t.Helper()
-	runPhaseScriptWith(t, rule, steps, func(int) []PhaseEnd { return nil })
+	runPhaseScriptWith(t, rule, steps, func(int) []phaseapi.PhaseEnd { return nil })
 }
 
-func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(int) []PhaseEnd) {
+func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(int) []phaseapi.PhaseEnd) {
 	t.Helper()
 	for i, st := range steps {
 		now := t0.Add(st.at)
@@ -116,10 +118,10 @@ func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
 func active(name string, started, last time.Duration) PhaseState {
-	return PhaseState{Name: name, Status: PhaseActive, Started: at(started), LastHeartbeat: at(last)}
+	return PhaseState{Name: name, Status: phaseapi.StatusActive, Started: at(started), LastHeartbeat: at(last)}
 }
 
-func ended(name string, status PhaseStatus, started, end time.Duration) PhaseState {
+func ended(name string, status string, started, end time.Duration) PhaseState {
 	return PhaseState{Name: name, Status: status, Started: at(started), Ended: at(end), LastHeartbeat: at(end)}
 }
 
@@ -150,9 +152,9 @@ const (
 
 // endLog builds the exporter's list of ends as it grows: each call adds
 // ends and returns the whole list so far.
-type endLog struct{ ends []PhaseEnd }
+type endLog struct{ ends []phaseapi.PhaseEnd }
 
-func (l *endLog) add(ends ...PhaseEnd) []PhaseEnd {
+func (l *endLog) add(ends ...phaseapi.PhaseEnd) []phaseapi.PhaseEnd {
 	for _, e := range ends {
 		e.Seq = uint64(len(l.ends) + 1)
 		l.ends = append(l.ends, e)
@@ -160,22 +162,22 @@ func (l *endLog) add(ends ...PhaseEnd) []PhaseEnd {
 	return slices.Clone(l.ends)
 }
 
-func end(name string, status PhaseStatus, started, ended time.Duration, reason string) PhaseEnd {
-	return PhaseEnd{Phase: name, Status: status, Started: at(started), Ended: at(ended), Reason: reason}
+func end(name string, status string, started, ended time.Duration, reason string) phaseapi.PhaseEnd {
+	return phaseapi.PhaseEnd{Phase: name, Status: status, Started: at(started), Ended: at(ended), Reason: reason}
 }
 
 func TestPhaseFailedRule(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleFailed)
 	var l endLog
-	old := l.add(end("Old", PhaseFailed, -2*h, -h, ""))
+	old := l.add(end("Old", phaseapi.StatusFailed, -2*h, -h, ""))
 	const oom = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: old, why: "a phase that failed before the first sample is not news"},
 		{at: 4 * h, ends: l.add(), why: "running"},
-		{at: 4*h + 12*m + 5*time.Second, ends: l.add(end("Pretrain 1/3", PhaseFailed, 0, 4*h+12*m, oom), end("Eval", PhaseOK, 4*h, 4*h+m, "")),
+		{at: 4*h + 12*m + 5*time.Second, ends: l.add(end("Pretrain 1/3", phaseapi.StatusFailed, 0, 4*h+12*m, oom), end("Eval", phaseapi.StatusOK, 4*h, 4*h+m, "")),
 			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 4h12m: ` + oom}, why: "it failed; an ok end is not a failure"},
 		{at: 4*h + 13*m, ends: l.add(), why: "the same end pushes once"},
-		{at: 5*h + 46*m, ends: l.add(end("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second, "")), failed: true,
+		{at: 5*h + 46*m, ends: l.add(end("Pretrain 1/3", phaseapi.StatusFailed, 5*h, 5*h+45*m+30*time.Second, "")), failed: true,
 			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" failed after 45m`}, why: "its second failure is news; no target takes it"},
 		{at: 5*h + 46*m + 2*time.Second, ends: l.add(), why: "backoff"},
 		{at: 5*h + 46*m + 5*time.Second, ends: l.add(),
@@ -192,7 +194,7 @@ func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
 	var l endLog
 	runEndScript(t, r, []endStep{
 		{at: 0, phases: []PhaseState{active("R", 0, 0)}, ends: l.add(), why: "running"},
-		{at: 5 * time.Second, phases: []PhaseState{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", PhaseFailed, 0, 3*time.Second, "")),
+		{at: 5 * time.Second, phases: []PhaseState{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", phaseapi.StatusFailed, 0, 3*time.Second, "")),
 			want: []string{`firing: [lavender-2] phase "R" failed after 3s`}, why: "failed and started again between two polls"},
 	})
 }
@@ -208,18 +210,18 @@ func TestPhaseFailuresInAWindowAreCounted(t *testing.T) {
 	s := time.Second
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "baseline"},
-		{at: 1 * m, ends: l.add(end("R", PhaseFailed, 0, 1*m-s, "RuntimeError: one")),
+		{at: 1 * m, ends: l.add(end("R", phaseapi.StatusFailed, 0, 1*m-s, "RuntimeError: one")),
 			want: []string{`firing: [lavender-2] phase "R" failed after 59s: RuntimeError: one`}, why: "first failure: at once"},
-		{at: 2 * m, ends: l.add(end("R", PhaseFailed, 1*m, 2*m-s, "RuntimeError: two")), why: "held: within the window"},
-		{at: 3 * m, ends: l.add(end("R", PhaseFailed, 2*m, 3*m-s, "RuntimeError: three"), end("S", PhaseFailed, 0, 3*m-s, "")),
+		{at: 2 * m, ends: l.add(end("R", phaseapi.StatusFailed, 1*m, 2*m-s, "RuntimeError: two")), why: "held: within the window"},
+		{at: 3 * m, ends: l.add(end("R", phaseapi.StatusFailed, 2*m, 3*m-s, "RuntimeError: three"), end("S", phaseapi.StatusFailed, 0, 3*m-s, "")),
 			want: []string{`firing: [lavender-2] phase "S" failed after 2m`}, why: "another phase pushes on its own"},
 		{at: 11 * m, ends: l.add(),
 			want: []string{`firing: [lavender-2] phase "R" failed 3 times in 10m: RuntimeError: three`}, why: "R's window closes: one push counts them"},
-		{at: 15 * m, ends: l.add(end("R", PhaseFailed, 14*m, 15*m-s, "RuntimeError: four")), why: "the loop goes on: counted in the next window"},
+		{at: 15 * m, ends: l.add(end("R", phaseapi.StatusFailed, 14*m, 15*m-s, "RuntimeError: four")), why: "the loop goes on: counted in the next window"},
 		{at: 21 * m, ends: l.add(),
 			want: []string{`firing: [lavender-2] phase "R" failed after 59s: RuntimeError: four`}, why: "next window: one failure in it reads as one"},
 		{at: 31 * m, ends: l.add(), why: "a quiet window ends the burst"},
-		{at: 40 * m, ends: l.add(end("R", PhaseFailed, 39*m, 40*m-s, ""), end("R", PhaseFailed, 40*m-s, 40*m-s/2, "OSError: [Errno 28] No space left on device")),
+		{at: 40 * m, ends: l.add(end("R", phaseapi.StatusFailed, 39*m, 40*m-s, ""), end("R", phaseapi.StatusFailed, 40*m-s, 40*m-s/2, "OSError: [Errno 28] No space left on device")),
 			want: []string{`firing: [lavender-2] phase "R" failed 2 times in 1s: OSError: [Errno 28] No space left on device`}, why: "two in one poll of a quiet phase: at once, counted"},
 	})
 }
@@ -240,10 +242,10 @@ func TestPhaseDoneRuleIsOptIn(t *testing.T) {
 	var l endLog
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "running"},
-		{at: 4*h + 13*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 0, 4*h+12*m, ""), end("Broken", PhaseFailed, h, 2*h, "")),
+		{at: 4*h + 13*m, ends: l.add(end("Pretrain 1/3", phaseapi.StatusOK, 0, 4*h+12*m, ""), end("Broken", phaseapi.StatusFailed, h, 2*h, "")),
 			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" done in 4h12m`}, why: "ok end; a failed one is not done"},
 		{at: 4*h + 14*m, ends: l.add(), why: "once"},
-		{at: 4*h + 15*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 4*h+14*m, 4*h+14*m+30*time.Second, "")),
+		{at: 4*h + 15*m, ends: l.add(end("Pretrain 1/3", phaseapi.StatusOK, 4*h+14*m, 4*h+14*m+30*time.Second, "")),
 			want: []string{`firing: [lavender-2] phase "Pretrain 1/3" done in 30s`}, why: "done again: every end is news"},
 	})
 }
@@ -258,8 +260,8 @@ func TestPhaseStalledNoHeartbeat(t *testing.T) {
 		{20*m + 5*time.Second, []PhaseState{p}, false, []string{`reminder: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 20m`}, "reminder after --watchdog.repeat"},
 		{21 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, nil, "a heartbeat re-arms"},
 		{31 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "a new stall pushes again"},
-		{32 * m, []PhaseState{ended("Pretrain 1/3", PhaseFailed, 0, 32*m)}, false, nil, "an ended phase is not stalled"},
-		{50 * m, []PhaseState{ended("Pretrain 1/3", PhaseFailed, 0, 32*m)}, false, nil, "nor later"},
+		{32 * m, []PhaseState{ended("Pretrain 1/3", phaseapi.StatusFailed, 0, 32*m)}, false, nil, "an ended phase is not stalled"},
+		{50 * m, []PhaseState{ended("Pretrain 1/3", phaseapi.StatusFailed, 0, 32*m)}, false, nil, "nor later"},
 	})
 }
 
@@ -326,9 +328,9 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 			}
 			runEndScript(t, r, []endStep{
 				{at: 0, ends: l.add(), why: "running"},
-				{at: 5 * s, ends: l.add(end("Finetune", PhaseOK, 0, s, ""), end("Finetune", PhaseFailed, 0, s+s/2, enospc)),
+				{at: 5 * s, ends: l.add(end("Finetune", phaseapi.StatusOK, 0, s, ""), end("Finetune", phaseapi.StatusFailed, 0, s+s/2, enospc)),
 					want: first, why: "ok, then failed at exit: only the failure"},
-				{at: 2*m + 5*s, ends: l.add(end("Finetune", PhaseOK, m, 2*m, "")),
+				{at: 2*m + 5*s, ends: l.add(end("Finetune", phaseapi.StatusOK, m, 2*m, "")),
 					want: second, why: "the next run ends ok: done"},
 			})
 		})
@@ -366,17 +368,17 @@ func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
 	s := time.Second
 	const cause = "rank 1: Signal 9 (SIGKILL) received by PID 4242"
-	survivor := PhaseEnd{Seq: 1, Phase: "DDP", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
+	survivor := phaseapi.PhaseEnd{Seq: 1, Phase: "DDP", Status: phaseapi.StatusFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
 	crashed := survivor
 	crashed.Reason, crashed.Outside = cause, false
-	alone := PhaseEnd{Seq: 2, Phase: "Other", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(3 * m), Outside: true}
+	alone := phaseapi.PhaseEnd{Seq: 2, Phase: "Other", Status: phaseapi.StatusFailed, Reason: "SIGTERM", Started: at(0), Ended: at(3 * m), Outside: true}
 	runEndScript(t, r, []endStep{
 		{at: 0, why: "baseline"},
-		{at: m + 5*s, ends: []PhaseEnd{survivor}, why: "rank 0's SIGTERM: held"},
-		{at: m + 10*s, ends: []PhaseEnd{crashed},
+		{at: m + 5*s, ends: []phaseapi.PhaseEnd{survivor}, why: "rank 0's SIGTERM: held"},
+		{at: m + 10*s, ends: []phaseapi.PhaseEnd{crashed},
 			want: []string{`firing: [lavender-2] phase "DDP" failed after 1m: ` + cause}, why: "torchrun's root cause replaced it"},
-		{at: 3*m + 5*s, ends: []PhaseEnd{crashed, alone}, why: "held"},
-		{at: 3*m + 15*s, ends: []PhaseEnd{crashed, alone},
+		{at: 3*m + 5*s, ends: []phaseapi.PhaseEnd{crashed, alone}, why: "held"},
+		{at: 3*m + 15*s, ends: []phaseapi.PhaseEnd{crashed, alone},
 			want: []string{`firing: [lavender-2] phase "Other" failed after 3m: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
 	})
 }

@@ -3,6 +3,8 @@ package watchdog
 import (
 	"context"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // Sample is one reading of the host, stamped by the watchdog's clock. A
@@ -20,7 +22,7 @@ type Sample struct {
 	// Ends are the latest ends of phases, oldest first, numbered: a phase
 	// that fails and starts again within one poll shows running in Phases,
 	// and its failure only here.
-	Ends []PhaseEnd
+	Ends []phaseapi.PhaseEnd
 	// Disks are the watched filesystems that could be read at the poll;
 	// UnreadableDisks the watched paths that could not (Disk.Err says
 	// why). The history keeps them only in the latest sample, as the
@@ -88,19 +90,10 @@ func (v Victim) Known() bool { return v.PID > 0 }
 // was judged of them.
 func (v Victim) Same(o Victim) bool { return v.PID == o.PID && v.Name == o.Name && v.Seq == o.Seq }
 
-// PhaseStatus is a phase's state, as the exporter's phase table spells it.
-type PhaseStatus string
-
-const (
-	PhaseActive PhaseStatus = "active"
-	PhaseOK     PhaseStatus = "ok"
-	PhaseFailed PhaseStatus = "failed"
-)
-
 // PhaseState is one phase of the current run, as the phase rules need it.
 type PhaseState struct {
 	Name          string
-	Status        PhaseStatus
+	Status        string
 	Started       time.Time
 	Ended         time.Time // zero while active
 	LastHeartbeat time.Time
@@ -149,7 +142,7 @@ type PhaseState struct {
 // means by "during". ok is false when no phase is active.
 func (s Sample) ActivePhase() (p PhaseState, ok bool) {
 	for _, ph := range s.Phases {
-		if ph.Status == PhaseActive && (!ok || ph.Started.After(p.Started)) {
+		if ph.Status == phaseapi.StatusActive && (!ok || ph.Started.After(p.Started)) {
 			p, ok = ph, true
 		}
 	}

@@ -140,12 +140,7 @@ func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server) watchdo
 		for _, p := range phases {
 			s.Phases = append(s.Phases, statuspage.PhaseState(p))
 		}
-		for _, e := range exp.Ends() {
-			s.Ends = append(s.Ends, watchdog.PhaseEnd{
-				Seq: e.Seq, Phase: e.Phase, Status: watchdog.PhaseStatus(e.Status), Reason: e.Reason,
-				Started: e.Started, Ended: e.Ended, Died: e.Died, PID: e.PID, Outside: e.Outside,
-			})
-		}
+		s.Ends = exp.Ends()
 		return s, nil
 	}
 }

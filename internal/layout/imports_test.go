@@ -18,8 +18,11 @@ const module = "lavender"
 // mayUse lists, for every package of the module, the packages of the module
 // it may depend on, directly or through another. Tests are not counted.
 var mayUse = map[string][]string{
-	"runlog":   {},
-	"watchdog": {"kmsg", "diskguard", "internal/ring"},
+	"runlog": {},
+	// The watchdog reads the phases and their ends in phaseapi's types,
+	// the ones the phase server keeps and the status page shows; it never
+	// uses phaseapi's text cleaning (textsafe) to word anything.
+	"watchdog": {"kmsg", "diskguard", "internal/ring", "phaseapi", "internal/textsafe"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
@@ -47,8 +50,8 @@ var mayUse = map[string][]string{
 	// Every push text, worded from the watchdog's facts; the arrows point
 	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
 	// text and no Bark, and the texts know no delivery.
-	"pushtext":   {"watchdog", "kmsg", "diskguard", "internal/ring", "internal/textsafe"},
-	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"pushtext":   {"watchdog", "phaseapi", "kmsg", "diskguard", "internal/ring", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
 	"statuspage": {"phaseserver", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
