@@ -26,25 +26,25 @@ func endedPhaseAlert(rule, name string, lasted time.Duration) watchdog.Alert {
 	}
 	began := pushedAt.Add(-lasted)
 	return watchdog.Alert{Rule: rule, Status: watchdog.Firing, Began: began, At: pushedAt.Add(20 * time.Millisecond), Phase: name,
-		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: status, Started: began, Ended: pushedAt, LastHeartbeat: pushedAt}}}}
+		Sample: watchdog.Sample{Phases: []phaseapi.Phase{{Name: name, Status: status, Started: began, Ended: pushedAt, LastHeartbeat: pushedAt}}}}
 }
 
 // silentPhaseAlert is the stalled rule's alert for a phase whose last
 // heartbeat is lasted old.
 func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
-	beat := pushedAt.Add(-lasted)
+	beat, step := pushedAt.Add(-lasted), uint64(1200)
 	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: beat, At: pushedAt, Phase: name,
-		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: phaseapi.StatusActive, Started: beat.Add(-time.Hour),
-			LastHeartbeat: beat, HasStep: true, Step: 1200, Total: 5000, ProgressAt: beat}}}}
+		Sample: watchdog.Sample{Phases: []phaseapi.Phase{{Name: name, Status: phaseapi.StatusActive, Started: beat.Add(-time.Hour),
+			LastHeartbeat: beat, Progress: phaseapi.Progress{Step: &step, Total: 5000, ProgressAt: beat}}}}}
 }
 
 // stuckPhaseAlert is the stalled rule's alert for a phase that pings on
 // while its step has not moved for lasted.
-func stuckPhaseAlert(name string, step, total int64, lasted time.Duration) watchdog.Alert {
+func stuckPhaseAlert(name string, step, total uint64, lasted time.Duration) watchdog.Alert {
 	moved := pushedAt.Add(-lasted)
 	return watchdog.Alert{Rule: watchdog.PhaseRuleStalled, Status: watchdog.Firing, Began: moved, At: pushedAt, Phase: name,
-		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: phaseapi.StatusActive, Started: moved.Add(-time.Hour),
-			LastHeartbeat: pushedAt.Add(-30 * time.Second), HasStep: true, Step: step, Total: total, ProgressAt: moved}}}}
+		Sample: watchdog.Sample{Phases: []phaseapi.Phase{{Name: name, Status: phaseapi.StatusActive, Started: moved.Add(-time.Hour),
+			LastHeartbeat: pushedAt.Add(-30 * time.Second), Progress: phaseapi.Progress{Step: &step, Total: total, ProgressAt: moved}}}}}
 }
 
 // TestPushPhaseTexts: every phase text (failed, stalled, step stalled,

@@ -162,6 +162,14 @@ type Progress struct {
 // HasStep reports whether the phase has reported a step.
 func (p Progress) HasStep() bool { return p.Step != nil }
 
+// StepNow is the last step reported, 0 before any.
+func (p Progress) StepNow() uint64 {
+	if p.Step == nil {
+		return 0
+	}
+	return *p.Step
+}
+
 // Active reports whether the phase has not ended.
 func (p Phase) Active() bool { return p.Status == StatusActive }
 

@@ -1,9 +1,9 @@
 // Package statuspage is lavender's status page: "/" for the phone that just
 // buzzed, and the same data as JSON at StatusPath for scripts. It owns the
 // page's HTML, CSS and every template, and reads only plain data: the
-// exporter's phase snapshot, the run log, the watchdog's history and rule
+// phase server's snapshot, the run log, the watchdog's history and rule
 // states, and the bridge's targets and pushes. No other package renders
-// HTML, and nothing here waits on the exporter's phase-table lock.
+// HTML, and nothing here waits on the phase server's table lock.
 package statuspage
 
 import (

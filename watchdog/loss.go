@@ -1,7 +1,6 @@
 package watchdog
 
 import (
-	"math"
 	"slices"
 	"time"
 
@@ -25,9 +24,9 @@ type LossRule struct {
 // Name is "loss".
 func (r *LossRule) Name() string { return PhaseRuleLoss }
 
-// NonFiniteLoss reports whether p's latest loss is NaN or ±Inf.
-func (p PhaseState) NonFiniteLoss() bool {
-	return p.HasLoss && (math.IsNaN(p.Loss) || math.IsInf(p.Loss, 0))
+// nonFiniteLoss reports whether p's latest loss is NaN or ±Inf.
+func nonFiniteLoss(p phaseapi.Phase) bool {
+	return p.Loss != nil && !p.Loss.Finite()
 }
 
 // Observe pushes for each phase whose loss has turned non-finite since the
@@ -36,7 +35,7 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 	seen := make(map[phaseRun]bool, len(s.Phases))
 	var fresh []Alert
 	for _, p := range s.Phases {
-		if !p.NonFiniteLoss() {
+		if !nonFiniteLoss(p) {
 			continue
 		}
 		key := phaseRun{p.Name, p.Started.UnixNano()}
@@ -58,7 +57,7 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 }
 
 func phaseInTable(s Sample, key phaseRun) bool {
-	return slices.ContainsFunc(s.Phases, func(p PhaseState) bool {
+	return slices.ContainsFunc(s.Phases, func(p phaseapi.Phase) bool {
 		return p.Name == key.name && p.Started.UnixNano() == key.started
 	})
 }

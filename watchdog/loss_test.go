@@ -8,13 +8,14 @@ import (
 	"lavender/phaseapi"
 )
 
-func withLoss(p PhaseState, loss float64) PhaseState {
-	p.HasLoss, p.Loss = true, loss
+func withLoss(p phaseapi.Phase, loss float64) phaseapi.Phase {
+	l := phaseapi.Loss(loss)
+	p.Loss = &l
 	return p
 }
 
-func withEval(p PhaseState, step, total int64, movedAt time.Duration) PhaseState {
-	p.HasEval, p.EvalStep, p.EvalTotal, p.EvalProgressAt = true, step, total, at(movedAt)
+func withEval(p phaseapi.Phase, step, total uint64, movedAt time.Duration) phaseapi.Phase {
+	p.EvalStep, p.EvalTotal, p.EvalProgressAt = &step, total, at(movedAt)
 	return p
 }
 
@@ -24,23 +25,23 @@ func withEval(p PhaseState, step, total int64, movedAt time.Duration) PhaseState
 func TestPhaseLossRule(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, PhaseRuleLoss)
 	nan, inf := math.NaN(), math.Inf(1)
-	train := func(last time.Duration, step int64, loss float64) PhaseState {
+	train := func(last time.Duration, step uint64, loss float64) phaseapi.Phase {
 		return withLoss(withStep(active("Pretrain 1/3", 0, last), step, 5000, last), loss)
 	}
 	old := withLoss(ended("Old", phaseapi.StatusOK, -2*h, -h), nan)
 	runPhaseScript(t, r, []phaseStep{
-		{0, []PhaseState{old, train(0, 0, 2.5)}, false, nil, "a finite loss; an old run's NaN is not news"},
-		{10 * m, []PhaseState{old, train(10*m, 1200, nan)}, false,
+		{0, []phaseapi.Phase{old, train(0, 0, 2.5)}, false, nil, "a finite loss; an old run's NaN is not news"},
+		{10 * m, []phaseapi.Phase{old, train(10*m, 1200, nan)}, false,
 			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is NaN at step 1200/5000 — training diverged`}, "NaN"},
-		{11 * m, []PhaseState{old, train(11*m, 1210, nan)}, false, nil, "still NaN: once"},
-		{12 * m, []PhaseState{old, train(12*m, 1220, 2.0)}, false, nil, "finite again"},
-		{13 * m, []PhaseState{old, train(13*m, 1230, inf)}, false, nil, "non-finite again in the same run: still once"},
-		{2 * h, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, true,
+		{11 * m, []phaseapi.Phase{old, train(11*m, 1210, nan)}, false, nil, "still NaN: once"},
+		{12 * m, []phaseapi.Phase{old, train(12*m, 1220, 2.0)}, false, nil, "finite again"},
+		{13 * m, []phaseapi.Phase{old, train(13*m, 1230, inf)}, false, nil, "non-finite again in the same run: still once"},
+		{2 * h, []phaseapi.Phase{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, true,
 			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is -Inf at step 5/5000 — training diverged`}, "a new run diverges; no target takes it"},
-		{2*h + 2*time.Second, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false, nil, "backoff"},
-		{2*h + 5*time.Second, []PhaseState{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false,
+		{2*h + 2*time.Second, []phaseapi.Phase{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false, nil, "backoff"},
+		{2*h + 5*time.Second, []phaseapi.Phase{old, withLoss(withStep(active("Pretrain 1/3", 2*h, 2*h), 5, 5000, 2*h), -inf)}, false,
 			[]string{`firing: [lavender-2] phase "Pretrain 1/3" loss is -Inf at step 5/5000 — training diverged`}, "retried, delivered"},
-		{3 * h, []PhaseState{old, withLoss(ended("Finetune", phaseapi.StatusOK, 2*h+h/2, 3*h), inf)}, false,
+		{3 * h, []phaseapi.Phase{old, withLoss(ended("Finetune", phaseapi.StatusOK, 2*h+h/2, 3*h), inf)}, false,
 			[]string{`firing: [lavender-2] phase "Finetune" loss is +Inf — training diverged`}, "a short run that ended with an infinite loss"},
 	})
 }
@@ -49,8 +50,8 @@ func TestPhaseLossRule(t *testing.T) {
 // is not a stall, a hung one is, and the push says where it hung.
 func TestPhaseStallWithEvaluation(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
-	evaluating := func(now time.Duration, evalStep int64, evalAt time.Duration) []PhaseState {
-		return []PhaseState{withEval(withStep(active("Finetune", 0, now), 1200, 5000, 0), evalStep, 200, evalAt)}
+	evaluating := func(now time.Duration, evalStep uint64, evalAt time.Duration) []phaseapi.Phase {
+		return []phaseapi.Phase{withEval(withStep(active("Finetune", 0, now), 1200, 5000, 0), evalStep, 200, evalAt)}
 	}
 	runPhaseScript(t, r, []phaseStep{
 		{12 * m, evaluating(12*m, 150, 11*m), false, nil, "a 12-minute evaluation that moves"},
@@ -62,7 +63,7 @@ func TestPhaseStallWithEvaluation(t *testing.T) {
 	// then nothing moved: the push still says where the evaluation stood.
 	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
 	runPhaseScript(t, r, []phaseStep{
-		{11 * m, []PhaseState{withEval(withStep(active("Finetune", 0, 11*m), 2, 6, m), 3, 40, m)}, false,
+		{11 * m, []phaseapi.Phase{withEval(withStep(active("Finetune", 0, 11*m), 2, 6, m), 3, 40, m)}, false,
 			[]string{`firing: [lavender-2] phase "Finetune" stalled: step 2/6, eval 3/40 for 10m`}, "hung at eval batch 3"},
 	})
 }
@@ -74,11 +75,11 @@ func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, PhaseRuleStalled)
 	total := active("Total only", 0, 0)
 	total.Total = 5000
-	pinged := func(p PhaseState, last time.Duration) PhaseState { p.LastHeartbeat = at(last); return p }
+	pinged := func(p phaseapi.Phase, last time.Duration) phaseapi.Phase { p.LastHeartbeat = at(last); return p }
 	runPhaseScript(t, r, []phaseStep{
-		{50 * time.Second, []PhaseState{pinged(total, 50*time.Second), withStep(active("Step 0", 0, 50*time.Second), 0, 5000, 0),
+		{50 * time.Second, []phaseapi.Phase{pinged(total, 50*time.Second), withStep(active("Step 0", 0, 50*time.Second), 0, 5000, 0),
 			active("Shell", 0, 50*time.Second)}, false, nil, "pinging, under a minute"},
-		{65 * time.Second, []PhaseState{pinged(total, 60*time.Second), withStep(active("Step 0", 0, 60*time.Second), 0, 5000, 0),
+		{65 * time.Second, []phaseapi.Phase{pinged(total, 60*time.Second), withStep(active("Step 0", 0, 60*time.Second), 0, 5000, 0),
 			active("Shell", 0, 60*time.Second)}, false, []string{
 			`firing: [lavender-2] phase "Total only" stalled: step 0/5000 for 1m`,
 			`firing: [lavender-2] phase "Step 0" stalled: step 0/5000 for 1m`}, "a hang before the first step stalls; the shell phase does not"},
@@ -91,15 +92,15 @@ func TestPhaseStallBeforeTheFirstStep(t *testing.T) {
 // or in the sanity check's validation before it, stalls on step 0.
 func TestPhaseStallBeforeTheFirstStepWithoutTotal(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: time.Minute}, PhaseRuleStalled)
-	firstBatch := func(last time.Duration) PhaseState { return withStep(active("Plain loop", 0, last), 0, 0, 0) }
-	sanity := func(last time.Duration) PhaseState {
+	firstBatch := func(last time.Duration) phaseapi.Phase { return withStep(active("Plain loop", 0, last), 0, 0, 0) }
+	sanity := func(last time.Duration) phaseapi.Phase {
 		return withEval(withStep(active("Lightning", 0, last), 0, 0, 0), 1, 2, 10*time.Second)
 	}
 	runPhaseScript(t, r, []phaseStep{
-		{50 * time.Second, []PhaseState{firstBatch(50 * time.Second), sanity(50 * time.Second)}, false, nil, "pinging, under a minute"},
-		{66 * time.Second, []PhaseState{firstBatch(60 * time.Second), sanity(60 * time.Second)}, false, []string{
+		{50 * time.Second, []phaseapi.Phase{firstBatch(50 * time.Second), sanity(50 * time.Second)}, false, nil, "pinging, under a minute"},
+		{66 * time.Second, []phaseapi.Phase{firstBatch(60 * time.Second), sanity(60 * time.Second)}, false, []string{
 			`firing: [lavender-2] phase "Plain loop" stalled: step 0 for 1m`}, "the first batch hangs; the sanity check moved 56s ago"},
-		{72 * time.Second, []PhaseState{firstBatch(72 * time.Second), sanity(72 * time.Second)}, false, []string{
+		{72 * time.Second, []phaseapi.Phase{firstBatch(72 * time.Second), sanity(72 * time.Second)}, false, []string{
 			`firing: [lavender-2] phase "Lightning" stalled: step 0, eval 1/2 for 1m`}, "the sanity check's second batch hangs"},
 	})
 }

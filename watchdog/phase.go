@@ -40,7 +40,7 @@ type PhaseConfig struct {
 
 // NewPhaseRules checks cfg and returns the phase rules it asks for, in the
 // order failed, stalled, loss, done. cmd appends them to NewRules' rules and
-// feeds Sample.Phases from the exporter's phase table.
+// feeds Sample.Phases from the phase server's table.
 func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	notify := cfg.Notify
 	if notify == nil {
@@ -163,46 +163,46 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 // no step yet is at step 0 since its start, so a hang before the first step
 // (a first-batch data-loader or NCCL deadlock) stalls too. A phase that
 // never reports steps (a wrapped shell command) can stall only by silence.
-func Stalled(p PhaseState, now time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
+func Stalled(p phaseapi.Phase, now time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
 	if p.Status != phaseapi.StatusActive || after <= 0 {
 		return time.Time{}, false, false
 	}
 	if now.Sub(p.LastHeartbeat) >= after {
 		return p.LastHeartbeat, false, true
 	}
-	moved, steps := p.Moved()
+	moved, steps := lastMoved(p)
 	if steps && p.LastHeartbeat.After(moved) && now.Sub(moved) >= after {
 		return moved, true, true
 	}
 	return time.Time{}, false, false
 }
 
-// Moved is when p last made progress, the step's or the evaluation's,
-// and whether p reports progress at all: a step, or a total before the
-// first step (then it is at step 0 since its start).
-func (p PhaseState) Moved() (time.Time, bool) {
+// lastMoved is when p last made progress, the step's, the evaluation's or
+// work between steps, and whether p reports progress at all: a step, or a
+// total before the first step (then it is at step 0 since its start).
+func lastMoved(p phaseapi.Phase) (time.Time, bool) {
 	var moved time.Time
 	switch {
-	case p.HasStep:
+	case p.HasStep():
 		moved = p.ProgressAt
 	case p.Total > 0:
 		moved = p.Started
 	default:
 		return time.Time{}, false
 	}
-	if p.HasEval && p.EvalProgressAt.After(moved) {
+	if p.EvalStep != nil && p.EvalProgressAt.After(moved) {
 		moved = p.EvalProgressAt
 	}
-	if p.HasBusy && p.BusyAt.After(moved) {
+	if p.Busy != "" && p.BusyAt.After(moved) {
 		moved = p.BusyAt
 	}
 	return moved, true
 }
 
 // over reports whether what the stall waited for has come.
-func (st *stall) over(p PhaseState) bool {
+func (st *stall) over(p phaseapi.Phase) bool {
 	if st.onStep {
-		moved, _ := p.Moved()
+		moved, _ := lastMoved(p)
 		return moved.After(st.began)
 	}
 	return p.LastHeartbeat.After(st.began)
@@ -229,15 +229,15 @@ func (r *StallRule) State() RuleState {
 	return st
 }
 
-// PhaseState is the phase an alert of a phase rule is about, as the
+// SampledPhase is the phase an alert of a phase rule is about, as the
 // sample that raised it saw it.
-func (a Alert) PhaseState() (PhaseState, bool) {
+func (a Alert) SampledPhase() (phaseapi.Phase, bool) {
 	for _, p := range a.Sample.Phases {
 		if p.Name == a.Phase {
 			return p, true
 		}
 	}
-	return PhaseState{}, false
+	return phaseapi.Phase{}, false
 }
 
 // PhaseDuration is how long the phase of a failed or done alert ran, from
@@ -246,7 +246,7 @@ func (a Alert) PhaseDuration() time.Duration {
 	if a.End.Seq != 0 {
 		return a.End.Duration()
 	}
-	p, ok := a.PhaseState()
+	p, ok := a.SampledPhase()
 	if !ok || p.Ended.IsZero() {
 		return a.Lasted()
 	}
@@ -263,20 +263,20 @@ func (a Alert) PhaseDuration() time.Duration {
 // the poll.
 func (a Alert) StallKind() string {
 	lasted := HumanDuration(a.Lasted())
-	p, ok := a.PhaseState()
-	moved, steps := p.Moved()
+	p, ok := a.SampledPhase()
+	moved, steps := lastMoved(p)
 	if !ok || !steps || !a.Began.Equal(moved) || !p.LastHeartbeat.After(a.Began) {
 		return "no heartbeat for " + lasted
 	}
-	where := fmt.Sprintf("step %d", p.Step)
+	where := fmt.Sprintf("step %d", p.StepNow())
 	if p.Total > 0 {
 		where += fmt.Sprintf("/%d", p.Total)
 	}
-	if p.HasBusy && moved.Equal(p.BusyAt) && p.BusyAt.After(p.ProgressAt) && p.BusyAt.After(p.EvalProgressAt) {
+	if p.Busy != "" && moved.Equal(p.BusyAt) && p.BusyAt.After(p.ProgressAt) && p.BusyAt.After(p.EvalProgressAt) {
 		return where + ", " + p.Busy + " for " + lasted
 	}
-	if p.HasEval && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {
-		where += fmt.Sprintf(", eval %d", p.EvalStep)
+	if p.EvalStep != nil && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {
+		where += fmt.Sprintf(", eval %d", *p.EvalStep)
 		if p.EvalTotal > 0 {
 			where += fmt.Sprintf("/%d", p.EvalTotal)
 		}

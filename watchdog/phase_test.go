@@ -53,20 +53,20 @@ func pushText(a Alert) string {
 	case PhaseRuleStalled:
 		return fmt.Sprintf("[lavender-2] phase %q stalled: %s", a.Phase, a.StallKind())
 	case PhaseRuleLoss:
-		p, _ := a.PhaseState()
+		p, _ := a.SampledPhase()
 		at := ""
-		if p.HasStep {
-			at = fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
+		if p.HasStep() {
+			at = fmt.Sprintf(" at step %d/%d", *p.Step, p.Total)
 		}
 		return fmt.Sprintf("[lavender-2] phase %q loss is %s%s — training diverged",
-			a.Phase, fmt.Sprintf("%+v", p.Loss), at)
+			a.Phase, fmt.Sprintf("%+v", float64(*p.Loss)), at)
 	}
 	return "unexpected rule " + a.Rule
 }
 
 type phaseStep struct {
 	at     time.Duration // since t0
-	phases []PhaseState
+	phases []phaseapi.Phase
 	failed bool // every target failed this poll's pushes
 	want   []string
 	why    string
@@ -76,7 +76,7 @@ type phaseStep struct {
 type endStep struct {
 	at     time.Duration
 	ends   []phaseapi.PhaseEnd
-	phases []PhaseState
+	phases []phaseapi.Phase
 	failed bool
 	want   []string
 	why    string
@@ -117,16 +117,16 @@ func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-func active(name string, started, last time.Duration) PhaseState {
-	return PhaseState{Name: name, Status: phaseapi.StatusActive, Started: at(started), LastHeartbeat: at(last)}
+func active(name string, started, last time.Duration) phaseapi.Phase {
+	return phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: at(started), LastHeartbeat: at(last)}
 }
 
-func ended(name string, status string, started, end time.Duration) PhaseState {
-	return PhaseState{Name: name, Status: status, Started: at(started), Ended: at(end), LastHeartbeat: at(end)}
+func ended(name string, status string, started, end time.Duration) phaseapi.Phase {
+	return phaseapi.Phase{Name: name, Status: status, Started: at(started), Ended: at(end), LastHeartbeat: at(end)}
 }
 
-func withStep(p PhaseState, step, total int64, movedAt time.Duration) PhaseState {
-	p.HasStep, p.Step, p.Total, p.ProgressAt = true, step, total, at(movedAt)
+func withStep(p phaseapi.Phase, step, total uint64, movedAt time.Duration) phaseapi.Phase {
+	p.Step, p.Total, p.ProgressAt = &step, total, at(movedAt)
 	return p
 }
 
@@ -150,7 +150,7 @@ const (
 	h = time.Hour
 )
 
-// endLog builds the exporter's list of ends as it grows: each call adds
+// endLog builds the phase server's list of ends as it grows: each call adds
 // ends and returns the whole list so far.
 type endLog struct{ ends []phaseapi.PhaseEnd }
 
@@ -193,8 +193,8 @@ func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, PhaseRuleFailed)
 	var l endLog
 	runEndScript(t, r, []endStep{
-		{at: 0, phases: []PhaseState{active("R", 0, 0)}, ends: l.add(), why: "running"},
-		{at: 5 * time.Second, phases: []PhaseState{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", phaseapi.StatusFailed, 0, 3*time.Second, "")),
+		{at: 0, phases: []phaseapi.Phase{active("R", 0, 0)}, ends: l.add(), why: "running"},
+		{at: 5 * time.Second, phases: []phaseapi.Phase{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", phaseapi.StatusFailed, 0, 3*time.Second, "")),
 			want: []string{`firing: [lavender-2] phase "R" failed after 3s`}, why: "failed and started again between two polls"},
 	})
 }
@@ -254,14 +254,14 @@ func TestPhaseStalledNoHeartbeat(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
 	p := active("Pretrain 1/3", 0, 0)
 	runPhaseScript(t, r, []phaseStep{
-		{9*m + 59*time.Second, []PhaseState{p}, false, nil, "not yet"},
-		{10*m + 5*time.Second, []PhaseState{p}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "silent 10m"},
-		{15 * m, []PhaseState{p}, false, nil, "known; no reminder yet"},
-		{20*m + 5*time.Second, []PhaseState{p}, false, []string{`reminder: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 20m`}, "reminder after --watchdog.repeat"},
-		{21 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, nil, "a heartbeat re-arms"},
-		{31 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "a new stall pushes again"},
-		{32 * m, []PhaseState{ended("Pretrain 1/3", phaseapi.StatusFailed, 0, 32*m)}, false, nil, "an ended phase is not stalled"},
-		{50 * m, []PhaseState{ended("Pretrain 1/3", phaseapi.StatusFailed, 0, 32*m)}, false, nil, "nor later"},
+		{9*m + 59*time.Second, []phaseapi.Phase{p}, false, nil, "not yet"},
+		{10*m + 5*time.Second, []phaseapi.Phase{p}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "silent 10m"},
+		{15 * m, []phaseapi.Phase{p}, false, nil, "known; no reminder yet"},
+		{20*m + 5*time.Second, []phaseapi.Phase{p}, false, []string{`reminder: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 20m`}, "reminder after --watchdog.repeat"},
+		{21 * m, []phaseapi.Phase{active("Pretrain 1/3", 0, 21*m)}, false, nil, "a heartbeat re-arms"},
+		{31 * m, []phaseapi.Phase{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: [lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`}, "a new stall pushes again"},
+		{32 * m, []phaseapi.Phase{ended("Pretrain 1/3", phaseapi.StatusFailed, 0, 32*m)}, false, nil, "an ended phase is not stalled"},
+		{50 * m, []phaseapi.Phase{ended("Pretrain 1/3", phaseapi.StatusFailed, 0, 32*m)}, false, nil, "nor later"},
 	})
 }
 
@@ -269,8 +269,8 @@ func TestPhaseStalledNoHeartbeat(t *testing.T) {
 // tells.
 func TestPhaseStalledOnStep(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
-	pinging := func(now time.Duration, step int64, movedAt time.Duration) []PhaseState {
-		return []PhaseState{withStep(active("Pretrain 1/3", 0, now), step, 5000, movedAt)}
+	pinging := func(now time.Duration, step uint64, movedAt time.Duration) []phaseapi.Phase {
+		return []phaseapi.Phase{withStep(active("Pretrain 1/3", 0, now), step, 5000, movedAt)}
 	}
 	runPhaseScript(t, r, []phaseStep{
 		{5 * m, pinging(5*m, 1200, 0), false, nil, "pings, step stuck for 5m"},
@@ -285,9 +285,9 @@ func TestPhaseStalledOnStep(t *testing.T) {
 	// on it.
 	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, PhaseRuleStalled)
 	runPhaseScript(t, r, []phaseStep{
-		{10 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 9*m)}, false,
+		{10 * m, []phaseapi.Phase{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 9*m)}, false,
 			[]string{`firing: [lavender-2] phase "A" stalled: no heartbeat for 10m`}, "silent A, pinging B without steps"},
-		{40 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 39*m)}, false, nil, "no reminders with Repeat 0"},
+		{40 * m, []phaseapi.Phase{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 39*m)}, false, nil, "no reminders with Repeat 0"},
 	})
 }
 
@@ -344,11 +344,11 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 // busy ping, and the push says what it was doing.
 func TestPhaseStalledWhileBusy(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, PhaseRuleStalled)
-	evaluating := func(now, busyAt time.Duration) []PhaseState {
+	evaluating := func(now, busyAt time.Duration) []phaseapi.Phase {
 		p := withStep(active("Finetune", 0, now), 10, 15, 0)
-		p.HasEval, p.EvalStep, p.EvalTotal, p.EvalProgressAt = true, 2, 2, at(time.Minute)
-		p.HasBusy, p.Busy, p.BusyAt = true, "evaluating", at(busyAt)
-		return []PhaseState{p}
+		p = withEval(p, 2, 2, time.Minute)
+		p.Busy, p.BusyAt = "evaluating", at(busyAt)
+		return []phaseapi.Phase{p}
 	}
 	runPhaseScript(t, r, []phaseStep{
 		{5 * m, evaluating(5*m, 5*m), false, nil, "eval batches done at 1m, compute_metrics moving"},

@@ -13,7 +13,6 @@ import (
 	"lavender/exporter"
 	"lavender/kmsg"
 	"lavender/phaseserver"
-	"lavender/statuspage"
 	"lavender/watchdog"
 )
 
@@ -118,7 +117,7 @@ func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.Hist
 
 // hostReader reads the host for the watchdog: swap, pressure and OOM kills
 // from procfs, the victim from the kernel log, the phases from the
-// exporter's table.
+// phase server's table.
 func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server) watchdog.Reader {
 	var judged victimJudge
 	return func(ctx context.Context) (watchdog.Sample, error) {
@@ -137,9 +136,7 @@ func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server) watchdo
 		// this very poll pushes it.
 		exp.CheckProcesses()
 		_, phases := exp.Snapshot()
-		for _, p := range phases {
-			s.Phases = append(s.Phases, statuspage.PhaseState(p))
-		}
+		s.Phases = phases
 		s.Ends = exp.Ends()
 		return s, nil
 	}
