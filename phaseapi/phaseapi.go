@@ -108,7 +108,7 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 }
 
-// Run identifies the run whose phases the exporter holds.
+// Run identifies the run whose phases the phase server holds.
 type Run struct {
 	File    string    `json:"file"` // base name of the run log
 	Started time.Time `json:"started"`

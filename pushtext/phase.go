@@ -8,7 +8,7 @@ import (
 	"lavender/watchdog"
 )
 
-// maxPhaseBytes bounds the phase name in a push: the exporter takes no
+// maxPhaseBytes bounds the phase name in a push: the phase server takes no
 // longer one, but a webhook's annotation can carry anything.
 const maxPhaseBytes = 64
 

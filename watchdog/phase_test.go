@@ -72,7 +72,7 @@ type phaseStep struct {
 	why    string
 }
 
-// endStep is a poll of the end rules: the exporter's ends at the time.
+// endStep is a poll of the end rules: the phase server's ends at the time.
 type endStep struct {
 	at     time.Duration
 	ends   []phaseapi.PhaseEnd
@@ -361,7 +361,7 @@ func TestPhaseStalledWhileBusy(t *testing.T) {
 
 // A failure whose reason is what a surviving rank saw (the launcher's
 // SIGTERM, a peer's reset) is held for OutsideSettle, so the crash that
-// caused it, which the exporter puts in the same end, is what the push
+// caused it, which the phase server puts in the same end, is what the push
 // says; one that stays so is pushed after the wait; a failure with its own
 // cause pushes at once.
 func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
