@@ -20,10 +20,10 @@ import (
 
 // Register adds the heartbeat API to mux. Methods are checked by hand
 // rather than with method patterns so that a 405 also gets a JSON body.
-func (e *Server) Register(mux *http.ServeMux) {
-	mux.Handle(phaseapi.HeartbeatPath, AllowMethods(http.HandlerFunc(e.handleHeartbeat), http.MethodPost))
-	mux.Handle(phaseapi.RunsPath, AllowMethods(http.HandlerFunc(e.handleRuns), http.MethodPost))
-	mux.Handle(phaseapi.PhasesPath, AllowMethods(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.Handle(phaseapi.HeartbeatPath, AllowMethods(http.HandlerFunc(s.handleHeartbeat), http.MethodPost))
+	mux.Handle(phaseapi.RunsPath, AllowMethods(http.HandlerFunc(s.handleRuns), http.MethodPost))
+	mux.Handle(phaseapi.PhasesPath, AllowMethods(http.HandlerFunc(s.handlePhases), http.MethodGet, http.MethodHead))
 }
 
 // AllowMethods passes a request in one of methods to h and answers any
@@ -43,7 +43,7 @@ func AllowMethods(h http.Handler, methods ...string) http.Handler {
 	})
 }
 
-func (e *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var req phaseapi.HeartbeatRequest
 	data, status, err := readBody(w, r)
 	if err == nil {
@@ -51,14 +51,14 @@ func (e *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadRequest
 	}
 	if err != nil {
-		e.refused(refusedReason(status, err), err)
+		s.refused(refusedReason(status, err), err)
 		writeError(w, status, err.Error())
 		return
 	}
-	p, err := e.Apply(req)
+	p, err := s.Apply(req)
 	if err != nil {
 		status := heartbeatStatus(err)
-		e.refused(refusedReason(status, err), err)
+		s.refused(refusedReason(status, err), err)
 		writeError(w, status, err.Error())
 		return
 	}
@@ -185,19 +185,19 @@ func heartbeatStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (e *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	var req phaseapi.RunRequest
 	if status, err := decodeBody(w, r, &req, true); err != nil {
 		writeError(w, status, err.Error())
 		return
 	}
-	path, err := e.StartRun(req.Header, "")
+	path, err := s.StartRun(req.Header, "")
 	if err != nil {
-		e.logger.Error("run not started", "err", err)
+		s.logger.Error("run not started", "err", err)
 		writeError(w, http.StatusInternalServerError, "cannot start a run log; see the exporter's log")
 		return
 	}
-	run, _ := e.Snapshot()
+	run, _ := s.Snapshot()
 	resp := phaseapi.RunResponse{Run: phaseapi.Run{File: filepath.Base(path)}}
 	if run != nil && run.File == resp.Run.File {
 		resp.Run = *run
@@ -205,8 +205,8 @@ func (e *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, resp)
 }
 
-func (e *Server) handlePhases(w http.ResponseWriter, r *http.Request) {
-	run, phases := e.Snapshot()
+func (s *Server) handlePhases(w http.ResponseWriter, r *http.Request) {
+	run, phases := s.Snapshot()
 	writeJSON(w, http.StatusOK, phaseapi.PhasesResponse{Run: run, Phases: phases})
 }
 

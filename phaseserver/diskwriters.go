@@ -7,8 +7,8 @@ import "lavender/diskguard"
 // when they started (the newest running ones come first under the guard's
 // cap) and their newest save, from the published table, so that the guard
 // takes no lock of the server's.
-func (e *Server) DiskWriters() []diskguard.Writer {
-	_, phases := e.Snapshot()
+func (s *Server) DiskWriters() []diskguard.Writer {
+	_, phases := s.Snapshot()
 	ws := make([]diskguard.Writer, 0, len(phases))
 	for _, p := range phases {
 		w := diskguard.Writer{Name: p.Name, Dirs: p.Dirs, Ended: !p.Active(), Started: p.Started}

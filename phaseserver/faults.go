@@ -32,32 +32,32 @@ var genericReason = regexp.MustCompile(`(?i)^(died without ending|exit(ed)?( wit
 // words of reason ("GPU 0000:3b:00 Xid 79: fallen off the bus"). A failed
 // end of the phase within faultWindow takes it as its reason, unless the
 // end names a specific one.
-func (e *Server) NoteFault(phase, reason string, at time.Time) {
+func (s *Server) NoteFault(phase, reason string, at time.Time) {
 	if phase == "" || reason == "" {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.faults == nil {
-		e.faults = map[string]phaseFault{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.faults == nil {
+		s.faults = map[string]phaseFault{}
 	}
-	if _, ok := e.faults[phase]; !ok && len(e.faults) >= maxPhaseFaults {
+	if _, ok := s.faults[phase]; !ok && len(s.faults) >= maxPhaseFaults {
 		oldest := ""
-		for name, f := range e.faults {
-			if oldest == "" || f.at.Before(e.faults[oldest].at) {
+		for name, f := range s.faults {
+			if oldest == "" || f.at.Before(s.faults[oldest].at) {
 				oldest = name
 			}
 		}
-		delete(e.faults, oldest)
+		delete(s.faults, oldest)
 	}
-	e.faults[phase] = phaseFault{reason: reason, at: at}
+	s.faults[phase] = phaseFault{reason: reason, at: at}
 }
 
 // failedReasonLocked is the reason a failed end of phase name at now
 // records: the fault that hit it within faultWindow, unless reason is
 // specific.
-func (e *Server) failedReasonLocked(name, reason string, now time.Time) string {
-	f, ok := e.faults[name]
+func (s *Server) failedReasonLocked(name, reason string, now time.Time) string {
+	f, ok := s.faults[name]
 	if !ok || now.Sub(f.at) > faultWindow || f.at.Sub(now) > time.Second {
 		return reason
 	}
@@ -87,17 +87,17 @@ func withFault(fault, reason string) string {
 // of it, read from procfs now; ok is false when pid is no phase's. Only
 // phases whose pid this server may judge (started on this host and pid
 // namespace) are candidates.
-func (e *Server) PhaseOfPID(pid int) (name string, ok bool) {
+func (s *Server) PhaseOfPID(pid int) (name string, ok bool) {
 	if pid <= 0 {
 		return "", false
 	}
-	e.mu.Lock()
-	pids, names, _ := e.phaseProcessesLocked(e.clock(), 0)
-	e.mu.Unlock()
+	s.mu.Lock()
+	pids, names, _ := s.phaseProcessesLocked(s.clock(), 0)
+	s.mu.Unlock()
 	if len(pids) == 0 {
 		return "", false
 	}
-	if anc, ok := proctree.AncestorAmong(e.procfs, pid, pids); ok {
+	if anc, ok := proctree.AncestorAmong(s.procfs, pid, pids); ok {
 		return names[anc], true
 	}
 	return "", false

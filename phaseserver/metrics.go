@@ -43,18 +43,18 @@ var (
 
 // Describe sends the descriptors of the phase metrics, of
 // lavender_proc_hides_processes and of lavender_heartbeats_refused_total.
-func (e *Server) Describe(ch chan<- *prometheus.Desc) {
-	(*phaseCollector)(e).Describe(ch)
-	(*procVisibilityCollector)(e).Describe(ch)
-	e.refusedTotal.Describe(ch)
+func (s *Server) Describe(ch chan<- *prometheus.Desc) {
+	(*phaseCollector)(s).Describe(ch)
+	(*procVisibilityCollector)(s).Describe(ch)
+	s.refusedTotal.Describe(ch)
 }
 
 // Collect sends the phase table as it stands, whether procfs hides the
 // phases' processes, and the refused heartbeats.
-func (e *Server) Collect(ch chan<- prometheus.Metric) {
-	(*phaseCollector)(e).Collect(ch)
-	(*procVisibilityCollector)(e).Collect(ch)
-	e.refusedTotal.Collect(ch)
+func (s *Server) Collect(ch chan<- prometheus.Metric) {
+	(*phaseCollector)(s).Collect(ch)
+	(*procVisibilityCollector)(s).Collect(ch)
+	s.refusedTotal.Collect(ch)
 }
 
 // phaseCollector publishes the phase table, built fresh at each scrape.

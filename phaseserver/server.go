@@ -128,21 +128,21 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	if cfg.WriteErrors == nil {
 		cfg.WriteErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported_write_errors_total"})
 	}
-	e := &Server{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger, writeErrors: cfg.WriteErrors}
-	e.refusedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	s := &Server{procfs: cfg.ProcFS, opts: cfg.Runlog, clock: cfg.Clock, logger: logger, writeErrors: cfg.WriteErrors}
+	s.refusedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lavender_heartbeats_refused_total",
 		Help: "Heartbeats the API refused, by reason: malformed, too_large, bad_field, unknown_phase, ended, ok_after_failed, too_many_phases, other.",
 	}, []string{"reason"})
-	e.refusedLogs = make(map[string]*throttle.Reporter, len(refusedReasons))
+	s.refusedLogs = make(map[string]*throttle.Reporter, len(refusedReasons))
 	for _, r := range refusedReasons {
-		e.refusedTotal.WithLabelValues(r)
-		e.refusedLogs[r] = &throttle.Reporter{Now: cfg.Clock}
+		s.refusedTotal.WithLabelValues(r)
+		s.refusedLogs[r] = &throttle.Reporter{Now: cfg.Clock}
 	}
 	if h, err := proctree.ReadHost(cfg.ProcFS); err != nil {
 		logger.Info("phase processes will not be judged: this host's boot id or pid namespace is unknown", "err", err)
 	} else {
-		e.host = h
-		e.readProcVisibility()
+		s.host = h
+		s.readProcVisibility()
 	}
 
 	// A logs dir that cannot be read must not stop the server, as one
@@ -152,22 +152,22 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	switch {
 	case errors.Is(err, runlog.ErrNoRun):
 	case err != nil:
-		e.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
+		s.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
 	default:
-		if err := e.switchRun(path); err != nil {
-			e.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
+		if err := s.switchRun(path); err != nil {
+			s.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
 		}
 	}
-	e.publishLocked()
+	s.publishLocked()
 
-	return e
+	return s
 }
 
 // switchRun makes the run log at path the current run, loading its saved
-// phase table. The caller holds e.mu (or owns e exclusively).
-func (e *Server) switchRun(path string) error {
-	e.flushLocked()
-	l, err := runlog.Open(e.opts, path)
+// phase table. The caller holds s.mu (or owns s exclusively).
+func (s *Server) switchRun(path string) error {
+	s.flushLocked()
+	l, err := runlog.Open(s.opts, path)
 	if err != nil {
 		return fmt.Errorf("phaseserver: %w", err)
 	}
@@ -175,94 +175,94 @@ func (e *Server) switchRun(path string) error {
 	blocked := errors.Is(err, errTableUnreadable)
 	switch {
 	case blocked:
-		e.logger.Error("PHASE TABLE CANNOT BE READ: it will not be overwritten, and this run's phases are kept in memory only until it can be read; check its permissions", "err", err)
+		s.logger.Error("PHASE TABLE CANNOT BE READ: it will not be overwritten, and this run's phases are kept in memory only until it can be read; check its permissions", "err", err)
 	case err != nil:
 		// A damaged table must not stop the server: the phases come back
 		// with the next pings.
-		e.logger.Error("phase table not restored", "err", err)
+		s.logger.Error("phase table not restored", "err", err)
 	case len(t.phases) > 0:
-		e.logger.Info("phase table restored", "run", t.run.File, "phases", len(t.phases))
+		s.logger.Info("phase table restored", "run", t.run.File, "phases", len(t.phases))
 	}
-	e.table, e.log, e.dirty, e.blocked = t, l, false, blocked
+	s.table, s.log, s.dirty, s.blocked = t, l, false, blocked
 	return nil
 }
 
 // unblockLocked tries again to read a table that could not be read. Once
 // it can (or it turned out damaged and was moved aside), its phases that
 // are not in memory are merged in, and saving resumes.
-func (e *Server) unblockLocked() bool {
-	disk, err := loadTable(filepath.Join(e.opts.Dir, e.table.run.File))
+func (s *Server) unblockLocked() bool {
+	disk, err := loadTable(filepath.Join(s.opts.Dir, s.table.run.File))
 	if errors.Is(err, errTableUnreadable) {
 		return false
 	}
 	if err != nil {
-		e.logger.Error("phase table not restored", "err", err)
+		s.logger.Error("phase table not restored", "err", err)
 	}
 	merged := 0
 	for _, p := range disk.phases {
-		if e.table.find(p.Name) < 0 && len(e.table.phases) < maxPhases {
-			e.table.phases = append(e.table.phases, p)
+		if s.table.find(p.Name) < 0 && len(s.table.phases) < maxPhases {
+			s.table.phases = append(s.table.phases, p)
 			merged++
 		}
 	}
 	if err == nil {
-		e.table.run.Started = disk.run.Started
+		s.table.run.Started = disk.run.Started
 	}
-	e.blocked, e.dirty = false, true
-	e.logger.Warn("phase table readable again; its phases are merged with those kept in memory", "run", e.table.run.File, "merged", merged)
+	s.blocked, s.dirty = false, true
+	s.logger.Warn("phase table readable again; its phases are merged with those kept in memory", "run", s.table.run.File, "merged", merged)
 	return true
 }
 
 // StartRun starts a new run log with header as its header text and
 // firstEntry (default runlog.RunStart) as its first entry, and gives it a
 // clean phase table. It returns the run log's path.
-func (e *Server) StartRun(header, firstEntry string) (string, error) {
+func (s *Server) StartRun(header, firstEntry string) (string, error) {
 	if firstEntry == "" {
 		firstEntry = runlog.RunStart
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	defer e.publishLocked()
-	e.flushLocked()
-	l, err := runlog.Start(e.opts, header, firstEntry)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.publishLocked()
+	s.flushLocked()
+	l, err := runlog.Start(s.opts, header, firstEntry)
 	if err != nil {
-		e.writeFailed("cannot start a run log", "err", err)
+		s.writeFailed("cannot start a run log", "err", err)
 		return "", fmt.Errorf("phaseserver: start run: %w", err)
 	}
 	// Only once the new run exists is the old one closed: a run that
 	// cannot start leaves the old one as it was, its phases still running.
-	e.closeRunLocked()
-	e.table = phaseTable{run: phaseapi.Run{File: filepath.Base(l.Path()), Started: e.clock()}}
-	e.log, e.blocked = l, false
-	e.saveLocked()
-	e.logger.Info("run started", "run", e.table.run.File)
+	s.closeRunLocked()
+	s.table = phaseTable{run: phaseapi.Run{File: filepath.Base(l.Path()), Started: s.clock()}}
+	s.log, s.blocked = l, false
+	s.saveLocked()
+	s.logger.Info("run started", "run", s.table.run.File)
 	return l.Path(), nil
 }
 
 // closeRunLocked ends the old run when a new one starts: each running
 // phase gets "END <name> <N>s abandoned" (and ends as failed in the old
 // run's table), then the file gets RUN stop unless it already ends so.
-func (e *Server) closeRunLocked() {
-	if e.log == nil {
+func (s *Server) closeRunLocked() {
+	if s.log == nil {
 		return
 	}
-	now := e.clock()
+	now := s.clock()
 	ended := false
-	for i := range e.table.phases {
-		p := &e.table.phases[i]
+	for i := range s.table.phases {
+		p := &s.table.phases[i]
 		if !p.Active() {
 			continue
 		}
 		p.Status, p.Ended = phaseapi.StatusFailed, now
-		e.appendLog(endLine(*p, "abandoned"))
+		s.appendLog(endLine(*p, "abandoned"))
 		ended = true
 	}
 	if ended {
-		e.dirty = true
-		e.saveLocked()
+		s.dirty = true
+		s.saveLocked()
 	}
-	if ended || lastMessage(e.log) != runlog.RunStop {
-		e.appendLog(runlog.RunStop)
+	if ended || lastMessage(s.log) != runlog.RunStop {
+		s.appendLog(runlog.RunStop)
 	}
 }
 
@@ -283,60 +283,60 @@ func lastMessage(l *runlog.Log) string {
 // heartbeat applies one event to the phase named name and returns the
 // phase as it now stands. status goes only with EventEnd ("" means ok).
 // On any error nothing changes.
-func (e *Server) heartbeat(name, event, status string) (phaseapi.Phase, error) {
-	return e.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status})
+func (s *Server) heartbeat(name, event, status string) (phaseapi.Phase, error) {
+	return s.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status})
 }
 
 // Apply applies one heartbeat, with the progress it may carry, and returns
 // the phase as it now stands. On any error nothing changes: the request is
 // checked, then checked against the table, and only then applied.
-func (e *Server) Apply(req phaseapi.HeartbeatRequest) (phaseapi.Phase, error) {
+func (s *Server) Apply(req phaseapi.HeartbeatRequest) (phaseapi.Phase, error) {
 	name, status, err := checkHeartbeat(req)
 	if err != nil {
 		return phaseapi.Phase{}, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	defer e.publishLocked()
-	if err := e.followRunLocked(); err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.publishLocked()
+	if err := s.followRunLocked(); err != nil {
 		return phaseapi.Phase{}, err
 	}
-	now := e.clock()
-	i, evict, err := e.admitLocked(name, status, req)
+	now := s.clock()
+	i, evict, err := s.admitLocked(name, status, req)
 	if err != nil {
 		return phaseapi.Phase{}, err
 	}
-	if e.table.run.File == "" {
-		e.startRunForEventLocked(now)
+	if s.table.run.File == "" {
+		s.startRunForEventLocked(now)
 	}
 	if evict >= 0 {
-		e.logger.Debug("phase evicted", "phase", e.table.phases[evict].Name)
-		e.table.phases = append(e.table.phases[:evict], e.table.phases[evict+1:]...)
-		i = e.table.find(name)
+		s.logger.Debug("phase evicted", "phase", s.table.phases[evict].Name)
+		s.table.phases = append(s.table.phases[:evict], s.table.phases[evict+1:]...)
+		i = s.table.find(name)
 	}
 
 	save := true
 	switch req.Event {
 	case phaseapi.EventStart:
-		if e.joinsLocked(i, req) {
+		if s.joinsLocked(i, req) {
 			// A process of the running phase (a script the wrapper runs
 			// that sends its own start) reports into it: no restart.
-			i, save = e.pingLocked(i, name, now)
+			i, save = s.pingLocked(i, name, now)
 			break
 		}
-		i = e.startLocked(i, name, now)
+		i = s.startLocked(i, name, now)
 	case phaseapi.EventPing:
-		i, save = e.pingLocked(i, name, now)
+		i, save = s.pingLocked(i, name, now)
 	case phaseapi.EventEnd:
-		i = e.endLocked(i, name, status, phaseapi.CleanReason(req.Reason), now)
+		i = s.endLocked(i, name, status, phaseapi.CleanReason(req.Reason), now)
 	}
-	advanceProgress(&e.table.phases[i].Progress, req.Step, req.Total, now)
-	applyWork(&e.table.phases[i], req, now)
-	e.dirty = true
+	advanceProgress(&s.table.phases[i].Progress, req.Step, req.Total, now)
+	applyWork(&s.table.phases[i], req, now)
+	s.dirty = true
 	if save {
-		e.saveLocked()
+		s.saveLocked()
 	}
-	return answerPhase(e.table.phases[i], now), nil
+	return answerPhase(s.table.phases[i], now), nil
 }
 
 // checkHeartbeat checks a heartbeat on its own: the phase name, the event,
@@ -381,28 +381,28 @@ func checkHeartbeat(req phaseapi.HeartbeatRequest) (name, status string, err err
 // recipe's, the wrapper after an inner client: the phase failed after all),
 // and after a failed end (the same failure told twice). An ok end after a
 // failed end never undoes the failure.
-func (e *Server) admitLocked(name, status string, req phaseapi.HeartbeatRequest) (i, evict int, err error) {
-	i, evict = e.table.find(name), -1
+func (s *Server) admitLocked(name, status string, req phaseapi.HeartbeatRequest) (i, evict int, err error) {
+	i, evict = s.table.find(name), -1
 	failedEnd := req.Event == phaseapi.EventEnd && status == phaseapi.StatusFailed
 	switch {
 	case req.Event == phaseapi.EventEnd && i < 0 && !failedEnd:
 		return 0, 0, fmt.Errorf("%w %q: end without a start", errUnknownPhase, name)
-	case req.Event == phaseapi.EventEnd && i >= 0 && !failedEnd && e.table.phases[i].Status == phaseapi.StatusFailed:
-		p := e.table.phases[i]
+	case req.Event == phaseapi.EventEnd && i >= 0 && !failedEnd && s.table.phases[i].Status == phaseapi.StatusFailed:
+		p := s.table.phases[i]
 		return 0, 0, fmt.Errorf("%w: %q failed at %s; an ok end never undoes a failure", errOKAfterFailed, name, p.Ended.Format(time.RFC3339))
-	case req.Event != phaseapi.EventStart && !failedEnd && i >= 0 && !e.table.phases[i].Active():
+	case req.Event != phaseapi.EventStart && !failedEnd && i >= 0 && !s.table.phases[i].Active():
 		// A late ping or a repeated end must neither revive the phase nor
 		// write a second END line; only a new start runs it again.
-		p := e.table.phases[i]
+		p := s.table.phases[i]
 		return 0, 0, fmt.Errorf("%w: %q ended at %s; send start to run it again", errPhaseEnded, name, p.Ended.Format(time.RFC3339))
 	case i < 0:
-		if evict, err = e.table.victim(); err != nil {
+		if evict, err = s.table.victim(); err != nil {
 			return 0, 0, err
 		}
 	}
 	var known phaseapi.Progress
-	if i >= 0 && (req.Event != phaseapi.EventStart || e.joinsLocked(i, req)) {
-		known = e.table.phases[i].Progress
+	if i >= 0 && (req.Event != phaseapi.EventStart || s.joinsLocked(i, req)) {
+		known = s.table.phases[i].Progress
 	}
 	if err := checkProgress(req.Step, req.Total, known); err != nil {
 		return 0, 0, err
@@ -415,20 +415,20 @@ func (e *Server) admitLocked(name, status string, req phaseapi.HeartbeatRequest)
 // that sent no end, a retried wrapper): the earlier one is closed first, so
 // the run log never has a START without its END, and the duration counts
 // from the new start. It returns the phase's index.
-func (e *Server) startLocked(i int, name string, now time.Time) int {
-	if i >= 0 && e.table.phases[i].Active() {
-		old := e.table.phases[i]
+func (s *Server) startLocked(i int, name string, now time.Time) int {
+	if i >= 0 && s.table.phases[i].Active() {
+		old := s.table.phases[i]
 		old.Ended = now
-		e.appendLog(endLine(old, "restarted"))
+		s.appendLog(endLine(old, "restarted"))
 	}
 	p := phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1}
 	if i < 0 {
-		e.table.phases = append(e.table.phases, p)
-		i = len(e.table.phases) - 1
+		s.table.phases = append(s.table.phases, p)
+		i = len(s.table.phases) - 1
 	} else {
-		e.table.phases[i] = p // a restarted phase starts over
+		s.table.phases[i] = p // a restarted phase starts over
 	}
-	e.appendLog(startLine(name))
+	s.appendLog(startLine(name))
 	return i
 }
 
@@ -436,15 +436,15 @@ func (e *Server) startLocked(i int, name string, now time.Time) int {
 // table does not hold (the server lost its table) starts it. It returns
 // the phase's index and whether the table is due to be saved: pings save
 // it at most once per pingSaveInterval.
-func (e *Server) pingLocked(i int, name string, now time.Time) (int, bool) {
+func (s *Server) pingLocked(i int, name string, now time.Time) (int, bool) {
 	if i < 0 {
-		e.table.phases = append(e.table.phases, phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1})
-		return len(e.table.phases) - 1, true
+		s.table.phases = append(s.table.phases, phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1})
+		return len(s.table.phases) - 1, true
 	}
-	p := &e.table.phases[i]
+	p := &s.table.phases[i]
 	p.LastHeartbeat = now
 	p.Heartbeats++
-	return i, now.Sub(e.lastSave) >= pingSaveInterval
+	return i, now.Sub(s.lastSave) >= pingSaveInterval
 }
 
 // endLocked ends phase name (index i, or -1 if new) with status and
@@ -456,13 +456,13 @@ func (e *Server) pingLocked(i int, name string, now time.Time) (int, bool) {
 // second says more about the cause within rootCauseWindow (a rank's own
 // crash after a SIGTERM the launcher sent the survivors), and records no
 // new end.
-func (e *Server) endLocked(i int, name, status, reason string, now time.Time) int {
+func (s *Server) endLocked(i int, name, status, reason string, now time.Time) int {
 	if i < 0 {
-		e.table.phases = append(e.table.phases, phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now})
-		i = len(e.table.phases) - 1
-		e.appendLog(startLine(name))
+		s.table.phases = append(s.table.phases, phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now})
+		i = len(s.table.phases) - 1
+		s.appendLog(startLine(name))
 	}
-	p := &e.table.phases[i]
+	p := &s.table.phases[i]
 	p.LastHeartbeat = now
 	p.Heartbeats++
 	if p.Status == phaseapi.StatusFailed {
@@ -472,134 +472,134 @@ func (e *Server) endLocked(i int, name, status, reason string, now time.Time) in
 			// rank that crashed. The end keeps its time; its reason, in
 			// the table and in the end the watchdog reads, is the cause.
 			p.Reason = reason
-			e.replaceEndReasonLocked(*p)
+			s.replaceEndReasonLocked(*p)
 		}
 		return i
 	}
 	p.Status, p.Ended = status, now
 	if status == phaseapi.StatusFailed {
-		reason = e.failedReasonLocked(name, reason, now)
+		reason = s.failedReasonLocked(name, reason, now)
 	}
 	if reason != "" {
 		p.Reason = reason
 	}
-	e.appendLog(endLine(*p, ""))
-	e.recordEndLocked(*p, false)
+	s.appendLog(endLine(*p, ""))
+	s.recordEndLocked(*p, false)
 	return i
 }
 
 // followRunLocked switches to the newest run in the directory if another
 // process (or a deleted file) changed it, so the table stays keyed to the
 // run whose log gets the START and END lines.
-func (e *Server) followRunLocked() error {
-	path, err := runlog.CurrentPath(e.opts.Dir)
+func (s *Server) followRunLocked() error {
+	path, err := runlog.CurrentPath(s.opts.Dir)
 	switch {
 	case errors.Is(err, runlog.ErrNoRun):
-		if e.table.run.File != "" {
-			e.logger.Warn("run log vanished; the next heartbeat starts a new run", "run", e.table.run.File)
-			e.table, e.log, e.dirty = phaseTable{}, nil, false
+		if s.table.run.File != "" {
+			s.logger.Warn("run log vanished; the next heartbeat starts a new run", "run", s.table.run.File)
+			s.table, s.log, s.dirty = phaseTable{}, nil, false
 		}
 		return nil
 	case err != nil:
 		// The dir cannot be read (gone, replaced, no permission): keep the
 		// table in memory rather than refuse the heartbeat.
-		e.writeFailed("logs dir unreadable; phases are kept in memory", "err", err)
+		s.writeFailed("logs dir unreadable; phases are kept in memory", "err", err)
 		return nil
 	}
-	if filepath.Base(path) == e.table.run.File {
+	if filepath.Base(path) == s.table.run.File {
 		return nil
 	}
-	return e.switchRun(path)
+	return s.switchRun(path)
 }
 
 // startRunForEventLocked starts a run for a heartbeat that arrives while the
 // directory has none. If the run log cannot be created, the table lives in
 // memory only: a record is never a reason to refuse a heartbeat.
-func (e *Server) startRunForEventLocked(now time.Time) {
-	l, err := runlog.Start(e.opts, "", runlog.RunStart)
+func (s *Server) startRunForEventLocked(now time.Time) {
+	l, err := runlog.Start(s.opts, "", runlog.RunStart)
 	if err != nil {
-		e.writeFailed("cannot start a run log; phases are kept in memory only", "err", err)
+		s.writeFailed("cannot start a run log; phases are kept in memory only", "err", err)
 		return
 	}
-	e.table.run = phaseapi.Run{File: filepath.Base(l.Path()), Started: now}
-	e.log = l
-	e.logger.Info("run started by a heartbeat", "run", e.table.run.File)
+	s.table.run = phaseapi.Run{File: filepath.Base(l.Path()), Started: now}
+	s.log = l
+	s.logger.Info("run started by a heartbeat", "run", s.table.run.File)
 }
 
 // AppendToRun writes msg to the log of the run the server is on, such as
 // serve's "RUN stop", rather than to whatever run is newest in the dir.
-func (e *Server) AppendToRun(msg string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.log == nil {
+func (s *Server) AppendToRun(msg string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.log == nil {
 		return errors.New("phaseserver: no run to append to")
 	}
-	return e.log.Append(msg)
+	return s.log.Append(msg)
 }
 
-func (e *Server) appendLog(msg string) {
-	if e.log == nil {
+func (s *Server) appendLog(msg string) {
+	if s.log == nil {
 		return
 	}
-	if err := e.log.Append(msg); err != nil {
-		e.writeFailed("run-log entry lost", "entry", msg, "err", err)
+	if err := s.log.Append(msg); err != nil {
+		s.writeFailed("run-log entry lost", "entry", msg, "err", err)
 	}
 }
 
-func (e *Server) saveLocked() {
-	if err := e.saveTableLocked(); err != nil {
-		e.writeFailed("phase table not saved; it will be retried with the next heartbeat", "err", err)
+func (s *Server) saveLocked() {
+	if err := s.saveTableLocked(); err != nil {
+		s.writeFailed("phase table not saved; it will be retried with the next heartbeat", "err", err)
 		return
 	}
-	e.dirty = false
-	e.lastSave = e.clock()
+	s.dirty = false
+	s.lastSave = s.clock()
 }
 
 // saveTableLocked saves the table unless the saved one cannot be read,
 // which is never overwritten.
-func (e *Server) saveTableLocked() error {
-	if e.blocked && !e.unblockLocked() {
-		return fmt.Errorf("phaseserver: save phases of %s: the saved table cannot be read and is never overwritten; phases are kept in memory only", e.table.run.File)
+func (s *Server) saveTableLocked() error {
+	if s.blocked && !s.unblockLocked() {
+		return fmt.Errorf("phaseserver: save phases of %s: the saved table cannot be read and is never overwritten; phases are kept in memory only", s.table.run.File)
 	}
-	return saveTable(e.opts.Dir, &e.table)
+	return saveTable(s.opts.Dir, &s.table)
 }
 
 // writeFailed counts a failed write to the logs dir and logs it, at most
 // once per minute with the number of failures held back meanwhile.
-func (e *Server) writeFailed(msg string, args ...any) {
-	e.writeErrors.Inc()
-	if logIt, suppressed := e.logErrors.Report(); logIt {
-		e.logger.Error(msg, append(args, "suppressed_since_last_report", suppressed)...)
+func (s *Server) writeFailed(msg string, args ...any) {
+	s.writeErrors.Inc()
+	if logIt, suppressed := s.logErrors.Report(); logIt {
+		s.logger.Error(msg, append(args, "suppressed_since_last_report", suppressed)...)
 	}
 }
 
-func (e *Server) flushLocked() {
-	if e.dirty {
-		e.saveLocked()
+func (s *Server) flushLocked() {
+	if s.dirty {
+		s.saveLocked()
 	}
 }
 
 // Close saves heartbeats that the ping throttle has not saved yet. Call it
 // on shutdown; the Server stays usable.
-func (e *Server) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.dirty {
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dirty {
 		return nil
 	}
-	if err := e.saveTableLocked(); err != nil {
+	if err := s.saveTableLocked(); err != nil {
 		return err
 	}
-	e.dirty = false
-	e.lastSave = e.clock()
+	s.dirty = false
+	s.lastSave = s.clock()
 	return nil
 }
 
 // Snapshot returns the current run (nil before the first run) and its
 // phases in the order they were first seen.
-func (e *Server) Snapshot() (*phaseapi.Run, []phaseapi.Phase) {
-	t := e.view.Load()
-	now := e.clock()
+func (s *Server) Snapshot() (*phaseapi.Run, []phaseapi.Phase) {
+	t := s.view.Load()
+	now := s.clock()
 	phases := make([]phaseapi.Phase, len(t.phases))
 	for i, p := range t.phases {
 		phases[i] = answerPhase(p, now)
@@ -626,16 +626,16 @@ func answerPhase(p phaseapi.Phase, now time.Time) phaseapi.Phase {
 }
 
 // publishLocked makes the table as it now stands what Snapshot returns.
-// The caller holds e.mu (or owns e exclusively).
-func (e *Server) publishLocked() {
-	e.view.Store(&phaseTable{run: e.table.run, phases: slices.Clone(e.table.phases)})
-	e.viewLog.Store(e.log)
-	ends := slices.Clone(e.ends)
-	e.endsView.Store(&ends)
+// The caller holds s.mu (or owns s exclusively).
+func (s *Server) publishLocked() {
+	s.view.Store(&phaseTable{run: s.table.run, phases: slices.Clone(s.table.phases)})
+	s.viewLog.Store(s.log)
+	ends := slices.Clone(s.ends)
+	s.endsView.Store(&ends)
 }
 
 // RunLog returns the log of the run the server is on, nil before the
 // first run. It never waits on the phase table's lock, so a reader is not
 // held up by a heartbeat whose log line or table save is slow; the Log is
 // safe for concurrent use.
-func (e *Server) RunLog() *runlog.Log { return e.viewLog.Load() }
+func (s *Server) RunLog() *runlog.Log { return s.viewLog.Load() }

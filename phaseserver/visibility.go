@@ -33,41 +33,41 @@ func (v *procVisibility) hides() bool { return v.mount.Hides || v.unseen.Load() 
 // and warns once if it hides them. A procfs whose mount is not found (a
 // fake one, a bind mount of a subdirectory) is taken as hiding nothing:
 // a hidden pid is still caught, one at a time, by Judge.
-func (e *Server) readProcVisibility() {
-	v, err := proctree.ReadVisibility(e.procfs)
+func (s *Server) readProcVisibility() {
+	v, err := proctree.ReadVisibility(s.procfs)
 	if err != nil {
-		e.logger.Debug("procfs mount options not read", "procfs", e.procfs, "err", err)
+		s.logger.Debug("procfs mount options not read", "procfs", s.procfs, "err", err)
 	}
-	e.visibility.mount = v
+	s.visibility.mount = v
 	if v.Hides {
-		e.visibility.warned = true
-		e.logger.Warn("procfs hides other users' processes from lavender: a phase whose process it cannot see is never ended as died without an end (its silence is still a stall); run serve as the training user, as root, or in the mount's gid= group, or drop systemd's ProtectProc=invisible",
-			"procfs", e.procfs, "mount", v.String())
+		s.visibility.warned = true
+		s.logger.Warn("procfs hides other users' processes from lavender: a phase whose process it cannot see is never ended as died without an end (its silence is still a stall); run serve as the training user, as root, or in the mount's gid= group, or drop systemd's ProtectProc=invisible",
+			"procfs", s.procfs, "mount", v.String())
 	}
 }
 
 // warnUnseenLocked says, if nothing has yet, that a phase's process exists
 // but is hidden.
-func (e *Server) warnUnseenLocked(p phaseapi.Phase) {
-	if e.visibility.warned {
+func (s *Server) warnUnseenLocked(p phaseapi.Phase) {
+	if s.visibility.warned {
 		return
 	}
-	e.visibility.warned = true
-	e.logger.Warn("a phase's process exists but procfs does not show it to lavender: it is not judged dead while it is hidden (its silence is still a stall); procfs hides other users' processes",
-		"phase", p.Name, "pid", p.PID, "procfs", e.procfs)
+	s.visibility.warned = true
+	s.logger.Warn("a phase's process exists but procfs does not show it to lavender: it is not judged dead while it is hidden (its silence is still a stall); procfs hides other users' processes",
+		"phase", p.Name, "pid", p.PID, "procfs", s.procfs)
 }
 
 // ProcVisibility says whether procfs hides processes that the server
 // judges, and how, for the status page: hides is
 // lavender_proc_hides_processes.
 // It never waits on the phase table's lock.
-func (e *Server) ProcVisibility() (hides bool, why string) {
-	v := &e.visibility
+func (s *Server) ProcVisibility() (hides bool, why string) {
+	v := &s.visibility
 	switch {
 	case v.mount.Hides:
-		return true, e.procfs + " is mounted with " + v.mount.String()
+		return true, s.procfs + " is mounted with " + v.mount.String()
 	case v.unseen.Load() > 0:
-		return true, "a running phase's process exists but is not shown in " + e.procfs
+		return true, "a running phase's process exists but is not shown in " + s.procfs
 	}
 	return false, ""
 }

@@ -66,24 +66,24 @@ func mergeDirs(known, fresh []string) []string {
 
 // judgeable reports whether the pid a process of a heartbeat names is one
 // this server may judge: it comes from this boot and this pid namespace.
-func (e *Server) judgeable(p phaseapi.Process) bool {
-	return p.PID > 0 && e.host.Known() && p.BootID == e.host.BootID && p.PIDNS == e.host.PIDNS
+func (s *Server) judgeable(p phaseapi.Process) bool {
+	return p.PID > 0 && s.host.Known() && p.BootID == s.host.BootID && p.PIDNS == s.host.PIDNS
 }
 
 // joinsLocked reports whether a start joins the running phase i instead of
 // restarting it: the start's process is that phase's process or descends
 // from it (a script run by `lavender phase run` that announces itself),
 // both on this host.
-func (e *Server) joinsLocked(i int, req phaseapi.HeartbeatRequest) bool {
-	if i < 0 || req.Event != phaseapi.EventStart || req.PID == nil || !e.table.phases[i].Active() {
+func (s *Server) joinsLocked(i int, req phaseapi.HeartbeatRequest) bool {
+	if i < 0 || req.Event != phaseapi.EventStart || req.PID == nil || !s.table.phases[i].Active() {
 		return false
 	}
-	running := e.table.phases[i].Process
+	running := s.table.phases[i].Process
 	start := phaseapi.Process{PID: *req.PID, BootID: strings.TrimSpace(req.BootID), PIDNS: strings.TrimSpace(req.PIDNS)}
-	if !e.judgeable(running) || !e.judgeable(start) {
+	if !s.judgeable(running) || !s.judgeable(start) {
 		return false
 	}
-	_, ok := proctree.AncestorAmong(e.procfs, int(start.PID), []int{int(running.PID)})
+	_, ok := proctree.AncestorAmong(s.procfs, int(start.PID), []int{int(running.PID)})
 	return ok
 }
 
