@@ -10,6 +10,7 @@ import (
 
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
+	"lavender/phaseapi"
 	"lavender/pushtext"
 	"lavender/watchdog"
 )
@@ -19,31 +20,31 @@ const pretrain = "Pretrain 1/3"
 // endedPhaseAlert is a failed or done rule's alert for a phase that ran
 // for lasted and ended at pushedAt.
 func endedPhaseAlert(rule watchdog.RuleName, name string, lasted time.Duration) watchdog.Alert {
-	status := watchdog.PhaseFailed
+	status := phaseapi.StatusFailed
 	if rule == watchdog.RuleDone {
-		status = watchdog.PhaseOK
+		status = phaseapi.StatusOK
 	}
 	began := pushedAt.Add(-lasted)
 	return watchdog.Alert{Rule: rule, Status: watchdog.Firing, Incident: name, Began: began, At: pushedAt.Add(20 * time.Millisecond), Phase: name,
-		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: status, Started: began, Ended: pushedAt, LastHeartbeat: pushedAt}}}}
+		Sample: watchdog.Sample{Phases: []phaseapi.Phase{{Name: name, Status: status, Started: began, Ended: pushedAt, LastHeartbeat: pushedAt}}}}
 }
 
 // silentPhaseAlert is the stalled rule's alert for a phase whose last
 // heartbeat is lasted old.
 func silentPhaseAlert(name string, lasted time.Duration) watchdog.Alert {
-	beat := pushedAt.Add(-lasted)
+	beat, step := pushedAt.Add(-lasted), uint64(1200)
 	return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Incident: name, Began: beat, At: pushedAt, Phase: name, Stall: watchdog.StallHeartbeat,
-		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: beat.Add(-time.Hour),
-			LastHeartbeat: beat, HasStep: true, Step: 1200, Total: 5000, ProgressAt: beat}}}}
+		Sample: watchdog.Sample{Phases: []phaseapi.Phase{{Name: name, Status: phaseapi.StatusActive, Started: beat.Add(-time.Hour),
+			LastHeartbeat: beat, Progress: phaseapi.Progress{Step: &step, Total: 5000, ProgressAt: beat}}}}}
 }
 
 // stuckPhaseAlert is the stalled rule's alert for a phase that pings on
 // while its step has not moved for lasted.
-func stuckPhaseAlert(name string, step, total int64, lasted time.Duration) watchdog.Alert {
+func stuckPhaseAlert(name string, step, total uint64, lasted time.Duration) watchdog.Alert {
 	moved := pushedAt.Add(-lasted)
 	return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Incident: name, Began: moved, At: pushedAt, Phase: name, Stall: watchdog.StallStep,
-		Sample: watchdog.Sample{Phases: []watchdog.PhaseState{{Name: name, Status: watchdog.PhaseActive, Started: moved.Add(-time.Hour),
-			LastHeartbeat: pushedAt.Add(-30 * time.Second), HasStep: true, Step: step, Total: total, ProgressAt: moved}}}}
+		Sample: watchdog.Sample{Phases: []phaseapi.Phase{{Name: name, Status: phaseapi.StatusActive, Started: moved.Add(-time.Hour),
+			LastHeartbeat: pushedAt.Add(-30 * time.Second), Progress: phaseapi.Progress{Step: &step, Total: total, ProgressAt: moved}}}}}
 }
 
 // TestPushPhaseTexts: every phase text (failed, stalled, step stalled,

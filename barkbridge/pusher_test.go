@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"lavender/internal/barktest"
+	"lavender/phaseapi"
 	"lavender/watchdog"
 )
 
@@ -175,12 +176,12 @@ func TestWatchdogIncidentIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	stall := rules[0]
-	silent := func(name string) watchdog.PhaseState {
-		return watchdog.PhaseState{Name: name, Status: watchdog.PhaseActive, Started: pushedAt, LastHeartbeat: pushedAt}
+	silent := func(name string) phaseapi.Phase {
+		return phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: pushedAt, LastHeartbeat: pushedAt}
 	}
 	poll := func(after time.Duration) []watchdog.Alert {
 		now := pushedAt.Add(after)
-		alerts := stall.Observe(watchdog.Sample{Time: now, Phases: []watchdog.PhaseState{silent("A"), silent("B")}}, now)
+		alerts := stall.Observe(watchdog.Sample{Time: now, Phases: []phaseapi.Phase{silent("A"), silent("B")}}, now)
 		for _, a := range alerts {
 			stall.Pushed(a, true, now)
 		}

@@ -31,7 +31,7 @@ func ReadHost(ctx context.Context, procfs string) (HostReading, error) {
 		procfs = DefaultProcFS
 	}
 	r.Pressure, r.PressureErr = ReadPressure(procfs)
-	a, err := ReadSwapActivity(procfs)
+	a, err := readSwapActivity(procfs)
 	r.OOMKills, r.HaveOOMKills, r.OOMErr = a.OOMKills, a.HaveOOMKills && err == nil, err
 	return r, nil
 }

@@ -88,8 +88,8 @@ func (k *KernelLog) SetReadable(readable bool, stats func() kmsg.Stats) {
 	k.readable, k.stats = readable, stats
 }
 
-// Observe counts a batch of faults.
-func (k *KernelLog) Observe(faults []kmsg.Fault) {
+// observe counts a batch of faults.
+func (k *KernelLog) observe(faults []kmsg.Fault) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, f := range faults {

@@ -43,7 +43,7 @@ func TestKernelLogGolden(t *testing.T) {
 	fresh := func() prometheus.Collector {
 		k := NewKernelLog()
 		k.SetReadable(true, func() kmsg.Stats { return kmsg.Stats{Records: 53, Ignored: 3, Lost: 1} })
-		k.Observe(corpusFaults(t))
+		k.observe(corpusFaults(t))
 		return k
 	}
 	goldenCompare(t, fresh(), fresh, "kernel_log")
@@ -102,7 +102,7 @@ func TestKernelLogLabelsBounded(t *testing.T) {
 			kmsg.Fault{Kind: kmsg.Storage, Device: "bad device\nname", Storage: kmsg.IOError},
 		)
 	}
-	k.Observe(faults)
+	k.observe(faults)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(k)
 	for name, most := range map[string]int{

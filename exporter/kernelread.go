@@ -37,7 +37,7 @@ func (k *KernelLog) Read(ctx context.Context, r *kmsg.Reader, logger *slog.Logge
 	k.SetReadable(true, r.Stats)
 	r.OnHealth(func(err error) { k.health(r.Path(), err, logger) })
 	err := r.Run(ctx, func(faults []kmsg.Fault) {
-		k.Observe(faults)
+		k.observe(faults)
 		then(faults)
 	})
 	if err != nil {

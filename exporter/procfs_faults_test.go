@@ -70,7 +70,7 @@ func TestProcfsFilesThatAreNoFiles(t *testing.T) {
 					case "meminfo":
 						_, err = ReadSwap(context.Background(), dir)
 					case "vmstat":
-						_, err = ReadSwapActivity(dir)
+						_, err = readSwapActivity(dir)
 					default:
 						_, err = ReadPressure(dir)
 					}
@@ -132,13 +132,13 @@ func TestProcfsLimitIsProcfiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "vmstat"), padded, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadSwapActivity(dir); err != nil {
+	if _, err := readSwapActivity(dir); err != nil {
 		t.Errorf("vmstat of %d bytes (limit %d): %v", len(padded), procfile.MaxBytes, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "vmstat"), append(padded, "xxxxx 1\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadSwapActivity(dir); !errors.Is(err, procfile.ErrTooLarge) {
+	if _, err := readSwapActivity(dir); !errors.Is(err, procfile.ErrTooLarge) {
 		t.Errorf("vmstat over the limit: %v, want ErrTooLarge", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -149,9 +150,9 @@ func swapFromFigures(memTotal, memAvailable, swapTotal, swapFree, swapCached uin
 	return s, nil
 }
 
-// SwapActivity holds the kernel's cumulative swap traffic since boot, and
+// swapActivity holds the kernel's cumulative swap traffic since boot, and
 // the OOM kills, which come from the same file.
-type SwapActivity struct {
+type swapActivity struct {
 	InPages, OutPages uint64 // pswpin, pswpout
 	// OOMKills is oom_kill, the OOM killer's victims since boot.
 	// HaveOOMKills is false on kernels before 4.13, which lack the line.
@@ -159,11 +160,11 @@ type SwapActivity struct {
 	HaveOOMKills bool
 }
 
-// ReadSwapActivity reads pswpin, pswpout and oom_kill from <procfs>/vmstat.
+// readSwapActivity reads pswpin, pswpout and oom_kill from <procfs>/vmstat.
 // gopsutil's SwapMemoryWithContext would read the first two, but it also
 // calls sysinfo(2), assumes 4 KiB pages and hides a missing file, so the
 // lines are parsed here.
-func ReadSwapActivity(procfs string) (SwapActivity, error) {
+func readSwapActivity(procfs string) (swapActivity, error) {
 	if procfs == "" {
 		procfs = DefaultProcFS
 	}
@@ -172,9 +173,9 @@ func ReadSwapActivity(procfs string) (SwapActivity, error) {
 	defer procBufs.Put(buf)
 	data, err := readProcFile(path, buf)
 	if err != nil {
-		return SwapActivity{}, fmt.Errorf("exporter: read vmstat: %w", err)
+		return swapActivity{}, fmt.Errorf("exporter: read vmstat: %w", err)
 	}
-	var a SwapActivity
+	var a swapActivity
 	var haveIn, haveOut bool
 	for len(data) > 0 {
 		var line []byte
@@ -196,12 +197,12 @@ func ReadSwapActivity(procfs string) (SwapActivity, error) {
 		}
 		n, err := strconv.ParseUint(string(bytes.TrimSpace(value)), 10, 64)
 		if err != nil {
-			return SwapActivity{}, fmt.Errorf("exporter: read %s: %s: %w", path, key, err)
+			return swapActivity{}, fmt.Errorf("exporter: read %s: %s: %w", path, key, err)
 		}
 		*dst = n
 	}
 	if !haveIn || !haveOut {
-		return SwapActivity{}, fmt.Errorf("exporter: read %s: no pswpin/pswpout lines", path)
+		return swapActivity{}, fmt.Errorf("exporter: read %s: no pswpin/pswpout lines", path)
 	}
 	return a, nil
 }
@@ -290,7 +291,23 @@ type swapCollector struct {
 	lastErr map[string]string // source -> last error text, "" when healthy
 }
 
+// NewSwapCollector reads procfs (mounted at procfs) at each scrape;
+// vmstat's page counts are turned into bytes with pageSize (0: the
+// host's). logger nil logs nothing.
+func NewSwapCollector(procfs string, pageSize int, logger *slog.Logger) prometheus.Collector {
+	return newSwapCollector(procfs, pageSize, logger)
+}
+
 func newSwapCollector(procfs string, pageSize int, logger *slog.Logger) *swapCollector {
+	if procfs == "" {
+		procfs = DefaultProcFS
+	}
+	if pageSize <= 0 {
+		pageSize = os.Getpagesize()
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return &swapCollector{
 		procfs:   procfs,
 		pageSize: uint64(pageSize),
@@ -322,7 +339,7 @@ func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(swapUsedRatioDesc, prometheus.GaugeValue, s.UsedRatio)
 		ch <- prometheus.MustNewConstMetric(memAvailableRatioDesc, prometheus.GaugeValue, s.MemAvailableRatio)
 	}
-	a, err := ReadSwapActivity(c.procfs)
+	a, err := readSwapActivity(c.procfs)
 	c.noteResult(sourceVmstat, err, &c.vmstatErrors)
 	if err == nil {
 		ch <- prometheus.MustNewConstMetric(swapInDesc, prometheus.CounterValue, float64(a.InPages*c.pageSize))

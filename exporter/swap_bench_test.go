@@ -13,12 +13,12 @@ import (
 func BenchmarkReadSwapActivity(b *testing.B) {
 	for _, procfs := range []string{"testdata/procfs/swap54", "/proc"} {
 		b.Run(strings.ReplaceAll(procfs, "/", "_"), func(b *testing.B) {
-			if _, err := ReadSwapActivity(procfs); err != nil {
+			if _, err := readSwapActivity(procfs); err != nil {
 				b.Skip(err)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := ReadSwapActivity(procfs); err != nil {
+				if _, err := readSwapActivity(procfs); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -16,45 +16,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
+
+	"lavender/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 const testPageSize = 4096
 
-// goldenCompare checks the text exposition of c against
-// testdata/golden/name.prom. Under -update it first rewrites the file from a
-// scrape of fresh(), a collector in the same state as c (c itself must see
-// its first scrape in the comparison, as counters move).
+// goldenCompare checks c against testdata/golden/name.prom (see
+// testkit.CompareGolden); -update rewrites it from fresh().
 func goldenCompare(t *testing.T, c prometheus.Collector, fresh func() prometheus.Collector, name string) {
 	t.Helper()
-	golden := filepath.Join("testdata", "golden", name+".prom")
-	if *update {
-		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(fresh())
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if err := testutil.CollectAndCompare(c, bytes.NewReader(want)); err != nil {
-		t.Error(err)
-	}
+	testkit.CompareGolden(t, c, fresh, filepath.Join("testdata", "golden", name+".prom"), *update)
 }
 
 func TestSwapCollectorGolden(t *testing.T) {
@@ -200,15 +174,15 @@ func TestReadSwapErrors(t *testing.T) {
 }
 
 func TestReadSwapActivity(t *testing.T) {
-	a, err := ReadSwapActivity("testdata/procfs/swap54")
+	a, err := readSwapActivity("testdata/procfs/swap54")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != (SwapActivity{InPages: 1234567, OutPages: 7654321, OOMKills: 3, HaveOOMKills: true}) {
+	if a != (swapActivity{InPages: 1234567, OutPages: 7654321, OOMKills: 3, HaveOOMKills: true}) {
 		t.Errorf("got %+v", a)
 	}
 	// A kernel before 4.13 has no oom_kill line: no error, and no count.
-	a, err = ReadSwapActivity("testdata/procfs/noswap")
+	a, err = readSwapActivity("testdata/procfs/noswap")
 	if err != nil || a.HaveOOMKills || a.OOMKills != 0 {
 		t.Errorf("vmstat without oom_kill: %+v, %v; want HaveOOMKills false and no error", a, err)
 	}
@@ -217,7 +191,7 @@ func TestReadSwapActivity(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "vmstat"), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ReadSwapActivity(dir); err == nil {
+		if _, err := readSwapActivity(dir); err == nil {
 			t.Errorf("vmstat %q: no error", content)
 		}
 	}
@@ -347,7 +321,7 @@ func TestReadSwapHostProc(t *testing.T) {
 	if s.UsedRatio < 0 || s.UsedRatio > 1 || s.MemAvailableRatio <= 0 || s.MemAvailableRatio > 1 {
 		t.Errorf("implausible reading of /proc: %+v", s)
 	}
-	if _, err := ReadSwapActivity(""); err != nil {
+	if _, err := readSwapActivity(""); err != nil {
 		t.Error(err)
 	}
 	if p, err := ReadPressure(""); err != nil || (p.Available && (p.SomeAvg10 > 1 || p.FullAvg10 > 1)) {

@@ -3,7 +3,7 @@
 // phase run` wrapper that runs a command as a phase (start, pings, end by
 // exit code, signals forwarded, terminal handed over). It speaks the wire
 // format of package phaseapi and imports nothing else of lavender's, so it
-// never pulls in the exporter.
+// never pulls in the phase server.
 package heartbeat
 
 import (

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"lavender/exporter"
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/phaseapi"
+	"lavender/phaseserver"
 	"lavender/runlog"
 )
 
@@ -25,18 +25,14 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 type testEnv struct {
 	t   testing.TB
 	dir string
-	e   *exporter.Exporter
+	e   *phaseserver.Server
 }
 
 func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
 	clock := testkit.NewClock(t0)
 	dir := t.TempDir()
-	e, err := exporter.New(exporter.Config{ProcFS: t.TempDir(), Runlog: runlog.Options{Dir: dir}, Clock: clock.Now},
-		slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := phaseserver.New(phaseserver.Config{ProcFS: t.TempDir(), Runlog: runlog.Options{Dir: dir}, Clock: clock.Now}, slog.New(slog.DiscardHandler))
 	return &testEnv{t: t, dir: dir, e: e}
 }
 

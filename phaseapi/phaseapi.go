@@ -1,9 +1,11 @@
 // Package phaseapi is the heartbeat API's wire format: its paths, the
 // request and answer bodies, the events and statuses, and the rule for a
-// phase name. The exporter serves it and package heartbeat speaks it; both
-// import this package and neither imports the other, so a client build does
-// not pull in the collectors and the server does not pull in the process
-// wrapper. It imports nothing of lavender's.
+// phase name. The phase server serves it and package heartbeat speaks it;
+// both import this package and neither imports the other, so a client build
+// does not pull in the server and the server does not pull in the process
+// wrapper. Its Phase and PhaseEnd are also the one form of a phase and of
+// its end that the phase server, the watchdog and the status page share.
+// Of lavender's packages it imports only internal/textsafe.
 package phaseapi
 
 import (
@@ -106,7 +108,7 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 }
 
-// Run identifies the run whose phases the exporter holds.
+// Run identifies the run whose phases the phase server holds.
 type Run struct {
 	File    string    `json:"file"` // base name of the run log
 	Started time.Time `json:"started"`
@@ -159,6 +161,14 @@ type Progress struct {
 
 // HasStep reports whether the phase has reported a step.
 func (p Progress) HasStep() bool { return p.Step != nil }
+
+// StepNow is the last step reported, 0 before any.
+func (p Progress) StepNow() uint64 {
+	if p.Step == nil {
+		return 0
+	}
+	return *p.Step
+}
 
 // Active reports whether the phase has not ended.
 func (p Phase) Active() bool { return p.Status == StatusActive }

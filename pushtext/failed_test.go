@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/phaseapi"
 	"lavender/watchdog"
 )
 
@@ -13,8 +14,8 @@ import (
 func TestFailedTexts(t *testing.T) {
 	at := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	ran := 2*time.Hour + 13*time.Minute
-	end := func(reason string, died bool) watchdog.PhaseEnd {
-		return watchdog.PhaseEnd{Seq: 7, Phase: "Finetune", Status: watchdog.PhaseFailed, Reason: reason, Started: at.Add(-ran), Ended: at, Died: died, PID: 4242}
+	end := func(reason string, died bool) phaseapi.PhaseEnd {
+		return phaseapi.PhaseEnd{Seq: 7, Phase: "Finetune", Status: phaseapi.StatusFailed, Reason: reason, Started: at.Add(-ran), Ended: at, Died: died, PID: 4242}
 	}
 	for _, tc := range []struct {
 		name string

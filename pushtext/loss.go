@@ -45,8 +45,12 @@ func lossWord(f float64) string {
 // raised it.
 func watchdogLoss(a watchdog.Alert) Text {
 	l := LossFigures{Phase: a.Phase, Loss: math.NaN()}
-	if p, ok := a.PhaseState(); ok {
-		l.Loss, l.HasStep, l.Step, l.Total = p.Loss, p.HasStep, p.Step, p.Total
+	if p, ok := a.SampledPhase(); ok {
+		l.Loss = 0
+		if p.Loss != nil {
+			l.Loss = float64(*p.Loss)
+		}
+		l.HasStep, l.Step, l.Total = p.HasStep(), int64(min(p.StepNow(), math.MaxInt64)), int64(min(p.Total, math.MaxInt64))
 	}
 	return Loss(l)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/phaseapi"
 	"lavender/watchdog"
 )
 
@@ -27,9 +28,10 @@ func TestLoss(t *testing.T) {
 	}
 	// The watchdog's alert reads its figures from the sample that raised it.
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	p := watchdog.PhaseState{Name: "Pretrain 1/3", Status: watchdog.PhaseActive, HasStep: true, Step: 7, Total: 9, HasLoss: true, Loss: math.NaN()}
+	step, loss := uint64(7), phaseapi.Loss(math.NaN())
+	p := phaseapi.Phase{Name: "Pretrain 1/3", Status: phaseapi.StatusActive, Progress: phaseapi.Progress{Step: &step, Total: 9}, Work: phaseapi.Work{Loss: &loss}}
 	a := watchdog.Alert{Rule: watchdog.RuleLoss, Status: watchdog.Firing, Phase: p.Name, At: now, Began: now,
-		Sample: watchdog.Sample{Time: now, Phases: []watchdog.PhaseState{p}}}
+		Sample: watchdog.Sample{Time: now, Phases: []phaseapi.Phase{p}}}
 	if got := Alert(a).Body; got != `phase "Pretrain 1/3" loss is NaN at step 7/9 — training diverged` {
 		t.Errorf("alert text %q", got)
 	}

@@ -1,6 +1,7 @@
 package pushtext
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -8,7 +9,7 @@ import (
 	"lavender/watchdog"
 )
 
-// maxPhaseBytes bounds the phase name in a push: the exporter takes no
+// maxPhaseBytes bounds the phase name in a push: the phase server takes no
 // longer one, but a webhook's annotation can carry anything.
 const maxPhaseBytes = 64
 
@@ -102,9 +103,15 @@ func watchdogPhase(a watchdog.Alert) Text {
 	}
 	// A stall is worded from the sample that raised it.
 	p.Duration, p.Stall = a.Lasted(), a.Stall
-	if ph, ok := a.PhaseState(); ok {
-		p.Step, p.Total = ph.Step, ph.Total
-		p.EvalStep, p.EvalTotal, p.Busy = ph.EvalStep, ph.EvalTotal, ph.Busy
+	if ph, ok := a.SampledPhase(); ok {
+		p.Step, p.Total = stepCount(ph.StepNow()), stepCount(ph.Total)
+		if ph.EvalStep != nil {
+			p.EvalStep, p.EvalTotal = stepCount(*ph.EvalStep), stepCount(ph.EvalTotal)
+		}
+		p.Busy = ph.Busy
 	}
 	return Phase(p)
 }
+
+// stepCount is a step count of the API (uint64) as the texts take it.
+func stepCount(n uint64) int64 { return int64(min(n, math.MaxInt64)) }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/phaseapi"
 	"lavender/watchdog"
 )
 
@@ -12,20 +13,24 @@ import (
 // an Alertmanager alert read alike.
 func TestStallTexts(t *testing.T) {
 	began := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
-	stalled := func(kind watchdog.StallKind, lasted time.Duration, p watchdog.PhaseState) watchdog.Alert {
-		p.Name, p.Status = "Finetune", watchdog.PhaseActive
+	stalled := func(kind watchdog.StallKind, lasted time.Duration, p phaseapi.Phase) watchdog.Alert {
+		p.Name, p.Status = "Finetune", phaseapi.StatusActive
 		return watchdog.Alert{Rule: watchdog.RuleStalled, Status: watchdog.Firing, Began: began, At: began.Add(lasted),
-			Phase: p.Name, Stall: kind, Sample: watchdog.Sample{Phases: []watchdog.PhaseState{p}}}
+			Phase: p.Name, Stall: kind, Sample: watchdog.Sample{Phases: []phaseapi.Phase{p}}}
 	}
-	steps := func(step, total int64) watchdog.PhaseState {
-		return watchdog.PhaseState{HasStep: step > 0 || total == 0, Step: step, Total: total}
+	steps := func(step, total uint64) phaseapi.Phase {
+		p := phaseapi.Phase{Progress: phaseapi.Progress{Total: total}}
+		if step > 0 || total == 0 {
+			p.Step = &step
+		}
+		return p
 	}
-	eval := func(p watchdog.PhaseState, step, total int64) watchdog.PhaseState {
-		p.HasEval, p.EvalStep, p.EvalTotal = true, step, total
+	eval := func(p phaseapi.Phase, step, total uint64) phaseapi.Phase {
+		p.EvalStep, p.EvalTotal = &step, total
 		return p
 	}
 	busy := steps(10, 15)
-	busy.HasBusy, busy.Busy = true, "evaluating"
+	busy.Busy = "evaluating"
 	for _, tc := range []struct {
 		name string
 		a    watchdog.Alert

@@ -1,9 +1,9 @@
 // Package statuspage is lavender's status page: "/" for the phone that just
 // buzzed, and the same data as JSON at StatusPath for scripts. It owns the
 // page's HTML, CSS and every template, and reads only plain data: the
-// exporter's phase snapshot, the run log, the watchdog's history and rule
+// phase server's snapshot, the run log, the watchdog's history and rule
 // states, and the bridge's targets and pushes. No other package renders
-// HTML, and nothing here waits on the exporter's phase-table lock.
+// HTML, and nothing here waits on the phase server's table lock.
 package statuspage
 
 import (
@@ -17,8 +17,8 @@ import (
 
 	"lavender/barkbridge"
 	"lavender/diskguard"
-	"lavender/exporter"
 	"lavender/phaseapi"
+	"lavender/phaseserver"
 	"lavender/runlog"
 	"lavender/watchdog"
 )
@@ -113,8 +113,8 @@ func New(cfg Config) (*Page, error) {
 
 // Register adds "/" and StatusPath to mux; other unknown paths get 404.
 func (p *Page) Register(mux *http.ServeMux) {
-	mux.Handle("/", onlyPath("/", exporter.AllowMethods(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead)))
-	mux.Handle(StatusPath, exporter.AllowMethods(http.HandlerFunc(p.handleJSON), http.MethodGet, http.MethodHead))
+	mux.Handle("/", onlyPath("/", phaseserver.AllowMethods(http.HandlerFunc(p.handlePage), http.MethodGet, http.MethodHead)))
+	mux.Handle(StatusPath, phaseserver.AllowMethods(http.HandlerFunc(p.handleJSON), http.MethodGet, http.MethodHead))
 }
 
 // Status is the page's data; GET StatusPath returns it as JSON.

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"lavender/barkbridge"
-	"lavender/exporter"
 	"lavender/internal/testkit"
 	"lavender/phaseapi"
+	"lavender/phaseserver"
 	"lavender/runlog"
 	"lavender/watchdog"
 )
@@ -42,7 +42,7 @@ func swap54() watchdog.Sample {
 type rig struct {
 	t     *testing.T
 	clock *testkit.Clock
-	exp   *exporter.Exporter
+	exp   *phaseserver.Server
 	hist  *watchdog.History
 	bark  barkbridge.BarkStatus
 	rules []watchdog.RuleState
@@ -53,11 +53,7 @@ type rig struct {
 func newRig(t *testing.T, edit ...func(*Config)) *rig {
 	t.Helper()
 	r := &rig{t: t, clock: testkit.NewClock(t0), hist: watchdog.NewHistory(10 * time.Second)}
-	exp, err := exporter.New(exporter.Config{ProcFS: t.TempDir(), Runlog: runlog.Options{Dir: t.TempDir()}, Clock: r.clock.Now},
-		slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	exp := phaseserver.New(phaseserver.Config{ProcFS: t.TempDir(), Runlog: runlog.Options{Dir: t.TempDir()}, Clock: r.clock.Now}, slog.New(slog.DiscardHandler))
 	r.exp = exp
 	r.bark = barkbridge.BarkStatus{Targets: []barkbridge.TargetStatus{{Target: "phone.bark.env:1", Result: "ok", Time: t0}}}
 	cfg := Config{
@@ -74,9 +70,11 @@ func newRig(t *testing.T, edit ...func(*Config)) *rig {
 	for _, f := range edit {
 		f(&cfg)
 	}
-	if r.page, err = New(cfg); err != nil {
+	page, err := New(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.page = page
 	mux := http.NewServeMux()
 	r.page.Register(mux)
 	r.srv = httptest.NewServer(mux)
@@ -506,8 +504,8 @@ func TestStatusJSON(t *testing.T) {
 		Threshold         float64
 		PressureThreshold float64 `json:"pressure_threshold"`
 		History           []SwapSample
-		Run               exporter.Run
-		Phases            []exporter.Phase
+		Run               phaseapi.Run
+		Phases            []phaseapi.Phase
 		RunLog            string `json:"run_log"`
 		Sections          struct {
 			Bark     barkbridge.BarkStatus

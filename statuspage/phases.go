@@ -1,7 +1,6 @@
 package statuspage
 
 import (
-	"math"
 	"time"
 
 	"lavender/phaseapi"
@@ -27,62 +26,14 @@ type Stall struct {
 // decide it, with the same stall time.
 func newPhase(p phaseapi.Phase, now time.Time, stallAfter time.Duration) Phase {
 	out := Phase{Phase: p}
-	if since, onStep, ok := watchdog.Stalled(PhaseState(p), now, stallAfter); ok {
+	if since, onStep, ok := watchdog.Stalled(p, now, stallAfter); ok {
 		out.Stalled = &Stall{Since: since, OnStep: onStep}
 	}
 	return out
 }
 
-// PhaseState is p as the watchdog's phase rules read it: the status page
-// marks stalls with it, and serve's host reader feeds the watchdog with it,
-// so the two read a phase alike.
-func PhaseState(p phaseapi.Phase) watchdog.PhaseState {
-	s := watchdog.PhaseState{
-		Name:          p.Name,
-		Status:        watchdog.PhaseStatus(p.Status),
-		Started:       p.Started,
-		Ended:         p.Ended,
-		LastHeartbeat: p.LastHeartbeat,
-		HasStep:       p.HasStep(),
-		Total:         clampInt64(p.Total),
-		ProgressAt:    p.ProgressAt,
-		Reason:        p.Reason,
-		PID:           p.PID,
-		Dirs:          p.Dirs,
-	}
-	if p.Active() && p.ETASeconds != nil && *p.ETASeconds > 0 {
-		s.ETA = time.Duration(*p.ETASeconds * float64(time.Second))
-	}
-	if p.Step != nil {
-		s.Step = clampInt64(*p.Step)
-	}
-	if p.SaveBytes != nil {
-		s.HasSave, s.SaveBytes = true, *p.SaveBytes
-	}
-	if p.Loss != nil {
-		s.HasLoss, s.Loss = true, float64(*p.Loss)
-	}
-	if p.EvalStep != nil {
-		s.HasEval, s.EvalStep, s.EvalTotal, s.EvalProgressAt = true, clampInt64(*p.EvalStep), clampInt64(p.EvalTotal), p.EvalProgressAt
-	}
-	if p.Busy != "" {
-		s.HasBusy, s.Busy, s.BusyAt = true, p.Busy, p.BusyAt
-	}
-	return s
-}
-
-func clampInt64(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
-
 // Running reports whether the phase has not ended.
 func (p Phase) Running() bool { return p.Active() }
-
-// StepNow is the last step reported, 0 before any.
-func (p Phase) StepNow() uint64 {
-	if p.Step == nil {
-		return 0
-	}
-	return *p.Step
-}
 
 // Fraction is the share of the steps done, 0–1; 0 without a total.
 func (p Phase) Fraction() float64 {

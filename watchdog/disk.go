@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // Defaults of the disk rules.
@@ -307,24 +309,25 @@ func (r *DiskRule) need(kind DiskKind, d Disk, s Sample) (value float64, phase s
 	if !ok {
 		return 0, "", 0
 	}
-	return ratio(float64(p.ETA), float64(fills)), p.Name, p.ETA
+	eta = phaseETA(p)
+	return ratio(float64(eta), float64(fills)), p.Name, eta
 }
 
 // etaPhase is the active phase with an ETA the disk must last for: of the
 // phases writing to it if any has an ETA, else of all, the one that needs
 // longest.
-func etaPhase(s Sample, d Disk) (PhaseState, bool) {
-	var best PhaseState
+func etaPhase(s Sample, d Disk) (phaseapi.Phase, bool) {
+	var best phaseapi.Phase
 	bestWrites, found := false, false
 	for _, p := range s.Phases {
-		if p.Status != PhaseActive || p.ETA <= 0 {
+		if phaseETA(p) <= 0 {
 			continue
 		}
 		writes := false
 		for _, w := range d.Writers {
 			writes = writes || w == p.Name
 		}
-		if !found || (writes && !bestWrites) || (writes == bestWrites && p.ETA > best.ETA) {
+		if !found || (writes && !bestWrites) || (writes == bestWrites && phaseETA(p) > phaseETA(best)) {
 			best, bestWrites, found = p, writes, true
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 const (
@@ -212,11 +214,12 @@ func TestDiskFloorAndInodes(t *testing.T) {
 // GiB last 40 minutes, which pushes for a phase that needs 2h10m and not
 // for one that needs 30m; the phase writing to the disk is the one named.
 func TestDiskFillRuleAgainstTheETA(t *testing.T) {
+	seconds := func(d time.Duration) *float64 { s := d.Seconds(); return &s }
 	filling := Disk{Path: "/data", SizeBytes: 1000 * gi, AvailBytes: 40 * gi, FillRate: gi / 60.0, RateSpan: 30 * time.Minute, Writers: []string{"Finetune"}}
-	phases := func(etaPretrain, etaFinetune time.Duration) []PhaseState {
-		return []PhaseState{
-			{Name: "Pretrain 1/3", Status: PhaseActive, Started: t0, ETA: etaPretrain},
-			{Name: "Finetune", Status: PhaseActive, Started: t0.Add(-time.Hour), ETA: etaFinetune},
+	phases := func(etaPretrain, etaFinetune time.Duration) []phaseapi.Phase {
+		return []phaseapi.Phase{
+			{Name: "Pretrain 1/3", Status: phaseapi.StatusActive, Started: t0, Progress: phaseapi.Progress{ETASeconds: seconds(etaPretrain)}},
+			{Name: "Finetune", Status: phaseapi.StatusActive, Started: t0.Add(-time.Hour), Progress: phaseapi.Progress{ETASeconds: seconds(etaFinetune)}},
 		}
 	}
 	r := newDiskRule(t, "0")

@@ -3,29 +3,9 @@ package watchdog
 import (
 	"slices"
 	"time"
-)
 
-// PhaseEnd is one end of one phase, as the exporter recorded it. Ends are
-// events: every one is pushed, even when the phase runs again by the next
-// poll.
-type PhaseEnd struct {
-	// Seq numbers the ends in the order they came; a rule pushes those
-	// above the highest it has seen.
-	Seq     uint64
-	Phase   string
-	Status  PhaseStatus // PhaseOK or PhaseFailed
-	Reason  string
-	Started time.Time
-	Ended   time.Time
-	// Died is set when the server ended the phase: its process (PID) was
-	// gone and no end had come.
-	Died bool
-	PID  int64
-	// Outside is set while the reason is what a rank sees when another
-	// crashed (a launcher's SIGTERM, a peer's connection reset): the
-	// exporter may still replace it with the crash itself.
-	Outside bool
-}
+	"lavender/phaseapi"
+)
 
 // OutsideSettle is how long the failed rule holds a failure whose reason
 // is Outside, for the crash that caused it to replace it: torchrun prints
@@ -40,13 +20,10 @@ const OutsideSettle = 15 * time.Second
 // only of the failure.
 const DoneSettle = 30 * time.Second
 
-// Duration is how long the phase ran.
-func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 0) }
-
 // PhaseEndRule pushes for every end of a phase with its status: "failed"
-// for PhaseFailed, "done" for PhaseOK. Ends from before the first sample
-// are not news and never push. A push that reached no target is retried
-// with a backoff until one does.
+// for phaseapi.StatusFailed, "done" for phaseapi.StatusOK. Ends from
+// before the first sample are not news and never push. A push that
+// reached no target is retried with a backoff until one does.
 //
 // With a window (the failed rule's is --watchdog.repeat), a phase that
 // fails again and again is not pushed at every failure. The failure that
@@ -60,7 +37,7 @@ func (e PhaseEnd) Duration() time.Duration { return max(e.Ended.Sub(e.Started), 
 // together.
 type PhaseEndRule struct {
 	name   RuleName
-	status PhaseStatus
+	status string        // phaseapi.StatusFailed or phaseapi.StatusOK
 	window time.Duration // 0: every end pushes on its own
 	outbox outbox
 
@@ -79,7 +56,7 @@ type burst struct {
 	since, until time.Time
 	count        int // ends within the window, the opening one included
 	held         int // ends not pushed yet
-	last         PhaseEnd
+	last         phaseapi.PhaseEnd
 	atOnce       int      // pushes at once in this window
 	reasons      []string // the reasons the phone has seen from this burst
 	continued    bool     // opened by a window's count, not by a failure
@@ -98,19 +75,19 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 		return nil
 	}
 	var order []string
-	fresh := map[string][]PhaseEnd{}
+	fresh := map[string][]phaseapi.PhaseEnd{}
 	for _, e := range s.Ends {
 		if e.Seq <= r.lastSeq {
 			continue
 		}
-		if r.status == PhaseFailed && e.Status == PhaseFailed && e.Outside && now.Sub(e.Ended) < OutsideSettle {
+		if r.status == phaseapi.StatusFailed && e.Status == phaseapi.StatusFailed && e.Outside && now.Sub(e.Ended) < OutsideSettle {
 			break // read again at the next poll, with the cause if it came
 		}
-		if r.status == PhaseOK && e.Status == PhaseOK && now.Sub(e.Ended) < DoneSettle {
+		if r.status == phaseapi.StatusOK && e.Status == phaseapi.StatusOK && now.Sub(e.Ended) < DoneSettle {
 			break // read again at the next poll, with a failure if one came
 		}
 		r.lastSeq = e.Seq
-		if e.Status != r.status || (e.Status == PhaseOK && failedLater(s.Ends, e)) {
+		if e.Status != r.status || (e.Status == phaseapi.StatusOK && failedLater(s.Ends, e)) {
 			continue
 		}
 		if _, ok := fresh[e.Phase]; !ok {
@@ -128,7 +105,7 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 
 // ended takes the new ends of one phase: a push at once, unless a window
 // of this phase is open, which counts them instead.
-func (r *PhaseEndRule) ended(name string, ends []PhaseEnd, s Sample, now time.Time) []Alert {
+func (r *PhaseEndRule) ended(name string, ends []phaseapi.PhaseEnd, s Sample, now time.Time) []Alert {
 	last := ends[len(ends)-1]
 	if r.window <= 0 {
 		var out []Alert
@@ -188,9 +165,9 @@ func (r *PhaseEndRule) closeWindows(s Sample, now time.Time) []Alert {
 // failed after e ended ok: a save, a hub push or a callback that failed
 // once training was done. The push then names only the failure, never
 // "done" beside it.
-func failedLater(ends []PhaseEnd, e PhaseEnd) bool {
+func failedLater(ends []phaseapi.PhaseEnd, e phaseapi.PhaseEnd) bool {
 	for _, f := range ends {
-		if f.Seq > e.Seq && f.Phase == e.Phase && f.Started.Equal(e.Started) && f.Status == PhaseFailed {
+		if f.Seq > e.Seq && f.Phase == e.Phase && f.Started.Equal(e.Started) && f.Status == phaseapi.StatusFailed {
 			return true
 		}
 	}

@@ -47,7 +47,7 @@ func (h *History) Window() time.Duration { return h.step * HistorySamples }
 // Record makes s the latest reading, and keeps it in the ring if a step has
 // passed since the last kept sample. The ring drops the phase table: 360
 // copies of up to 64 phases would cost megabytes, and the page reads the
-// phases from the exporter.
+// phases from the phase server.
 func (h *History) Record(s Sample) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 func TestHistoryKeepsOneSamplePerStep(t *testing.T) {
@@ -13,7 +15,7 @@ func TestHistoryKeepsOneSamplePerStep(t *testing.T) {
 	if s, err := h.Latest(); err != nil || !s.Time.IsZero() || len(h.Samples()) != 0 {
 		t.Fatalf("empty history: %+v %v %d", s, err, len(h.Samples()))
 	}
-	phases := []PhaseState{{Name: "Pretrain", Status: PhaseActive}}
+	phases := []phaseapi.Phase{{Name: "Pretrain", Status: phaseapi.StatusActive}}
 	for i, at := range []time.Duration{0, 5 * time.Second, 10 * time.Second, 19 * time.Second, 21 * time.Second} {
 		h.Record(Sample{Time: t0.Add(at), Swap: swapOf(float64(i) / 10), Phases: phases})
 	}

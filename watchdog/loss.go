@@ -1,9 +1,10 @@
 package watchdog
 
 import (
-	"math"
 	"slices"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // LossRule pushes "loss" once per run of a phase whose loss turns NaN or
@@ -23,9 +24,9 @@ type LossRule struct {
 // Name is "loss".
 func (r *LossRule) Name() RuleName { return RuleLoss }
 
-// NonFiniteLoss reports whether p's latest loss is NaN or ±Inf.
-func (p PhaseState) NonFiniteLoss() bool {
-	return p.HasLoss && (math.IsNaN(p.Loss) || math.IsInf(p.Loss, 0))
+// nonFiniteLoss reports whether p's latest loss is NaN or ±Inf.
+func nonFiniteLoss(p phaseapi.Phase) bool {
+	return p.Loss != nil && !p.Loss.Finite()
 }
 
 // Observe pushes for each phase whose loss has turned non-finite since the
@@ -34,12 +35,12 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 	seen := make(map[phaseRun]bool, len(s.Phases))
 	var fresh []Alert
 	for _, p := range s.Phases {
-		if !p.NonFiniteLoss() {
+		if !nonFiniteLoss(p) {
 			continue
 		}
 		key := phaseRun{p.Name, p.Started.UnixNano()}
 		seen[key] = true
-		if r.seen[key] || (!r.baselined && p.Status != PhaseActive) {
+		if r.seen[key] || (!r.baselined && p.Status != phaseapi.StatusActive) {
 			continue
 		}
 		fresh = append(fresh, Alert{Rule: RuleLoss, Status: Firing, Incident: p.Name, Began: now, At: now, Sample: s, Phase: p.Name})
@@ -56,7 +57,7 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 }
 
 func phaseInTable(s Sample, key phaseRun) bool {
-	return slices.ContainsFunc(s.Phases, func(p PhaseState) bool {
+	return slices.ContainsFunc(s.Phases, func(p phaseapi.Phase) bool {
 		return p.Name == key.name && p.Started.UnixNano() == key.started
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // DefaultStallAfter is how long an active phase may go without a heartbeat,
@@ -30,7 +32,7 @@ type PhaseConfig struct {
 
 // NewPhaseRules checks cfg and returns the phase rules it asks for, in the
 // order failed, stalled, loss, done. cmd appends them to NewRules' rules and
-// feeds Sample.Phases from the exporter's phase table.
+// feeds Sample.Phases from the phase server's table.
 func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 	notify := cfg.Notify
 	if notify == nil {
@@ -64,7 +66,7 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 		if window == 0 {
 			window = DefaultRepeat
 		}
-		rules = append(rules, &PhaseEndRule{name: RuleFailed, status: PhaseFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
+		rules = append(rules, &PhaseEndRule{name: RuleFailed, status: phaseapi.StatusFailed, window: window, outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	if want[RuleStalled] && cfg.StallAfter > 0 {
 		rules = append(rules, &StallRule{after: cfg.StallAfter, repeat: repeat, retry: retry})
@@ -73,7 +75,7 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 		rules = append(rules, &LossRule{outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	if want[RuleDone] {
-		rules = append(rules, &PhaseEndRule{name: RuleDone, status: PhaseOK, outbox: outbox{repeat: repeat, retry: retry}})
+		rules = append(rules, &PhaseEndRule{name: RuleDone, status: phaseapi.StatusOK, outbox: outbox{repeat: repeat, retry: retry}})
 	}
 	return rules, nil
 }
@@ -113,7 +115,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 	live := make(map[phaseRun]*stall, len(s.Phases))
 	var out []Alert
 	for _, p := range s.Phases {
-		if p.Status != PhaseActive {
+		if p.Status != phaseapi.StatusActive {
 			continue
 		}
 		key := phaseRun{p.Name, p.Started.UnixNano()}
@@ -153,46 +155,46 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 // no step yet is at step 0 since its start, so a hang before the first step
 // (a first-batch data-loader or NCCL deadlock) stalls too. A phase that
 // never reports steps (a wrapped shell command) can stall only by silence.
-func Stalled(p PhaseState, now time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
-	if p.Status != PhaseActive || after <= 0 {
+func Stalled(p phaseapi.Phase, now time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
+	if p.Status != phaseapi.StatusActive || after <= 0 {
 		return time.Time{}, false, false
 	}
 	if now.Sub(p.LastHeartbeat) >= after {
 		return p.LastHeartbeat, false, true
 	}
-	moved, steps := p.Moved()
+	moved, steps := lastMoved(p)
 	if steps && p.LastHeartbeat.After(moved) && now.Sub(moved) >= after {
 		return moved, true, true
 	}
 	return time.Time{}, false, false
 }
 
-// Moved is when p last made progress, the step's or the evaluation's,
-// and whether p reports progress at all: a step, or a total before the
-// first step (then it is at step 0 since its start).
-func (p PhaseState) Moved() (time.Time, bool) {
+// lastMoved is when p last made progress, the step's, the evaluation's or
+// work between steps, and whether p reports progress at all: a step, or a
+// total before the first step (then it is at step 0 since its start).
+func lastMoved(p phaseapi.Phase) (time.Time, bool) {
 	var moved time.Time
 	switch {
-	case p.HasStep:
+	case p.HasStep():
 		moved = p.ProgressAt
 	case p.Total > 0:
 		moved = p.Started
 	default:
 		return time.Time{}, false
 	}
-	if p.HasEval && p.EvalProgressAt.After(moved) {
+	if p.EvalStep != nil && p.EvalProgressAt.After(moved) {
 		moved = p.EvalProgressAt
 	}
-	if p.HasBusy && p.BusyAt.After(moved) {
+	if p.Busy != "" && p.BusyAt.After(moved) {
 		moved = p.BusyAt
 	}
 	return moved, true
 }
 
 // over reports whether what the stall waited for has come.
-func (st *stall) over(p PhaseState) bool {
+func (st *stall) over(p phaseapi.Phase) bool {
 	if st.onStep {
-		moved, _ := p.Moved()
+		moved, _ := lastMoved(p)
 		return moved.After(st.began)
 	}
 	return p.LastHeartbeat.After(st.began)
@@ -219,15 +221,15 @@ func (r *StallRule) State() RuleState {
 	return st
 }
 
-// PhaseState is the phase an alert of a phase rule is about, as the
+// SampledPhase is the phase an alert of a phase rule is about, as the
 // sample that raised it saw it.
-func (a Alert) PhaseState() (PhaseState, bool) {
+func (a Alert) SampledPhase() (phaseapi.Phase, bool) {
 	for _, p := range a.Sample.Phases {
 		if p.Name == a.Phase {
 			return p, true
 		}
 	}
-	return PhaseState{}, false
+	return phaseapi.Phase{}, false
 }
 
 // PhaseDuration is how long the phase of a failed or done alert ran, from
@@ -236,7 +238,7 @@ func (a Alert) PhaseDuration() time.Duration {
 	if a.End.Seq != 0 {
 		return a.End.Duration()
 	}
-	p, ok := a.PhaseState()
+	p, ok := a.SampledPhase()
 	if !ok || p.Ended.IsZero() {
 		return a.Lasted()
 	}
@@ -262,15 +264,15 @@ const (
 // stallKind says what the stall of p that began at began is about, as
 // the sample at its alert shows it: a step, an evaluation or work between
 // steps that stopped while heartbeats came, or else the heartbeat.
-func stallKind(p PhaseState, began time.Time) StallKind {
-	moved, steps := p.Moved()
+func stallKind(p phaseapi.Phase, began time.Time) StallKind {
+	moved, steps := lastMoved(p)
 	if !steps || !began.Equal(moved) || !p.LastHeartbeat.After(began) {
 		return StallHeartbeat
 	}
-	if p.HasBusy && moved.Equal(p.BusyAt) && p.BusyAt.After(p.ProgressAt) && p.BusyAt.After(p.EvalProgressAt) {
+	if p.Busy != "" && moved.Equal(p.BusyAt) && p.BusyAt.After(p.ProgressAt) && p.BusyAt.After(p.EvalProgressAt) {
 		return StallBusy
 	}
-	if p.HasEval && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {
+	if p.EvalStep != nil && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {
 		return StallEval
 	}
 	return StallStep

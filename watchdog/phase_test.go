@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // facts is what a phase alert tells the texts that word it: the phase,
@@ -27,40 +29,44 @@ func facts(a Alert) string {
 	case RuleStalled:
 		text := fmt.Sprintf("%q stalled on %s", a.Phase, a.Stall)
 		if a.Stall != StallHeartbeat {
-			p, _ := a.PhaseState()
-			text += fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
+			p, _ := a.SampledPhase()
+			text += fmt.Sprintf(" at step %d/%d", p.StepNow(), p.Total)
 			switch a.Stall {
 			case StallEval:
-				text += fmt.Sprintf(", eval %d/%d", p.EvalStep, p.EvalTotal)
+				var evalStep uint64
+				if p.EvalStep != nil {
+					evalStep = *p.EvalStep
+				}
+				text += fmt.Sprintf(", eval %d/%d", evalStep, p.EvalTotal)
 			case StallBusy:
 				text += ", " + p.Busy
 			}
 		}
 		return text + fmt.Sprintf(" for %s", a.Lasted())
 	case RuleLoss:
-		p, _ := a.PhaseState()
+		p, _ := a.SampledPhase()
 		at := ""
-		if p.HasStep {
-			at = fmt.Sprintf(" at step %d/%d", p.Step, p.Total)
+		if p.HasStep() {
+			at = fmt.Sprintf(" at step %d/%d", *p.Step, p.Total)
 		}
-		return fmt.Sprintf("%q loss is %+v%s", a.Phase, p.Loss, at)
+		return fmt.Sprintf("%q loss is %+v%s", a.Phase, float64(*p.Loss), at)
 	}
 	return "unexpected rule " + string(a.Rule)
 }
 
 type phaseStep struct {
 	at     time.Duration // since t0
-	phases []PhaseState
+	phases []phaseapi.Phase
 	failed bool // every target failed this poll's pushes
 	want   []string
 	why    string
 }
 
-// endStep is a poll of the end rules: the exporter's ends at the time.
+// endStep is a poll of the end rules: the phase server's ends at the time.
 type endStep struct {
 	at     time.Duration
-	ends   []PhaseEnd
-	phases []PhaseState
+	ends   []phaseapi.PhaseEnd
+	phases []phaseapi.Phase
 	failed bool
 	want   []string
 	why    string
@@ -69,22 +75,22 @@ type endStep struct {
 func runEndScript(t *testing.T, rule Rule, steps []endStep) {
 	t.Helper()
 	script := make([]phaseStep, len(steps))
-	ends := make(map[int][]PhaseEnd, len(steps))
+	ends := make(map[int][]phaseapi.PhaseEnd, len(steps))
 	for i, st := range steps {
 		script[i] = phaseStep{st.at, st.phases, st.failed, st.want, st.why}
 		ends[i] = st.ends
 	}
-	runPhaseScriptWith(t, rule, script, func(i int) []PhaseEnd { return ends[i] })
+	runPhaseScriptWith(t, rule, script, func(i int) []phaseapi.PhaseEnd { return ends[i] })
 }
 
 // runPhaseScript drives rule through steps; each step's want lists
 // "status: push text" for every alert raised.
 func runPhaseScript(t *testing.T, rule Rule, steps []phaseStep) {
 	t.Helper()
-	runPhaseScriptWith(t, rule, steps, func(int) []PhaseEnd { return nil })
+	runPhaseScriptWith(t, rule, steps, func(int) []phaseapi.PhaseEnd { return nil })
 }
 
-func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(int) []PhaseEnd) {
+func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(int) []phaseapi.PhaseEnd) {
 	t.Helper()
 	for i, st := range steps {
 		now := t0.Add(st.at)
@@ -104,16 +110,16 @@ func runPhaseScriptWith(t *testing.T, rule Rule, steps []phaseStep, endsAt func(
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-func active(name string, started, last time.Duration) PhaseState {
-	return PhaseState{Name: name, Status: PhaseActive, Started: at(started), LastHeartbeat: at(last)}
+func active(name string, started, last time.Duration) phaseapi.Phase {
+	return phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: at(started), LastHeartbeat: at(last)}
 }
 
-func ended(name string, status PhaseStatus, started, end time.Duration) PhaseState {
-	return PhaseState{Name: name, Status: status, Started: at(started), Ended: at(end), LastHeartbeat: at(end)}
+func ended(name string, status string, started, end time.Duration) phaseapi.Phase {
+	return phaseapi.Phase{Name: name, Status: status, Started: at(started), Ended: at(end), LastHeartbeat: at(end)}
 }
 
-func withStep(p PhaseState, step, total int64, movedAt time.Duration) PhaseState {
-	p.HasStep, p.Step, p.Total, p.ProgressAt = true, step, total, at(movedAt)
+func withStep(p phaseapi.Phase, step, total uint64, movedAt time.Duration) phaseapi.Phase {
+	p.Step, p.Total, p.ProgressAt = &step, total, at(movedAt)
 	return p
 }
 
@@ -137,11 +143,11 @@ const (
 	h = time.Hour
 )
 
-// endLog builds the exporter's list of ends as it grows: each call adds
+// endLog builds the phase server's list of ends as it grows: each call adds
 // ends and returns the whole list so far.
-type endLog struct{ ends []PhaseEnd }
+type endLog struct{ ends []phaseapi.PhaseEnd }
 
-func (l *endLog) add(ends ...PhaseEnd) []PhaseEnd {
+func (l *endLog) add(ends ...phaseapi.PhaseEnd) []phaseapi.PhaseEnd {
 	for _, e := range ends {
 		e.Seq = uint64(len(l.ends) + 1)
 		l.ends = append(l.ends, e)
@@ -149,22 +155,22 @@ func (l *endLog) add(ends ...PhaseEnd) []PhaseEnd {
 	return slices.Clone(l.ends)
 }
 
-func end(name string, status PhaseStatus, started, ended time.Duration, reason string) PhaseEnd {
-	return PhaseEnd{Phase: name, Status: status, Started: at(started), Ended: at(ended), Reason: reason}
+func end(name string, status string, started, ended time.Duration, reason string) phaseapi.PhaseEnd {
+	return phaseapi.PhaseEnd{Phase: name, Status: status, Started: at(started), Ended: at(ended), Reason: reason}
 }
 
 func TestPhaseFailedRule(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, RuleFailed)
 	var l endLog
-	old := l.add(end("Old", PhaseFailed, -2*h, -h, ""))
+	old := l.add(end("Old", phaseapi.StatusFailed, -2*h, -h, ""))
 	const oom = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: old, why: "a phase that failed before the first sample is not news"},
 		{at: 4 * h, ends: l.add(), why: "running"},
-		{at: 4*h + 12*m + 5*time.Second, ends: l.add(end("Pretrain 1/3", PhaseFailed, 0, 4*h+12*m, oom), end("Eval", PhaseOK, 4*h, 4*h+m, "")),
+		{at: 4*h + 12*m + 5*time.Second, ends: l.add(end("Pretrain 1/3", phaseapi.StatusFailed, 0, 4*h+12*m, oom), end("Eval", phaseapi.StatusOK, 4*h, 4*h+m, "")),
 			want: []string{`firing: "Pretrain 1/3" failed after 4h12m0s: ` + oom}, why: "it failed; an ok end is not a failure"},
 		{at: 4*h + 13*m, ends: l.add(), why: "the same end pushes once"},
-		{at: 5*h + 46*m, ends: l.add(end("Pretrain 1/3", PhaseFailed, 5*h, 5*h+45*m+30*time.Second, "")), failed: true,
+		{at: 5*h + 46*m, ends: l.add(end("Pretrain 1/3", phaseapi.StatusFailed, 5*h, 5*h+45*m+30*time.Second, "")), failed: true,
 			want: []string{`firing: "Pretrain 1/3" failed after 45m30s`}, why: "its second failure is news; no target takes it"},
 		{at: 5*h + 46*m + 2*time.Second, ends: l.add(), why: "backoff"},
 		{at: 5*h + 46*m + 5*time.Second, ends: l.add(),
@@ -180,8 +186,8 @@ func TestPhaseFailedThenRestartedWithinAPoll(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, RuleFailed)
 	var l endLog
 	runEndScript(t, r, []endStep{
-		{at: 0, phases: []PhaseState{active("R", 0, 0)}, ends: l.add(), why: "running"},
-		{at: 5 * time.Second, phases: []PhaseState{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", PhaseFailed, 0, 3*time.Second, "")),
+		{at: 0, phases: []phaseapi.Phase{active("R", 0, 0)}, ends: l.add(), why: "running"},
+		{at: 5 * time.Second, phases: []phaseapi.Phase{active("R", 4*time.Second, 4*time.Second)}, ends: l.add(end("R", phaseapi.StatusFailed, 0, 3*time.Second, "")),
 			want: []string{`firing: "R" failed after 3s`}, why: "failed and started again between two polls"},
 	})
 }
@@ -200,23 +206,23 @@ func TestPhaseFailuresInAWindowAreCounted(t *testing.T) {
 	const cuda = "RuntimeError: CUDA error: an illegal memory access was encountered"
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "baseline"},
-		{at: 1 * m, ends: l.add(end("R", PhaseFailed, 0, 1*m-s, cuda)),
+		{at: 1 * m, ends: l.add(end("R", phaseapi.StatusFailed, 0, 1*m-s, cuda)),
 			want: []string{`firing: "R" failed after 59s: ` + cuda}, why: "first failure: at once"},
-		{at: 2 * m, ends: l.add(end("R", PhaseFailed, 1*m, 2*m-s, cuda)),
+		{at: 2 * m, ends: l.add(end("R", phaseapi.StatusFailed, 1*m, 2*m-s, cuda)),
 			want: []string{`firing: "R" failed after 59s: ` + cuda}, why: "the second: at once, a restart by hand failed again"},
-		{at: 3 * m, ends: l.add(end("R", PhaseFailed, 2*m, 3*m-s, cuda), end("S", PhaseFailed, 0, 3*m-s, "")),
+		{at: 3 * m, ends: l.add(end("R", phaseapi.StatusFailed, 2*m, 3*m-s, cuda), end("S", phaseapi.StatusFailed, 0, 3*m-s, "")),
 			want: []string{`firing: "S" failed after 2m59s`}, why: "the same cause a third time is a loop: held; another phase pushes on its own"},
-		{at: 4 * m, ends: l.add(end("R", PhaseFailed, 3*m, 4*m-s, cuda)), why: "held"},
-		{at: 5 * m, ends: l.add(end("R", PhaseFailed, 4*m, 5*m-s, "OSError: [Errno 28] No space left on device")),
+		{at: 4 * m, ends: l.add(end("R", phaseapi.StatusFailed, 3*m, 4*m-s, cuda)), why: "held"},
+		{at: 5 * m, ends: l.add(end("R", phaseapi.StatusFailed, 4*m, 5*m-s, "OSError: [Errno 28] No space left on device")),
 			want: []string{`firing: "R" failed after 59s: OSError: [Errno 28] No space left on device`}, why: "a new cause: at once"},
-		{at: 6 * m, ends: l.add(end("R", PhaseFailed, 5*m, 6*m-s, "ValueError: pid 4242")), why: "a new cause, but three pushed at once already: held"},
+		{at: 6 * m, ends: l.add(end("R", phaseapi.StatusFailed, 5*m, 6*m-s, "ValueError: pid 4242")), why: "a new cause, but three pushed at once already: held"},
 		{at: 11 * m, ends: l.add(),
 			want: []string{`firing: "R" failed 6 times in 10m1s: ValueError: pid 4242`}, why: "R's window closes: one push counts them"},
-		{at: 15 * m, ends: l.add(end("R", PhaseFailed, 14*m, 15*m-s, cuda)), why: "the loop goes on, a cause the phone knows: counted in the next window"},
+		{at: 15 * m, ends: l.add(end("R", phaseapi.StatusFailed, 14*m, 15*m-s, cuda)), why: "the loop goes on, a cause the phone knows: counted in the next window"},
 		{at: 21 * m, ends: l.add(),
 			want: []string{`firing: "R" failed after 59s: ` + cuda}, why: "next window: one failure in it reads as one"},
 		{at: 31 * m, ends: l.add(), why: "a quiet window ends the burst"},
-		{at: 40 * m, ends: l.add(end("R", PhaseFailed, 39*m, 40*m-s, ""), end("R", PhaseFailed, 40*m-s, 40*m-s/2, "OSError: [Errno 28] No space left on device")),
+		{at: 40 * m, ends: l.add(end("R", phaseapi.StatusFailed, 39*m, 40*m-s, ""), end("R", phaseapi.StatusFailed, 40*m-s, 40*m-s/2, "OSError: [Errno 28] No space left on device")),
 			want: []string{`firing: "R" failed 2 times in 1s: OSError: [Errno 28] No space left on device`}, why: "two in one poll of a quiet phase: at once, counted"},
 	})
 }
@@ -241,10 +247,10 @@ func TestPhaseDoneRuleIsOnByDefault(t *testing.T) {
 	var l endLog
 	runEndScript(t, r, []endStep{
 		{at: 0, ends: l.add(), why: "running"},
-		{at: 4*h + 13*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 0, 4*h+12*m, ""), end("Broken", PhaseFailed, h, 2*h, "")),
+		{at: 4*h + 13*m, ends: l.add(end("Pretrain 1/3", phaseapi.StatusOK, 0, 4*h+12*m, ""), end("Broken", phaseapi.StatusFailed, h, 2*h, "")),
 			want: []string{`firing: "Pretrain 1/3" done in 4h12m0s`}, why: "ok end; a failed one is not done"},
 		{at: 4*h + 14*m, ends: l.add(), why: "once"},
-		{at: 4*h + 15*m, ends: l.add(end("Pretrain 1/3", PhaseOK, 4*h+14*m, 4*h+14*m+30*time.Second, "")),
+		{at: 4*h + 15*m, ends: l.add(end("Pretrain 1/3", phaseapi.StatusOK, 4*h+14*m, 4*h+14*m+30*time.Second, "")),
 			want: []string{`firing: "Pretrain 1/3" done in 30s`}, why: "done again: every end is news"},
 	})
 }
@@ -253,14 +259,14 @@ func TestPhaseStalledNoHeartbeat(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
 	p := active("Pretrain 1/3", 0, 0)
 	runPhaseScript(t, r, []phaseStep{
-		{9*m + 59*time.Second, []PhaseState{p}, false, nil, "not yet"},
-		{10*m + 5*time.Second, []PhaseState{p}, false, []string{`firing: "Pretrain 1/3" stalled on heartbeat for 10m5s`}, "silent 10m"},
-		{15 * m, []PhaseState{p}, false, nil, "known; no reminder yet"},
-		{20*m + 5*time.Second, []PhaseState{p}, false, []string{`reminder: "Pretrain 1/3" stalled on heartbeat for 20m5s`}, "reminder after --watchdog.repeat"},
-		{21 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, nil, "a heartbeat re-arms"},
-		{31 * m, []PhaseState{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: "Pretrain 1/3" stalled on heartbeat for 10m0s`}, "a new stall pushes again"},
-		{32 * m, []PhaseState{ended("Pretrain 1/3", PhaseFailed, 0, 32*m)}, false, nil, "an ended phase is not stalled"},
-		{50 * m, []PhaseState{ended("Pretrain 1/3", PhaseFailed, 0, 32*m)}, false, nil, "nor later"},
+		{9*m + 59*time.Second, []phaseapi.Phase{p}, false, nil, "not yet"},
+		{10*m + 5*time.Second, []phaseapi.Phase{p}, false, []string{`firing: "Pretrain 1/3" stalled on heartbeat for 10m5s`}, "silent 10m"},
+		{15 * m, []phaseapi.Phase{p}, false, nil, "known; no reminder yet"},
+		{20*m + 5*time.Second, []phaseapi.Phase{p}, false, []string{`reminder: "Pretrain 1/3" stalled on heartbeat for 20m5s`}, "reminder after --watchdog.repeat"},
+		{21 * m, []phaseapi.Phase{active("Pretrain 1/3", 0, 21*m)}, false, nil, "a heartbeat re-arms"},
+		{31 * m, []phaseapi.Phase{active("Pretrain 1/3", 0, 21*m)}, false, []string{`firing: "Pretrain 1/3" stalled on heartbeat for 10m0s`}, "a new stall pushes again"},
+		{32 * m, []phaseapi.Phase{ended("Pretrain 1/3", phaseapi.StatusFailed, 0, 32*m)}, false, nil, "an ended phase is not stalled"},
+		{50 * m, []phaseapi.Phase{ended("Pretrain 1/3", phaseapi.StatusFailed, 0, 32*m)}, false, nil, "nor later"},
 	})
 }
 
@@ -268,8 +274,8 @@ func TestPhaseStalledNoHeartbeat(t *testing.T) {
 // tells.
 func TestPhaseStalledOnStep(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
-	pinging := func(now time.Duration, step int64, movedAt time.Duration) []PhaseState {
-		return []PhaseState{withStep(active("Pretrain 1/3", 0, now), step, 5000, movedAt)}
+	pinging := func(now time.Duration, step uint64, movedAt time.Duration) []phaseapi.Phase {
+		return []phaseapi.Phase{withStep(active("Pretrain 1/3", 0, now), step, 5000, movedAt)}
 	}
 	runPhaseScript(t, r, []phaseStep{
 		{5 * m, pinging(5*m, 1200, 0), false, nil, "pings, step stuck for 5m"},
@@ -284,9 +290,9 @@ func TestPhaseStalledOnStep(t *testing.T) {
 	// on it.
 	r = phaseRule(t, PhaseConfig{StallAfter: 10 * m}, RuleStalled)
 	runPhaseScript(t, r, []phaseStep{
-		{10 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 9*m)}, false,
+		{10 * m, []phaseapi.Phase{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 9*m)}, false,
 			[]string{`firing: "A" stalled on heartbeat for 10m0s`}, "silent A, pinging B without steps"},
-		{40 * m, []PhaseState{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 39*m)}, false, nil, "no reminders with Repeat 0"},
+		{40 * m, []phaseapi.Phase{withStep(active("A", 0, 0), 7, 0, 0), active("B", 0, 39*m)}, false, nil, "no reminders with Repeat 0"},
 	})
 }
 
@@ -327,12 +333,12 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 			}
 			runEndScript(t, r, []endStep{
 				{at: 0, ends: l.add(), why: "running"},
-				{at: 5 * s, ends: l.add(end("Finetune", PhaseOK, 0, s, ""), end("Finetune", PhaseFailed, 0, s+s/2, enospc)),
+				{at: 5 * s, ends: l.add(end("Finetune", phaseapi.StatusOK, 0, s, ""), end("Finetune", phaseapi.StatusFailed, 0, s+s/2, enospc)),
 					want: first, why: "ok, then failed at exit, in one poll: only the failure"},
-				{at: 2*m + 5*s, ends: l.add(end("Finetune", PhaseOK, m, 2*m, "")), why: "the next run ends ok: done waits for what runs after training"},
-				{at: 2*m + 20*s, ends: l.add(end("Finetune", PhaseFailed, m, 2*m+15*s, enospc)),
+				{at: 2*m + 5*s, ends: l.add(end("Finetune", phaseapi.StatusOK, m, 2*m, "")), why: "the next run ends ok: done waits for what runs after training"},
+				{at: 2*m + 20*s, ends: l.add(end("Finetune", phaseapi.StatusFailed, m, 2*m+15*s, enospc)),
 					want: later, why: "its hub push fails a poll later: only the failure"},
-				{at: 5*m + 5*s, ends: l.add(end("Finetune", PhaseOK, 4*m, 5*m, "")), why: "a third run ends ok"},
+				{at: 5*m + 5*s, ends: l.add(end("Finetune", phaseapi.StatusOK, 4*m, 5*m, "")), why: "a third run ends ok"},
 				{at: 5*m + 25*s, ends: l.add(), why: "not yet settled"},
 				{at: 5*m + 35*s, ends: l.add(), want: done, why: "settled with nothing after it: done"},
 			})
@@ -347,11 +353,11 @@ func TestPhaseDoneThenFailedPushesOnlyTheFailure(t *testing.T) {
 // busy ping, and the push says what it was doing.
 func TestPhaseStalledWhileBusy(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
-	evaluating := func(now, busyAt time.Duration) []PhaseState {
+	evaluating := func(now, busyAt time.Duration) []phaseapi.Phase {
 		p := withStep(active("Finetune", 0, now), 10, 15, 0)
-		p.HasEval, p.EvalStep, p.EvalTotal, p.EvalProgressAt = true, 2, 2, at(time.Minute)
-		p.HasBusy, p.Busy, p.BusyAt = true, "evaluating", at(busyAt)
-		return []PhaseState{p}
+		p = withEval(p, 2, 2, time.Minute)
+		p.Busy, p.BusyAt = "evaluating", at(busyAt)
+		return []phaseapi.Phase{p}
 	}
 	runPhaseScript(t, r, []phaseStep{
 		{5 * m, evaluating(5*m, 5*m), false, nil, "eval batches done at 1m, compute_metrics moving"},
@@ -364,24 +370,24 @@ func TestPhaseStalledWhileBusy(t *testing.T) {
 
 // A failure whose reason is what a surviving rank saw (the launcher's
 // SIGTERM, a peer's reset) is held for OutsideSettle, so the crash that
-// caused it, which the exporter puts in the same end, is what the push
+// caused it, which the phase server puts in the same end, is what the push
 // says; one that stays so is pushed after the wait; a failure with its own
 // cause pushes at once.
 func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
 	r := phaseRule(t, PhaseConfig{Repeat: 10 * m}, RuleFailed)
 	s := time.Second
 	const cause = "rank 1: Signal 9 (SIGKILL) received by PID 4242"
-	survivor := PhaseEnd{Seq: 1, Phase: "DDP", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
+	survivor := phaseapi.PhaseEnd{Seq: 1, Phase: "DDP", Status: phaseapi.StatusFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
 	crashed := survivor
 	crashed.Reason, crashed.Outside = cause, false
-	alone := PhaseEnd{Seq: 2, Phase: "Other", Status: PhaseFailed, Reason: "SIGTERM", Started: at(0), Ended: at(3 * m), Outside: true}
+	alone := phaseapi.PhaseEnd{Seq: 2, Phase: "Other", Status: phaseapi.StatusFailed, Reason: "SIGTERM", Started: at(0), Ended: at(3 * m), Outside: true}
 	runEndScript(t, r, []endStep{
 		{at: 0, why: "baseline"},
-		{at: m + 5*s, ends: []PhaseEnd{survivor}, why: "rank 0's SIGTERM: held"},
-		{at: m + 10*s, ends: []PhaseEnd{crashed},
+		{at: m + 5*s, ends: []phaseapi.PhaseEnd{survivor}, why: "rank 0's SIGTERM: held"},
+		{at: m + 10*s, ends: []phaseapi.PhaseEnd{crashed},
 			want: []string{`firing: "DDP" failed after 1m0s: ` + cause}, why: "torchrun's root cause replaced it"},
-		{at: 3*m + 5*s, ends: []PhaseEnd{crashed, alone}, why: "held"},
-		{at: 3*m + 15*s, ends: []PhaseEnd{crashed, alone},
+		{at: 3*m + 5*s, ends: []phaseapi.PhaseEnd{crashed, alone}, why: "held"},
+		{at: 3*m + 15*s, ends: []phaseapi.PhaseEnd{crashed, alone},
 			want: []string{`firing: "Other" failed after 3m0s: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
 	})
 }

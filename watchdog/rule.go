@@ -1,6 +1,10 @@
 package watchdog
 
-import "time"
+import (
+	"time"
+
+	"lavender/phaseapi"
+)
 
 // Rule is one condition the watchdog pushes for. It is a small state
 // machine fed by the watchdog's poll: it owns its threshold, hysteresis,
@@ -70,7 +74,7 @@ type Alert struct {
 	// End is, for failed and done, the end the push reports (the latest
 	// of them when it counts several); Ends is how many it counts: more
 	// than 1 for "failed 3 times in 10m", which spans Began to At.
-	End  PhaseEnd
+	End  phaseapi.PhaseEnd
 	Ends int
 
 	// gpu, disk: the fault of the kernel log the push is about (the first

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // step is one poll of a rule-level script: after advancing the clock, the
@@ -113,7 +115,7 @@ func TestPressureRuleOff(t *testing.T) {
 	})
 }
 
-func oomAt(kills uint64, victim Victim, phases ...PhaseState) Sample {
+func oomAt(kills uint64, victim Victim, phases ...phaseapi.Phase) Sample {
 	return Sample{Swap: swapOf(0.56), OOM: OOM{Available: true, Kills: kills, Victim: victim}, Phases: phases}
 }
 
@@ -125,9 +127,9 @@ func TestOOMRule(t *testing.T) {
 	s := 5 * time.Second
 	old := Victim{PID: 17, Name: "chrome", Seq: 100}
 	py := Victim{PID: 4242, Name: "python3", Seq: 200}
-	pretrain := PhaseState{Name: "Pretrain 1/3", Status: PhaseActive, Started: t0}
-	eval := PhaseState{Name: "Eval", Status: PhaseActive, Started: t0.Add(time.Minute)}
-	done := PhaseState{Name: "Tokenize", Status: PhaseOK, Started: t0.Add(2 * time.Minute)}
+	pretrain := phaseapi.Phase{Name: "Pretrain 1/3", Status: phaseapi.StatusActive, Started: t0}
+	eval := phaseapi.Phase{Name: "Eval", Status: phaseapi.StatusActive, Started: t0.Add(time.Minute)}
+	done := phaseapi.Phase{Name: "Tokenize", Status: phaseapi.StatusOK, Started: t0.Add(2 * time.Minute)}
 	runScript(t, rule, []step{
 		{0, Sample{}, false, "", "no oom_kill on this kernel"},
 		{s, oomAt(7, old), false, "", "the first reading is the baseline: kills from before lavender never push"},
@@ -189,13 +191,13 @@ func TestOOMRuleStateWhileAPushIsPending(t *testing.T) {
 
 func TestActivePhase(t *testing.T) {
 	for _, tc := range []struct {
-		phases []PhaseState
+		phases []phaseapi.Phase
 		want   string
 	}{
 		{nil, ""},
-		{[]PhaseState{{Name: "a", Status: PhaseFailed, Started: t0.Add(time.Hour)}}, ""},
-		{[]PhaseState{{Name: "a", Status: PhaseActive, Started: t0}, {Name: "b", Status: PhaseOK, Started: t0.Add(time.Hour)}}, "a"},
-		{[]PhaseState{{Name: "b", Status: PhaseActive, Started: t0.Add(time.Hour)}, {Name: "a", Status: PhaseActive, Started: t0}}, "b"},
+		{[]phaseapi.Phase{{Name: "a", Status: phaseapi.StatusFailed, Started: t0.Add(time.Hour)}}, ""},
+		{[]phaseapi.Phase{{Name: "a", Status: phaseapi.StatusActive, Started: t0}, {Name: "b", Status: phaseapi.StatusOK, Started: t0.Add(time.Hour)}}, "a"},
+		{[]phaseapi.Phase{{Name: "b", Status: phaseapi.StatusActive, Started: t0.Add(time.Hour)}, {Name: "a", Status: phaseapi.StatusActive, Started: t0}}, "b"},
 	} {
 		p, ok := Sample{Phases: tc.phases}.ActivePhase()
 		if p.Name != tc.want || ok != (tc.want != "") {

@@ -3,6 +3,8 @@ package watchdog
 import (
 	"context"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // Sample is one reading of the host, stamped by the watchdog's clock. A
@@ -13,14 +15,16 @@ type Sample struct {
 	Swap     Swap
 	Pressure Pressure
 	OOM      OOM
-	// Phases is the phase table at the time of the reading, for the phase
-	// rules (failed, stalled, done) and to say which phase an OOM kill hit.
+	// Phases is the phase table at the time of the reading, as the phase
+	// server answers it (durations, ETAs and rates as of the reading), for
+	// the phase rules (failed, stalled, done) and to say which phase an OOM
+	// kill hit.
 	// The history keeps it only in the latest sample (see History).
-	Phases []PhaseState
+	Phases []phaseapi.Phase
 	// Ends are the latest ends of phases, oldest first, numbered: a phase
 	// that fails and starts again within one poll shows running in Phases,
 	// and its failure only here.
-	Ends []PhaseEnd
+	Ends []phaseapi.PhaseEnd
 	// Disks are the watched filesystems that could be read at the poll;
 	// UnreadableDisks the watched paths that could not (Disk.Err says
 	// why). The history keeps them only in the latest sample, as the
@@ -88,68 +92,20 @@ func (v Victim) Known() bool { return v.PID > 0 }
 // was judged of them.
 func (v Victim) Same(o Victim) bool { return v.PID == o.PID && v.Name == o.Name && v.Seq == o.Seq }
 
-// PhaseStatus is a phase's state, as the exporter's phase table spells it.
-type PhaseStatus string
-
-const (
-	PhaseActive PhaseStatus = "active"
-	PhaseOK     PhaseStatus = "ok"
-	PhaseFailed PhaseStatus = "failed"
-)
-
-// PhaseState is one phase of the current run, as the phase rules need it.
-type PhaseState struct {
-	Name          string
-	Status        PhaseStatus
-	Started       time.Time
-	Ended         time.Time // zero while active
-	LastHeartbeat time.Time
-	// Step and Total are the progress the heartbeats carry; HasStep is
-	// false for a phase that never reported a step (Step 0 is a step).
-	// Total 0 means unknown.
-	HasStep    bool
-	Step       int64
-	Total      int64
-	ProgressAt time.Time // when Step last moved
-	// ETA is the estimated time the active phase still needs to reach
-	// its Total; 0: unknown.
-	ETA time.Duration
-
-	// Reason is why the phase ended, as its end said, or "died without
-	// ending (pid 4242 gone)" when the server ended it.
-	Reason string
-	// PID is the process doing the work, as the phase's start named it;
-	// 0 when none was named.
-	PID int64
-	// Dirs are the directories the phase writes to.
-	Dirs []string
-	// SaveBytes is the size of the newest checkpoint save; HasSave is
-	// false before the first.
-	HasSave   bool
-	SaveBytes uint64
-	// Loss is the latest training loss (NaN and ±Inf as such); HasLoss is
-	// false before the first.
-	HasLoss bool
-	Loss    float64
-	// EvalStep and EvalTotal (0: unknown) are the evaluation loop's
-	// progress, EvalProgressAt when EvalStep last changed; HasEval is
-	// false before the first.
-	HasEval        bool
-	EvalStep       int64
-	EvalTotal      int64
-	EvalProgressAt time.Time
-	// Busy is the work between steps (evaluating, saving) the client last
-	// saw moving, at BusyAt; HasBusy is set once it said so.
-	HasBusy bool
-	Busy    string
-	BusyAt  time.Time
+// phaseETA is the time the active phase p still needed to reach its total
+// when the server answered; 0: unknown, or p ended.
+func phaseETA(p phaseapi.Phase) time.Duration {
+	if !p.Active() || p.ETASeconds == nil || *p.ETASeconds <= 0 {
+		return 0
+	}
+	return time.Duration(*p.ETASeconds * float64(time.Second))
 }
 
 // ActivePhase is the active phase that started last: the one a person
 // means by "during". ok is false when no phase is active.
-func (s Sample) ActivePhase() (p PhaseState, ok bool) {
+func (s Sample) ActivePhase() (p phaseapi.Phase, ok bool) {
 	for _, ph := range s.Phases {
-		if ph.Status == PhaseActive && (!ok || ph.Started.After(p.Started)) {
+		if ph.Active() && (!ok || ph.Started.After(p.Started)) {
 			p, ok = ph, true
 		}
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lavender/phaseapi"
 )
 
 // fakePusher records every push and answers as one target would.
@@ -371,7 +373,7 @@ func TestSeveralRulesInOnePollGiveOnePush(t *testing.T) {
 		Swap:     swapOf(0.56),
 		Pressure: Pressure{Available: true, Some: 0.23, Full: 0.20},
 		OOM:      OOM{Available: true, Kills: 4, Victim: Victim{PID: 4242, Name: "python3"}},
-		Phases:   []PhaseState{{Name: "Pretrain 1/3", Status: PhaseActive, Started: t0}},
+		Phases:   []phaseapi.Phase{{Name: "Pretrain 1/3", Status: phaseapi.StatusActive, Started: t0}},
 	}
 	pushes := r.poll(5*time.Second, storm)
 	if len(pushes) != 1 {

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"lavender/diskguard"
-	"lavender/exporter"
+	"lavender/phaseserver"
 	"lavender/watchdog"
 )
 
@@ -51,7 +51,7 @@ func (f *diskFlags) paths() ([]string, error) {
 
 // openDiskGuard builds the guard of the fixed paths and the phases'
 // directories, and registers its metrics.
-func (f *diskFlags) openDiskGuard(exp *exporter.Exporter, g *Globals, reg prometheus.Registerer) (*diskguard.Guard, error) {
+func (f *diskFlags) openDiskGuard(exp *phaseserver.Server, g *Globals, reg prometheus.Registerer) (*diskguard.Guard, error) {
 	paths, err := f.paths()
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/exporter"
+	"lavender/phaseserver"
 	"lavender/statuspage"
 	"lavender/watchdog"
 )
@@ -102,13 +103,16 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	return srv.serve(ctx, &c.webFlags, shutdownGrace, g.Logger)
 }
 
-// openExporter builds the exporter for exporter and serve; close saves the
-// phase table's unsaved heartbeats at shutdown.
-func openExporter(p procfsFlags, r runlogFlags, g *Globals, srv *commandServer) (exp *exporter.Exporter, close func(), err error) {
-	cfg := exporter.Config{ProcFS: p.ProcFS, Runlog: r.options(), WriteErrors: srv.writeErrors.WithLabelValues("exporter"), Clock: g.Clock}
-	exp, err = exporter.New(cfg, g.Logger, srv.reg)
-	if err != nil {
-		return nil, nil, err
+// openExporter builds the phase server for exporter and serve and
+// registers its metrics and the swap collector's; close saves the phase
+// table's unsaved heartbeats at shutdown.
+func openExporter(p procfsFlags, r runlogFlags, g *Globals, srv *commandServer) (exp *phaseserver.Server, close func(), err error) {
+	cfg := phaseserver.Config{ProcFS: p.ProcFS, Runlog: r.options(), WriteErrors: srv.writeErrors.WithLabelValues("exporter"), Clock: g.Clock}
+	exp = phaseserver.New(cfg, g.Logger)
+	for _, c := range []prometheus.Collector{exporter.NewSwapCollector(p.ProcFS, 0, g.Logger), exp} {
+		if err := srv.reg.Register(c); err != nil {
+			return nil, nil, fmt.Errorf("register collector: %w", err)
+		}
 	}
 	return exp, func() {
 		if err := exp.Close(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"lavender/exporter"
 	"lavender/kmsg"
+	"lavender/phaseserver"
 	"lavender/pushtext"
 	"lavender/statuspage"
 	"lavender/watchdog"
@@ -107,7 +108,7 @@ func (k *kernelLog) close() {
 // with the phase it hit (see watchdog.PhasesOfFaults). A fault that can end
 // its phase is noted in the exporter too, so a phase that fails of it soon
 // after gets it as its reason.
-func watchFaults(exp *exporter.Exporter, wd *watchdog.Watchdog, now func() time.Time) func([]kmsg.Fault) {
+func watchFaults(exp *phaseserver.Server, wd *watchdog.Watchdog, now func() time.Time) func([]kmsg.Fault) {
 	if now == nil {
 		now = time.Now
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"lavender/exporter"
+	"lavender/phaseserver"
 	"lavender/runlog"
 )
 
@@ -34,10 +35,8 @@ func BenchmarkServedScrape(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			reg := bc.registry()
 			logger := slog.New(slog.DiscardHandler)
-			exp, err := exporter.New(exporter.Config{ProcFS: "/proc", Runlog: runlog.Options{Dir: b.TempDir()}}, logger, reg)
-			if err != nil {
-				b.Fatal(err)
-			}
+			exp := phaseserver.New(phaseserver.Config{ProcFS: "/proc", Runlog: runlog.Options{Dir: b.TempDir()}}, logger)
+			reg.MustRegister(exporter.NewSwapCollector("/proc", 0, logger), exp)
 			b.Cleanup(func() { exp.Close() })
 			h := metricsHandler(reg, logger)
 			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)

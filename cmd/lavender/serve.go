@@ -11,6 +11,7 @@ import (
 	"lavender/barkbridge"
 	"lavender/diskguard"
 	"lavender/exporter"
+	"lavender/phaseserver"
 	"lavender/runlog"
 	"lavender/statuspage"
 	"lavender/watchdog"
@@ -132,7 +133,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 // openWatchdog builds the one sampler that feeds the status page's history
 // and, when on, the watchdog's rules, so the page costs no reads of its
 // own.
-func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, klog *kernelLog, guard *diskguard.Guard, g *Globals, srv *commandServer) (*watchdog.Watchdog, *watchdog.History, error) {
+func (c *ServeCmd) openWatchdog(exp *phaseserver.Server, push watchdog.Pusher, klog *kernelLog, guard *diskguard.Guard, g *Globals, srv *commandServer) (*watchdog.Watchdog, *watchdog.History, error) {
 	history := watchdog.NewHistory(c.HistoryStep)
 	disk, err := c.diskRule(c.WatchdogRepeat, c.WatchdogInterval)
 	if err != nil {
@@ -149,7 +150,7 @@ func (c *ServeCmd) openWatchdog(exp *exporter.Exporter, push watchdog.Pusher, kl
 // came back to the current one. A full or read-only logs dir loses the
 // record, never the pushes: serve starts anyway, and later writes are
 // counted in lavender_runlog_write_errors_total.
-func (c *ServeCmd) openRun(exp *exporter.Exporter, g *Globals) {
+func (c *ServeCmd) openRun(exp *phaseserver.Server, g *Globals) {
 	device := exporter.Device()
 	if run, _ := exp.Snapshot(); c.RunResume && run != nil {
 		// Entries after the last RUN stop must say the process came back.

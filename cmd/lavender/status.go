@@ -3,8 +3,8 @@ package main
 import (
 	"net/http"
 
-	"lavender/exporter"
 	"lavender/phaseapi"
+	"lavender/phaseserver"
 	"lavender/statuspage"
 )
 
@@ -12,7 +12,7 @@ import (
 // cfg names what the command has beyond the exporter (the history, the
 // bridge, the watchdog, when a phase counts as stalled); the phases and the
 // run log come from exp.
-func registerStatusPage(mux *http.ServeMux, exp *exporter.Exporter, cfg statuspage.Config) error {
+func registerStatusPage(mux *http.ServeMux, exp *phaseserver.Server, cfg statuspage.Config) error {
 	cfg.Phases, cfg.RunLog, cfg.ProcVisibility = exp.Snapshot, exp.RunLog, exp.ProcVisibility
 	cfg.Links = []string{"/metrics", phaseapi.PhasesPath}
 	page, err := statuspage.New(cfg)

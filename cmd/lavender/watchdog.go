@@ -12,7 +12,7 @@ import (
 
 	"lavender/exporter"
 	"lavender/kmsg"
-	"lavender/statuspage"
+	"lavender/phaseserver"
 	"lavender/watchdog"
 )
 
@@ -117,8 +117,8 @@ func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.Hist
 
 // hostReader reads the host for the watchdog: swap, pressure and OOM kills
 // from procfs, the victim from the kernel log, the phases from the
-// exporter's table.
-func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog.Reader {
+// phase server's table.
+func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server) watchdog.Reader {
 	var judged victimJudge
 	return func(ctx context.Context) (watchdog.Sample, error) {
 		h, err := exporter.ReadHost(ctx, procfs)
@@ -136,15 +136,8 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 		// this very poll pushes it.
 		exp.CheckProcesses()
 		_, phases := exp.Snapshot()
-		for _, p := range phases {
-			s.Phases = append(s.Phases, statuspage.PhaseState(p))
-		}
-		for _, e := range exp.Ends() {
-			s.Ends = append(s.Ends, watchdog.PhaseEnd{
-				Seq: e.Seq, Phase: e.Phase, Status: watchdog.PhaseStatus(e.Status), Reason: e.Reason,
-				Started: e.Started, Ended: e.Ended, Died: e.Died, PID: e.PID, Outside: e.Outside,
-			})
-		}
+		s.Phases = phases
+		s.Ends = exp.Ends()
 		return s, nil
 	}
 }
@@ -153,7 +146,7 @@ func hostReader(procfs string, klog *kernelLog, exp *exporter.Exporter) watchdog
 // record: at the first poll that sees it, the closest to the kill.
 type victimJudge struct{ last watchdog.Victim }
 
-func (j *victimJudge) of(v watchdog.Victim, exp *exporter.Exporter) watchdog.Victim {
+func (j *victimJudge) of(v watchdog.Victim, exp *phaseserver.Server) watchdog.Victim {
 	if !v.Known() {
 		return v
 	}
@@ -162,9 +155,9 @@ func (j *victimJudge) of(v watchdog.Victim, exp *exporter.Exporter) watchdog.Vic
 	}
 	phase, owner := exp.OwnerOf(v.PID, v.Name)
 	switch owner {
-	case exporter.OwnerPhase:
+	case phaseserver.OwnerPhase:
 		v.Owner, v.Phase = watchdog.VictimOfPhase, phase
-	case exporter.OwnerNone:
+	case phaseserver.OwnerNone:
 		v.Owner = watchdog.VictimOfNoPhase
 	}
 	j.last = v

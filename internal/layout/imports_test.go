@@ -21,20 +21,29 @@ var mayUse = map[string][]string{
 	// The module's root package holds only the version (VERSION).
 	"lavender": {},
 	"runlog":   {},
-	"watchdog": {"kmsg", "diskguard", "internal/ring"},
+	// The watchdog reads the phases and their ends in phaseapi's types,
+	// the ones the phase server keeps and the status page shows; it never
+	// uses phaseapi's text cleaning (textsafe) to word anything.
+	"watchdog": {"kmsg", "diskguard", "internal/ring", "phaseapi", "internal/textsafe"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
-	// The heartbeat API's wire format, shared by the exporter (server) and
+	// The heartbeat API's wire format, shared by the phase server and
 	// heartbeat (client and phase run wrapper), which never import each
-	// other: a client does not pull in the collectors.
+	// other: a client does not pull in the server.
 	// It cleans reasons with textsafe, so a reason reads the same in the
 	// run log as on the phone.
 	"phaseapi":  {"internal/textsafe"},
 	"heartbeat": {"phaseapi", "proctree", "internal/procfile", "internal/textsafe"},
-	"exporter":  {"runlog", "phaseapi", "proctree", "kmsg", "diskguard", "internal/throttle", "internal/procfile", "internal/textsafe"},
+	// The host's collectors, in node_exporter's shape: procfs and the
+	// kernel log, nothing of phases.
+	"exporter": {"kmsg", "internal/throttle", "internal/procfile"},
+	// The heartbeat API's server side and the phase table: it judges the
+	// phases' processes and hands the disk guard their directories, and
+	// reads no host metric.
+	"phaseserver": {"runlog", "phaseapi", "proctree", "diskguard", "internal/throttle", "internal/procfile", "internal/textsafe"},
 	// Who a process is, from procfs: alive, its parents, its host. The
-	// exporter judges phase pids with it, the kernel-log readers victims.
+	// phase server judges phase pids with it, the kernel-log readers victims.
 	"proctree": {"internal/procfile"},
 	// The Bark client alone: targets, templates, encryption, sending,
 	// redaction. It knows nothing of Alertmanager, the watchdog, phases
@@ -43,15 +52,15 @@ var mayUse = map[string][]string{
 	// Every push text, worded from the watchdog's facts; the arrows point
 	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
 	// text and no Bark, and the texts know no delivery.
-	"pushtext":   {"watchdog", "kmsg", "diskguard", "internal/ring", "internal/textsafe"},
-	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"pushtext":   {"watchdog", "phaseapi", "kmsg", "diskguard", "internal/ring", "internal/textsafe"},
+	"barkbridge": {"bark", "pushtext", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"exporter", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
+	"statuspage": {"phaseserver", "barkbridge", "bark", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
-	// The watchdog reads its readings and the exporter hands it the
-	// phases' directories, as both do with the kernel log's faults.
+	// The watchdog reads its readings and the phase server hands it the
+	// phases' directories.
 	"diskguard": {},
 	// webguard decides who may write; it knows no handler of ours.
 	"webguard": {},
@@ -96,6 +105,32 @@ var mayUse = map[string][]string{
 // nothing else, so no product package grows HTML through it.
 var usedOnlyBy = map[string][]string{
 	"statuspage": {"cmd/lavender"},
+	// cmd wires the packages; nothing wires cmd.
+	"cmd/lavender": {},
+}
+
+// neverUse lists pairs kept apart whatever mayUse comes to allow: the phase
+// server uses no collector (a phase never waits on a procfs read), and the
+// collectors and the webhook never use each other.
+var neverUse = map[string][]string{
+	"phaseserver": {"exporter"},
+	"exporter":    {"phaseserver", "barkbridge"},
+	"barkbridge":  {"exporter", "phaseserver"},
+}
+
+// TestNeverUseAgreesWithMayUse: a pair kept apart is not also allowed.
+func TestNeverUseAgreesWithMayUse(t *testing.T) {
+	for name, never := range neverUse {
+		allowed, known := mayUse[name]
+		if !known {
+			t.Errorf("neverUse names %s, which mayUse does not know", name)
+		}
+		for _, d := range never {
+			if slices.Contains(allowed, d) || slices.Contains(allowed, "*") {
+				t.Errorf("mayUse lets %s use %s, which neverUse forbids", name, d)
+			}
+		}
+	}
 }
 
 type listed struct {
@@ -121,6 +156,11 @@ func TestPackagesKeepTheirLayer(t *testing.T) {
 			d := strings.TrimPrefix(dep, module+"/")
 			if users, ok := usedOnlyBy[d]; ok && d != dep && !slices.Contains(users, name) {
 				t.Errorf("%s depends on %s, which only %v may use", name, d, users)
+			}
+		}
+		for _, dep := range p.Deps {
+			if d := strings.TrimPrefix(dep, module+"/"); d != dep && slices.Contains(neverUse[name], d) {
+				t.Errorf("%s depends on %s, which it must never use", name, d)
 			}
 		}
 		allowed, known := mayUse[name]

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"fmt"
@@ -7,54 +7,32 @@ import (
 	"strings"
 	"time"
 
+	"lavender/phaseapi"
 	"lavender/proctree"
 	"lavender/runlog"
 )
-
-// PhaseEnd is one end of one phase. Ends are events, not states: a phase
-// that fails and starts again at once leaves its failure here even though
-// its table entry is running again by the next poll, so the watchdog reads
-// these to push every end.
-type PhaseEnd struct {
-	// Seq numbers the ends of this exporter's life, from 1, in order.
-	Seq     uint64
-	Phase   string
-	Status  string // ok or failed
-	Reason  string
-	Started time.Time
-	Ended   time.Time
-	// Died is set when the exporter ended the phase itself: its process
-	// was gone and no end had come. PID is that process.
-	Died bool
-	PID  int64
-	// Outside is set while the reason is what a rank sees when another
-	// one crashed (a signal the launcher sent, a peer's connection
-	// reset): the crash itself may still come, within RootCauseWindow, and
-	// replace it.
-	Outside bool
-}
 
 // maxEnds bounds the ends kept for the watchdog: it reads them every few
 // seconds, and even a crash loop of every phase ends fewer in that time.
 const maxEnds = 256
 
 // recordEndLocked keeps the end of p for the watchdog.
-func (e *Exporter) recordEndLocked(p Phase, died bool) {
-	e.endSeq++
-	e.ends = append(e.ends, PhaseEnd{
-		Seq: e.endSeq, Phase: p.Name, Status: p.Status, Reason: p.Reason,
+func (s *Server) recordEndLocked(p phaseapi.Phase, died bool) {
+	s.endSeq++
+	s.ends = append(s.ends, phaseapi.PhaseEnd{
+		Seq: s.endSeq, Phase: p.Name, Status: p.Status, Reason: p.Reason,
 		Started: p.Started, Ended: p.Ended, Died: died, PID: p.PID,
-		Outside: p.Status == StatusFailed && reasonStrength(p.Reason) == reasonOutside,
+		Outside: p.Status == phaseapi.StatusFailed && reasonStrength(p.Reason) == reasonOutside,
 	})
-	if len(e.ends) > maxEnds {
-		e.ends = slices.Delete(e.ends, 0, len(e.ends)-maxEnds)
+	if len(s.ends) > maxEnds {
+		s.ends = slices.Delete(s.ends, 0, len(s.ends)-maxEnds)
 	}
 }
 
 // Ends returns the newest ends of phases, oldest first, at most maxEnds.
 // It never waits on the phase table's lock.
-func (e *Exporter) Ends() []PhaseEnd {
-	if p := e.endsView.Load(); p != nil {
+func (s *Server) Ends() []phaseapi.PhaseEnd {
+	if p := s.endsView.Load(); p != nil {
 		return *p
 	}
 	return nil
@@ -80,43 +58,43 @@ type phaseRunKey struct {
 // process is tied to its start time when first seen alive, so a reused pid
 // is not taken for it. It also notes the phases' process trees for
 // OwnerOf. serve calls it on every poll.
-func (e *Exporter) CheckProcesses() {
-	if !e.host.Known() {
+func (s *Server) CheckProcesses() {
+	if !s.host.Known() {
 		return
 	}
-	e.checkProcesses()
-	e.traceLineage()
+	s.checkProcesses()
+	s.traceLineage()
 }
 
-func (e *Exporter) checkProcesses() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.clock()
+func (s *Server) checkProcesses() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
 	changed := false
-	gone := make(map[phaseRunKey]time.Time, len(e.gone))
+	gone := make(map[phaseRunKey]time.Time, len(s.gone))
 	var unseen int64
-	defer func() { e.visibility.unseen.Store(unseen) }()
-	for i := range e.table.phases {
-		p := &e.table.phases[i]
-		if !p.Active() || !e.judgeable(p.Process) {
+	defer func() { s.visibility.unseen.Store(unseen) }()
+	for i := range s.table.phases {
+		p := &s.table.phases[i]
+		if !p.Active() || !s.judgeable(p.Process) {
 			continue
 		}
 		key := phaseRunKey{p.Name, p.Started.UnixNano()}
-		liveness, start, err := proctree.Judge(e.procfs, int(p.PID), p.PIDStartTicks)
+		liveness, start, err := proctree.Judge(s.procfs, int(p.PID), p.PIDStartTicks)
 		if err != nil {
-			e.logger.Debug("phase process not judged", "phase", p.Name, "pid", p.PID, "err", err)
+			s.logger.Debug("phase process not judged", "phase", p.Name, "pid", p.PID, "err", err)
 			continue
 		}
 		if liveness == proctree.Unseen {
 			// Hidden from serve, yet the kernel says it exists: not a
 			// death, and a sighting of it gone before no longer counts.
 			unseen++
-			e.warnUnseenLocked(*p)
+			s.warnUnseenLocked(*p)
 			continue
 		}
 		alive := liveness == proctree.Living
 		if alive && p.PIDStartTicks == 0 {
-			if started, err := proctree.StartTime(e.procfs, start); err == nil && started.After(p.Started.Add(startSlack)) {
+			if started, err := proctree.StartTime(s.procfs, start); err == nil && started.After(p.Started.Add(startSlack)) {
 				// The pid names a process that started after the phase
 				// did: the phase's own is gone and its pid reused.
 				alive = false
@@ -127,7 +105,7 @@ func (e *Exporter) checkProcesses() {
 		if alive {
 			continue
 		}
-		first, seen := e.gone[key]
+		first, seen := s.gone[key]
 		if !seen {
 			gone[key] = now
 			continue
@@ -136,18 +114,18 @@ func (e *Exporter) checkProcesses() {
 			gone[key] = first
 			continue
 		}
-		p.Status, p.Ended = StatusFailed, now
-		p.Reason = e.failedReasonLocked(p.Name, fmt.Sprintf("died without ending (pid %d gone)", p.PID), now)
-		e.appendLog(endLine(*p, "died"))
-		e.recordEndLocked(*p, true)
-		e.logger.Warn("phase process died without ending; phase ended as failed", "phase", p.Name, "pid", p.PID)
+		p.Status, p.Ended = phaseapi.StatusFailed, now
+		p.Reason = s.failedReasonLocked(p.Name, fmt.Sprintf("died without ending (pid %d gone)", p.PID), now)
+		s.appendLog(endLine(*p, "died"))
+		s.recordEndLocked(*p, true)
+		s.logger.Warn("phase process died without ending; phase ended as failed", "phase", p.Name, "pid", p.PID)
 		changed = true
 	}
-	e.gone = gone
+	s.gone = gone
 	if changed {
-		e.dirty = true
-		e.saveLocked()
-		e.publishLocked()
+		s.dirty = true
+		s.saveLocked()
+		s.publishLocked()
 	}
 }
 
@@ -183,20 +161,20 @@ type lineage struct {
 // phaseProcessesLocked lists the judgeable processes of the phases that
 // run or, with a window, ended within it, and whether every running phase
 // has one.
-func (e *Exporter) phaseProcessesLocked(now time.Time, window time.Duration) (pids []int, phases map[int]string, all bool) {
+func (s *Server) phaseProcessesLocked(now time.Time, window time.Duration) (pids []int, phases map[int]string, all bool) {
 	phases, all = map[int]string{}, true
-	for _, p := range e.table.phases {
+	for _, p := range s.table.phases {
 		recent := p.Active() || (window > 0 && now.Sub(p.Ended) <= window)
 		switch {
 		case !recent:
-		case e.judgeable(p.Process):
+		case s.judgeable(p.Process):
 			pids = append(pids, int(p.PID))
 			phases[int(p.PID)] = p.Name
 		case p.Active():
 			all = false
 		}
 	}
-	if e.visibility.hides() {
+	if s.visibility.hides() {
 		// A hidden descendant cannot be traced to its phase: no pid can
 		// be said to be no phase's.
 		all = false
@@ -207,31 +185,31 @@ func (e *Exporter) phaseProcessesLocked(now time.Time, window time.Duration) (pi
 // traceLineage records the process trees of the phases' processes. serve
 // calls it with CheckProcesses on every poll; it reads procfs outside the
 // table's lock, so heartbeats do not wait for it.
-func (e *Exporter) traceLineage() {
-	now := e.clock()
-	e.mu.Lock()
-	pids, phases, _ := e.phaseProcessesLocked(now, ownerWindow)
-	e.mu.Unlock()
+func (s *Server) traceLineage() {
+	now := s.clock()
+	s.mu.Lock()
+	pids, phases, _ := s.phaseProcessesLocked(now, ownerWindow)
+	s.mu.Unlock()
 	var tree proctree.Tree
 	if len(pids) > 0 {
 		var err error
-		if tree, err = proctree.Scan(e.procfs); err != nil {
-			e.logger.Debug("process tree not read", "err", err)
+		if tree, err = proctree.Scan(s.procfs); err != nil {
+			s.logger.Debug("process tree not read", "err", err)
 		}
 	}
-	e.lineageMu.Lock()
-	defer e.lineageMu.Unlock()
-	for pid, l := range e.lineage {
+	s.lineageMu.Lock()
+	defer s.lineageMu.Unlock()
+	for pid, l := range s.lineage {
 		if now.Sub(l.seen) > ownerWindow {
-			delete(e.lineage, pid)
+			delete(s.lineage, pid)
 		}
 	}
 	for pid, st := range tree {
 		if root, ok := tree.AncestorAmong(pid, pids); ok {
-			if e.lineage == nil {
-				e.lineage = map[int]lineage{}
+			if s.lineage == nil {
+				s.lineage = map[int]lineage{}
 			}
-			e.lineage[pid] = lineage{phase: phases[root], comm: st.Comm, seen: now}
+			s.lineage[pid] = lineage{phase: phases[root], comm: st.Comm, seen: now}
 		}
 	}
 }
@@ -242,19 +220,19 @@ func (e *Exporter) traceLineage() {
 // process that has ended since); no phase's, when every running phase's
 // process is known and it is none of those; else unknown. Only pids of
 // this host are judged.
-func (e *Exporter) OwnerOf(pid int, comm string) (phase string, owner Owner) {
-	if pid <= 0 || !e.host.Known() {
+func (s *Server) OwnerOf(pid int, comm string) (phase string, owner Owner) {
+	if pid <= 0 || !s.host.Known() {
 		return "", OwnerUnknown
 	}
-	e.mu.Lock()
-	pids, phases, all := e.phaseProcessesLocked(e.clock(), ownerWindow)
-	e.mu.Unlock()
-	if root, ok := proctree.AncestorAmong(e.procfs, pid, pids); ok {
+	s.mu.Lock()
+	pids, phases, all := s.phaseProcessesLocked(s.clock(), ownerWindow)
+	s.mu.Unlock()
+	if root, ok := proctree.AncestorAmong(s.procfs, pid, pids); ok {
 		return phases[root], OwnerPhase
 	}
-	e.lineageMu.Lock()
-	l, ok := e.lineage[pid]
-	e.lineageMu.Unlock()
+	s.lineageMu.Lock()
+	l, ok := s.lineage[pid]
+	s.lineageMu.Unlock()
 	if ok && (comm == "" || l.comm == comm || strings.HasPrefix(comm, l.comm) || strings.HasPrefix(l.comm, comm)) {
 		return l.phase, OwnerPhase
 	}
@@ -271,14 +249,14 @@ const startSlack = 2 * time.Second
 
 // refused counts a refused heartbeat by reason and logs it, at most once
 // per reason per throttle interval.
-func (e *Exporter) refused(reason string, err error) {
-	e.refusedTotal.WithLabelValues(reason).Inc()
-	r := e.refusedLogs[reason]
+func (s *Server) refused(reason string, err error) {
+	s.refusedTotal.WithLabelValues(reason).Inc()
+	r := s.refusedLogs[reason]
 	if r == nil {
-		r = e.refusedLogs[refusedOther]
+		r = s.refusedLogs[refusedOther]
 	}
 	if logIt, suppressed := r.Report(); logIt {
-		e.logger.Warn("heartbeat refused", "reason", reason, "err", err, "suppressed_since_last_report", suppressed)
+		s.logger.Warn("heartbeat refused", "reason", reason, "err", err, "suppressed_since_last_report", suppressed)
 	}
 }
 
@@ -301,9 +279,9 @@ func shortReason(reason string, room int) string {
 
 // replaceEndReasonLocked gives the newest recorded end of p's run p's
 // reason: a stronger cause came after the first failed end.
-func (e *Exporter) replaceEndReasonLocked(p Phase) {
-	for i := len(e.ends) - 1; i >= 0; i-- {
-		if end := &e.ends[i]; end.Phase == p.Name && end.Started.Equal(p.Started) {
+func (s *Server) replaceEndReasonLocked(p phaseapi.Phase) {
+	for i := len(s.ends) - 1; i >= 0; i-- {
+		if end := &s.ends[i]; end.Phase == p.Name && end.Started.Equal(p.Started) {
 			end.Reason, end.Outside = p.Reason, reasonStrength(p.Reason) == reasonOutside
 			return
 		}

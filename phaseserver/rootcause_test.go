@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"testing"
@@ -46,7 +46,7 @@ func TestReasonStrength(t *testing.T) {
 // Multi-rank: the reason kept is the first cause, not the first report. A
 // signal the launcher sent the survivors, or a peer's disconnect, gives
 // way to a rank's own crash, or torchrun's root cause from `phase run`,
-// within RootCauseWindow, in the table and in the end the watchdog reads;
+// within rootCauseWindow, in the table and in the end the watchdog reads;
 // a cause is never replaced, and the first of two causes stays.
 func TestRootCauseReplacesWhatTheSurvivorsSaw(t *testing.T) {
 	const (
@@ -68,7 +68,7 @@ func TestRootCauseReplacesWhatTheSurvivorsSaw(t *testing.T) {
 		{"peer, SIGTERM, then the crash", []string{peer, sigterm, oom}, time.Second, oom, false},
 		{"the crash first", []string{oom, sigterm, peer}, time.Second, oom, false},
 		{"two causes: the first stays", []string{valueErr, sigkill}, time.Second, valueErr, false},
-		{"the crash after the window", []string{sigterm, sigkill}, RootCauseWindow + time.Second, sigterm, false},
+		{"the crash after the window", []string{sigterm, sigkill}, rootCauseWindow + time.Second, sigterm, false},
 		{"only what the survivors saw", []string{peer, sigterm}, time.Second, peer, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,12 +79,12 @@ func TestRootCauseReplacesWhatTheSurvivorsSaw(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			apply(phaseapi.HeartbeatRequest{Phase: "DDP", Event: EventStart})
+			apply(phaseapi.HeartbeatRequest{Phase: "DDP", Event: phaseapi.EventStart})
 			for i, r := range tc.reasons {
 				if i == 1 {
 					env.clock.Advance(tc.after)
 				}
-				apply(phaseapi.HeartbeatRequest{Phase: "DDP", Event: EventEnd, Status: StatusFailed, Reason: r})
+				apply(phaseapi.HeartbeatRequest{Phase: "DDP", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed, Reason: r})
 			}
 			p, _ := env.phase("DDP")
 			if p.Reason != tc.want {

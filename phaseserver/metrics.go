@@ -1,9 +1,11 @@
-package exporter
+package phaseserver
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"lavender/phaseapi"
 )
 
 var (
@@ -39,8 +41,24 @@ var (
 		"When the current run started, in seconds since the epoch; the run label is its log's base name.", []string{"run"}, nil)
 )
 
+// Describe sends the descriptors of the phase metrics, of
+// lavender_proc_hides_processes and of lavender_heartbeats_refused_total.
+func (s *Server) Describe(ch chan<- *prometheus.Desc) {
+	(*phaseCollector)(s).Describe(ch)
+	(*procVisibilityCollector)(s).Describe(ch)
+	s.refusedTotal.Describe(ch)
+}
+
+// Collect sends the phase table as it stands, whether procfs hides the
+// phases' processes, and the refused heartbeats.
+func (s *Server) Collect(ch chan<- prometheus.Metric) {
+	(*phaseCollector)(s).Collect(ch)
+	(*procVisibilityCollector)(s).Collect(ch)
+	s.refusedTotal.Collect(ch)
+}
+
 // phaseCollector publishes the phase table, built fresh at each scrape.
-type phaseCollector Exporter
+type phaseCollector Server
 
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseActiveDesc, phaseStartDesc, phaseLastHeartbeatDesc, phaseEndDesc,
@@ -51,7 +69,7 @@ func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
-	run, phases := (*Exporter)(c).Snapshot()
+	run, phases := (*Server)(c).Snapshot()
 	now := c.clock()
 	if run != nil && !run.Started.IsZero() {
 		ch <- prometheus.MustNewConstMetric(runStartDesc, prometheus.GaugeValue, unixSeconds(run.Started), run.File)
@@ -61,7 +79,7 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		if p.Active() {
 			active = 1
 		}
-		if p.Status == StatusFailed {
+		if p.Status == phaseapi.StatusFailed {
 			failed = 1
 		}
 		ch <- prometheus.MustNewConstMetric(phaseActiveDesc, prometheus.GaugeValue, active, p.Name)

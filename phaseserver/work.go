@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // to those known, the newest kept), a checkpoint save, the loss and the
 // evaluation's progress, and work between steps seen moving (busy). Slices and pointers are replaced, never written
 // through, since the published views share them.
-func applyWork(p *Phase, req phaseapi.HeartbeatRequest, now time.Time) {
+func applyWork(p *phaseapi.Phase, req phaseapi.HeartbeatRequest, now time.Time) {
 	if req.PID != nil && p.PID == 0 {
 		p.Process = phaseapi.Process{PID: *req.PID, BootID: strings.TrimSpace(req.BootID), PIDNS: strings.TrimSpace(req.PIDNS)}
 	}
@@ -65,31 +65,31 @@ func mergeDirs(known, fresh []string) []string {
 }
 
 // judgeable reports whether the pid a process of a heartbeat names is one
-// this exporter may judge: it comes from this boot and this pid namespace.
-func (e *Exporter) judgeable(p phaseapi.Process) bool {
-	return p.PID > 0 && e.host.Known() && p.BootID == e.host.BootID && p.PIDNS == e.host.PIDNS
+// this server may judge: it comes from this boot and this pid namespace.
+func (s *Server) judgeable(p phaseapi.Process) bool {
+	return p.PID > 0 && s.host.Known() && p.BootID == s.host.BootID && p.PIDNS == s.host.PIDNS
 }
 
 // joinsLocked reports whether a start joins the running phase i instead of
 // restarting it: the start's process is that phase's process or descends
 // from it (a script run by `lavender phase run` that announces itself),
 // both on this host.
-func (e *Exporter) joinsLocked(i int, req phaseapi.HeartbeatRequest) bool {
-	if i < 0 || req.Event != EventStart || req.PID == nil || !e.table.phases[i].Active() {
+func (s *Server) joinsLocked(i int, req phaseapi.HeartbeatRequest) bool {
+	if i < 0 || req.Event != phaseapi.EventStart || req.PID == nil || !s.table.phases[i].Active() {
 		return false
 	}
-	running := e.table.phases[i].Process
+	running := s.table.phases[i].Process
 	start := phaseapi.Process{PID: *req.PID, BootID: strings.TrimSpace(req.BootID), PIDNS: strings.TrimSpace(req.PIDNS)}
-	if !e.judgeable(running) || !e.judgeable(start) {
+	if !s.judgeable(running) || !s.judgeable(start) {
 		return false
 	}
-	_, ok := proctree.AncestorAmong(e.procfs, int(start.PID), []int{int(running.PID)})
+	_, ok := proctree.AncestorAmong(s.procfs, int(start.PID), []int{int(running.PID)})
 	return ok
 }
 
 // checkSavedWork checks what a saved table says beside the steps, by the
 // rules a heartbeat is held to.
-func checkSavedWork(p Phase) error {
+func checkSavedWork(p phaseapi.Phase) error {
 	switch {
 	case p.PID < 0 || p.PID > phaseapi.MaxPID:
 		return fmt.Errorf("pid %d", p.PID)
@@ -100,5 +100,5 @@ func checkSavedWork(p Phase) error {
 	case p.EvalStep != nil && p.EvalTotal > 0 && *p.EvalStep > p.EvalTotal:
 		return fmt.Errorf("eval step %d past the eval total of %d", *p.EvalStep, p.EvalTotal)
 	}
-	return phaseapi.HeartbeatRequest{Event: EventPing, Dirs: p.Dirs}.Check()
+	return phaseapi.HeartbeatRequest{Event: phaseapi.EventPing, Dirs: p.Dirs}.Check()
 }

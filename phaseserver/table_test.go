@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"errors"
@@ -15,6 +15,7 @@ import (
 
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
+	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
@@ -28,7 +29,7 @@ type testEnv struct {
 	t     testing.TB
 	dir   string
 	clock *testkit.Clock
-	e     *Exporter
+	e     *Server
 	reg   *prometheus.Registry
 }
 
@@ -39,26 +40,23 @@ func newTestEnv(t testing.TB) *testEnv {
 	return env
 }
 
-// restart builds a new Exporter on the same directory, as a process
+// restart builds a new Server on the same directory, as a process
 // restart would.
 func (env *testEnv) restart() {
 	env.t.Helper()
 	env.reg = prometheus.NewPedanticRegistry()
-	e, err := New(Config{
-		ProcFS:   "testdata/procfs/swap54",
-		Runlog:   runlog.Options{Dir: env.dir},
-		Clock:    env.clock.Now,
-		PageSize: testPageSize,
-	}, slog.New(slog.DiscardHandler), env.reg)
-	if err != nil {
-		env.t.Fatal(err)
-	}
+	e := New(Config{
+		ProcFS: noProcFS,
+		Runlog: runlog.Options{Dir: env.dir},
+		Clock:  env.clock.Now,
+	}, slog.New(slog.DiscardHandler))
+	env.reg.MustRegister(e)
 	env.e = e
 }
 
-func (env *testEnv) beat(name, event, status string) Phase {
+func (env *testEnv) beat(name, event, status string) phaseapi.Phase {
 	env.t.Helper()
-	p, err := env.e.Heartbeat(name, event, status)
+	p, err := env.e.heartbeat(name, event, status)
 	if err != nil {
 		env.t.Fatalf("%s %s %q: %v", event, status, name, err)
 	}
@@ -68,14 +66,14 @@ func (env *testEnv) beat(name, event, status string) Phase {
 // entries returns the current run log's entries without their time stamps.
 func (env *testEnv) entries() []string { return runlogtest.Entries(env.t, env.dir) }
 
-func (env *testEnv) phase(name string) (Phase, bool) {
+func (env *testEnv) phase(name string) (phaseapi.Phase, bool) {
 	_, phases := env.e.Snapshot()
 	for _, p := range phases {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return Phase{}, false
+	return phaseapi.Phase{}, false
 }
 
 func equalStrings(a, b []string) bool {
@@ -87,25 +85,25 @@ func TestPhaseLifecycle(t *testing.T) {
 	if _, err := env.e.StartRun("device=cuda lavender_2=v0.2.3", ""); err != nil {
 		t.Fatal(err)
 	}
-	p := env.beat("  Pretrain 1/3\t", EventStart, "")
+	p := env.beat("  Pretrain 1/3\t", phaseapi.EventStart, "")
 	if p.Name != "Pretrain 1/3" || !p.Active() || !p.Started.Equal(t0) || p.Heartbeats != 1 {
 		t.Fatalf("after start: %+v", p)
 	}
 	env.clock.Advance(time.Hour)
-	p = env.beat("Pretrain 1/3", EventPing, "")
+	p = env.beat("Pretrain 1/3", phaseapi.EventPing, "")
 	if !p.LastHeartbeat.Equal(t0.Add(time.Hour)) || p.Heartbeats != 2 || p.DurationSeconds != 3600 {
 		t.Fatalf("after ping: %+v", p)
 	}
 	goldenCompare(t, (*phaseCollector)(env.e), func() prometheus.Collector { return (*phaseCollector)(env.e) }, "phases_active")
 
 	env.clock.Advance(14812*time.Second - time.Hour)
-	p = env.beat("Pretrain 1/3", EventEnd, "")
-	if p.Status != StatusOK || !p.Ended.Equal(t0.Add(14812*time.Second)) || p.DurationSeconds != 14812 {
+	p = env.beat("Pretrain 1/3", phaseapi.EventEnd, "")
+	if p.Status != phaseapi.StatusOK || !p.Ended.Equal(t0.Add(14812*time.Second)) || p.DurationSeconds != 14812 {
 		t.Fatalf("after end: %+v", p)
 	}
-	env.beat("Finetune", EventStart, "")
+	env.beat("Finetune", phaseapi.EventStart, "")
 	env.clock.Advance(812*time.Second + 900*time.Millisecond) // durations are cut to whole seconds
-	env.beat("Finetune", EventEnd, StatusFailed)
+	env.beat("Finetune", phaseapi.EventEnd, phaseapi.StatusFailed)
 	env.clock.Advance(time.Hour) // a finished phase's duration stays final
 
 	want := []string{"RUN start", "START Pretrain 1/3", "END   Pretrain 1/3 14812s", "START Finetune", "END   Finetune 812s failed"}
@@ -115,7 +113,7 @@ func TestPhaseLifecycle(t *testing.T) {
 	goldenCompare(t, (*phaseCollector)(env.e), func() prometheus.Collector { return (*phaseCollector)(env.e) }, "phases_ended")
 
 	// A new start runs an ended phase again from scratch.
-	p = env.beat("Finetune", EventStart, "")
+	p = env.beat("Finetune", phaseapi.EventStart, "")
 	if !p.Active() || p.Heartbeats != 1 || !p.Ended.IsZero() {
 		t.Errorf("restarted phase: %+v", p)
 	}
@@ -123,14 +121,14 @@ func TestPhaseLifecycle(t *testing.T) {
 
 func TestPingsLeaveNoLogLine(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	before := env.entries()
 	for range 50 {
 		env.clock.Advance(time.Minute)
-		env.beat("Pretrain", EventPing, "")
+		env.beat("Pretrain", phaseapi.EventPing, "")
 	}
 	// A ping for an unknown phase starts it, also without a line.
-	env.beat("Eval", EventPing, "")
+	env.beat("Eval", phaseapi.EventPing, "")
 	if got := env.entries(); !equalStrings(got, before) {
 		t.Errorf("pings changed the run log:\n%q\nwant\n%q", got, before)
 	}
@@ -149,7 +147,7 @@ func TestHeartbeatStartsRun(t *testing.T) {
 	if run, _ := env.e.Snapshot(); run != nil {
 		t.Fatalf("run before any heartbeat: %+v", run)
 	}
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	run, _ := env.e.Snapshot()
 	if run == nil || run.File != "run-20261129-120000.log" || !run.Started.Equal(t0) {
 		t.Fatalf("run = %+v", run)
@@ -164,16 +162,16 @@ func TestRestartRecovery(t *testing.T) {
 	if _, err := env.e.StartRun("", "RUN start  device=cuda"); err != nil {
 		t.Fatal(err)
 	}
-	env.beat("Pretrain 1/3", EventStart, "")
-	env.beat("Warmup", EventStart, "")
+	env.beat("Pretrain 1/3", phaseapi.EventStart, "")
+	env.beat("Warmup", phaseapi.EventStart, "")
 	env.clock.Advance(time.Minute)
-	env.beat("Warmup", EventEnd, "")
+	env.beat("Warmup", phaseapi.EventEnd, "")
 	env.clock.Advance(time.Hour)
-	env.beat("Pretrain 1/3", EventPing, "") // saved: the last save is an hour old
+	env.beat("Pretrain 1/3", phaseapi.EventPing, "") // saved: the last save is an hour old
 	env.clock.Advance(time.Second)
-	env.beat("Pretrain 1/3", EventPing, "") // throttled: kept in memory only
+	env.beat("Pretrain 1/3", phaseapi.EventPing, "") // throttled: kept in memory only
 
-	// A crash: no Close. Five hours into the phase the exporter is back.
+	// A crash: no Close. Five hours into the phase the server is back.
 	env.clock.Advance(5*time.Hour - time.Hour - time.Minute - time.Second)
 	env.restart()
 	p, ok := env.phase("Pretrain 1/3")
@@ -186,7 +184,7 @@ func TestRestartRecovery(t *testing.T) {
 	if p.Heartbeats != 2 || !p.LastHeartbeat.Equal(t0.Add(time.Hour+time.Minute)) {
 		t.Errorf("heartbeats %d at %v: want the last saved ping (2 at +1h1m)", p.Heartbeats, p.LastHeartbeat)
 	}
-	if w, ok := env.phase("Warmup"); !ok || w.Status != StatusOK || w.DurationSeconds != 60 {
+	if w, ok := env.phase("Warmup"); !ok || w.Status != phaseapi.StatusOK || w.DurationSeconds != 60 {
 		t.Errorf("ended phase after restart: %+v", w)
 	}
 	if run, _ := env.e.Snapshot(); run == nil || !run.Started.Equal(t0) {
@@ -194,9 +192,9 @@ func TestRestartRecovery(t *testing.T) {
 	}
 
 	// Close saves throttled pings, so a clean restart loses nothing.
-	env.beat("Pretrain 1/3", EventPing, "")
+	env.beat("Pretrain 1/3", phaseapi.EventPing, "")
 	env.clock.Advance(time.Second)
-	env.beat("Pretrain 1/3", EventPing, "")
+	env.beat("Pretrain 1/3", phaseapi.EventPing, "")
 	if err := env.e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +203,7 @@ func TestRestartRecovery(t *testing.T) {
 		t.Errorf("heartbeats after clean restart = %d, want 4", p.Heartbeats)
 	}
 
-	env.beat("Pretrain 1/3", EventEnd, "")
+	env.beat("Pretrain 1/3", phaseapi.EventEnd, "")
 	want := []string{"RUN start  device=cuda", "START Pretrain 1/3", "START Warmup", "END   Warmup 60s", "END   Pretrain 1/3 18001s"}
 	if got := env.entries(); !equalStrings(got, want) {
 		t.Errorf("entries\n%q\nwant\n%q", got, want)
@@ -214,7 +212,7 @@ func TestRestartRecovery(t *testing.T) {
 
 func TestStartRunClearsPhases(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	env.clock.Advance(time.Second) // a new run log name
 	path, err := env.e.StartRun("device=cpu", "")
 	if err != nil {
@@ -240,15 +238,15 @@ func TestStartRunClearsPhases(t *testing.T) {
 // the next heartbeat, with a clean table.
 func TestFollowsRunStartedElsewhere(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	env.clock.Advance(time.Minute)
 	if _, err := runlog.Start(runlog.Options{Dir: env.dir, Now: env.clock.Now}, "", runlog.RunStart); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.e.Heartbeat("Pretrain", EventEnd, ""); !errors.Is(err, ErrUnknownPhase) {
+	if _, err := env.e.heartbeat("Pretrain", phaseapi.EventEnd, ""); !errors.Is(err, errUnknownPhase) {
 		t.Errorf("end in the new run: err = %v, want ErrUnknownPhase", err)
 	}
-	env.beat("Finetune", EventStart, "")
+	env.beat("Finetune", phaseapi.EventStart, "")
 	run, phases := env.e.Snapshot()
 	if run.File != "run-20261129-120100.log" || len(phases) != 1 || phases[0].Name != "Finetune" {
 		t.Errorf("run %+v phases %+v", run, phases)
@@ -258,12 +256,12 @@ func TestFollowsRunStartedElsewhere(t *testing.T) {
 func TestPhaseCap(t *testing.T) {
 	env := newTestEnv(t)
 	name := func(i int) string { return fmt.Sprintf("phase %02d", i) }
-	for i := range MaxPhases {
-		env.beat(name(i), EventStart, "")
+	for i := range maxPhases {
+		env.beat(name(i), phaseapi.EventStart, "")
 	}
 	table := snapshotState(t, env)
-	for _, event := range []string{EventStart, EventPing} {
-		if _, err := env.e.Heartbeat("one too many", event, ""); !errors.Is(err, ErrTooManyPhases) {
+	for _, event := range []string{phaseapi.EventStart, phaseapi.EventPing} {
+		if _, err := env.e.heartbeat("one too many", event, ""); !errors.Is(err, errTooManyPhases) {
 			t.Errorf("%s of a 65th active phase: err = %v, want ErrTooManyPhases", event, err)
 		}
 	}
@@ -271,61 +269,61 @@ func TestPhaseCap(t *testing.T) {
 		t.Errorf("a refused phase changed the state:\n%s\nwant\n%s", got, table)
 	}
 	// Existing phases still work at the cap.
-	env.beat(name(0), EventPing, "")
+	env.beat(name(0), phaseapi.EventPing, "")
 
 	env.clock.Advance(time.Second)
-	env.beat(name(5), EventEnd, "")
+	env.beat(name(5), phaseapi.EventEnd, "")
 	env.clock.Advance(time.Second)
-	env.beat(name(3), EventEnd, StatusFailed)
-	env.beat("new 1", EventStart, "") // evicts phase 05, the first to end
+	env.beat(name(3), phaseapi.EventEnd, phaseapi.StatusFailed)
+	env.beat("new 1", phaseapi.EventStart, "") // evicts phase 05, the first to end
 	if _, ok := env.phase(name(5)); ok {
 		t.Error("phase 05 (ended first) not evicted")
 	}
 	if _, ok := env.phase(name(3)); !ok {
 		t.Error("phase 03 evicted before phase 05")
 	}
-	env.beat("new 2", EventPing, "") // evicts phase 03
+	env.beat("new 2", phaseapi.EventPing, "") // evicts phase 03
 	_, phases := env.e.Snapshot()
-	if len(phases) != MaxPhases {
-		t.Errorf("%d phases, want %d", len(phases), MaxPhases)
+	if len(phases) != maxPhases {
+		t.Errorf("%d phases, want %d", len(phases), maxPhases)
 	}
 	if _, ok := env.phase(name(3)); ok {
 		t.Error("phase 03 not evicted")
 	}
-	if n := testutil.CollectAndCount((*phaseCollector)(env.e), "lavender_phase_active"); n != MaxPhases {
-		t.Errorf("%d lavender_phase_active series, want %d", n, MaxPhases)
+	if n := testutil.CollectAndCount((*phaseCollector)(env.e), "lavender_phase_active"); n != maxPhases {
+		t.Errorf("%d lavender_phase_active series, want %d", n, maxPhases)
 	}
-	if _, err := env.e.Heartbeat("new 3", EventStart, ""); !errors.Is(err, ErrTooManyPhases) {
+	if _, err := env.e.heartbeat("new 3", phaseapi.EventStart, ""); !errors.Is(err, errTooManyPhases) {
 		t.Errorf("start with 64 active phases: err = %v", err)
 	}
 }
 
 func TestHeartbeatErrors(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
-	env.beat("Done", EventStart, "")
-	env.beat("Done", EventEnd, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	env.beat("Done", phaseapi.EventStart, "")
+	env.beat("Done", phaseapi.EventEnd, "")
 	for _, tc := range []struct {
 		name, event, status string
 		want                error
 	}{
-		{"", EventStart, "", ErrBadPhaseName},
-		{" \t ", EventPing, "", ErrBadPhaseName},
-		{strings.Repeat("x", 65), EventStart, "", ErrBadPhaseName},
-		{"new\nline", EventStart, "", ErrBadPhaseName},
-		{"bell\a", EventStart, "", ErrBadPhaseName},
-		{"bad \xff utf8", EventStart, "", ErrBadPhaseName},
-		{"Pretrain", "stop", "", ErrBadEvent},
-		{"Pretrain", "", "", ErrBadEvent},
-		{"Pretrain", EventEnd, "crashed", ErrBadStatus},
-		{"Pretrain", EventStart, StatusOK, ErrBadStatus},
-		{"Pretrain", EventPing, StatusFailed, ErrBadStatus},
-		{"Never started", EventEnd, "", ErrUnknownPhase},
-		{"Done", EventEnd, StatusOK, ErrPhaseEnded},
-		{"Done", EventPing, "", ErrPhaseEnded},
+		{"", phaseapi.EventStart, "", phaseapi.ErrBadPhaseName},
+		{" \t ", phaseapi.EventPing, "", phaseapi.ErrBadPhaseName},
+		{strings.Repeat("x", 65), phaseapi.EventStart, "", phaseapi.ErrBadPhaseName},
+		{"new\nline", phaseapi.EventStart, "", phaseapi.ErrBadPhaseName},
+		{"bell\a", phaseapi.EventStart, "", phaseapi.ErrBadPhaseName},
+		{"bad \xff utf8", phaseapi.EventStart, "", phaseapi.ErrBadPhaseName},
+		{"Pretrain", "stop", "", errBadEvent},
+		{"Pretrain", "", "", errBadEvent},
+		{"Pretrain", phaseapi.EventEnd, "crashed", errBadStatus},
+		{"Pretrain", phaseapi.EventStart, phaseapi.StatusOK, errBadStatus},
+		{"Pretrain", phaseapi.EventPing, phaseapi.StatusFailed, errBadStatus},
+		{"Never started", phaseapi.EventEnd, "", errUnknownPhase},
+		{"Done", phaseapi.EventEnd, phaseapi.StatusOK, errPhaseEnded},
+		{"Done", phaseapi.EventPing, "", errPhaseEnded},
 	} {
 		before := snapshotState(t, env)
-		_, err := env.e.Heartbeat(tc.name, tc.event, tc.status)
+		_, err := env.e.heartbeat(tc.name, tc.event, tc.status)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%q %q %q: err = %v, want %v", tc.name, tc.event, tc.status, err, tc.want)
 		}
@@ -334,7 +332,7 @@ func TestHeartbeatErrors(t *testing.T) {
 		}
 	}
 	// 64 bytes of multi-byte runes is fine; the limit is in bytes.
-	env.beat(strings.Repeat("é", 32), EventStart, "")
+	env.beat(strings.Repeat("é", 32), phaseapi.EventStart, "")
 }
 
 // snapshotState renders everything a heartbeat may change: the table in
@@ -361,7 +359,7 @@ func snapshotState(t *testing.T, env *testEnv) string {
 
 func TestDamagedPhaseFileMovedAside(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	saved := filepath.Join(env.dir, "run-20261129-120000.phases.json")
 	if err := os.WriteFile(saved, []byte(`{"version":1,"run":`), 0o644); err != nil {
 		t.Fatal(err)
@@ -374,7 +372,7 @@ func TestDamagedPhaseFileMovedAside(t *testing.T) {
 		t.Errorf("damaged file not kept aside: %q, %v", data, err)
 	}
 	// The next ping brings the phase back.
-	env.beat("Pretrain", EventPing, "")
+	env.beat("Pretrain", phaseapi.EventPing, "")
 	if p, ok := env.phase("Pretrain"); !ok || !p.Active() {
 		t.Errorf("phase not recovered by a ping: %+v", p)
 	}

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ import (
 func u64(v uint64) *uint64 { return &v }
 
 // step sends one heartbeat carrying step (and total, if non-zero).
-func (env *testEnv) step(name, event string, step, total uint64) Phase {
+func (env *testEnv) step(name, event string, step, total uint64) phaseapi.Phase {
 	env.t.Helper()
 	req := phaseapi.HeartbeatRequest{Phase: name, Event: event, Step: u64(step)}
 	if total > 0 {
@@ -52,7 +52,7 @@ func (env *testEnv) run(name string, n int, every time.Duration, perPing uint64)
 	for range n {
 		env.clock.Advance(every)
 		s += perPing
-		env.step(name, EventPing, s, 0)
+		env.step(name, phaseapi.EventPing, s, 0)
 	}
 }
 
@@ -62,17 +62,17 @@ func near(got, want, tolerance float64) bool { return math.Abs(got-want) <= tole
 // and is absent without a total.
 func TestETAConstantRate(t *testing.T) {
 	env := newTestEnv(t)
-	env.step("Train", EventStart, 0, 1000)
-	env.step("NoTotal", EventStart, 0, 0)
+	env.step("Train", phaseapi.EventStart, 0, 1000)
+	env.step("NoTotal", phaseapi.EventStart, 0, 0)
 	env.clock.Advance(time.Minute)
-	env.step("Train", EventPing, 60, 0)
-	env.step("NoTotal", EventPing, 60, 0)
+	env.step("Train", phaseapi.EventPing, 60, 0)
+	env.step("NoTotal", phaseapi.EventPing, 60, 0)
 	if eta, ok := env.eta("Train"); ok {
 		t.Fatalf("ETA %v after one advance; want none until two", eta)
 	}
 	env.clock.Advance(time.Minute)
-	env.step("Train", EventPing, 120, 0)
-	env.step("NoTotal", EventPing, 120, 0)
+	env.step("Train", phaseapi.EventPing, 120, 0)
+	env.step("NoTotal", phaseapi.EventPing, 120, 0)
 	if eta, _ := env.eta("Train"); eta != 880 {
 		t.Errorf("ETA %v at 1 step/s with 880 steps left, want 880", eta)
 	}
@@ -81,7 +81,7 @@ func TestETAConstantRate(t *testing.T) {
 	}
 	// A ping within the usual interval does not decay the rate.
 	env.clock.Advance(30 * time.Second)
-	env.step("Train", EventPing, 120, 0)
+	env.step("Train", phaseapi.EventPing, 120, 0)
 	if eta, _ := env.eta("Train"); eta != 880 {
 		t.Errorf("ETA %v 30 s after the last step, want 880 still", eta)
 	}
@@ -95,7 +95,7 @@ func TestETAConstantRate(t *testing.T) {
 // half-life and within a few percent after four.
 func TestETAFollowsRateChange(t *testing.T) {
 	env := newTestEnv(t)
-	env.step("Train", EventStart, 0, 100000)
+	env.step("Train", phaseapi.EventStart, 0, 100000)
 	env.run("Train", 10, time.Minute, 60) // 1 step/s
 	env.run("Train", 5, time.Minute, 120) // 2 steps/s for one half-life
 	p, _ := env.phase("Train")
@@ -120,7 +120,7 @@ func TestETAFollowsRateChange(t *testing.T) {
 func TestETAFirstIntervalDoesNotOutweigh(t *testing.T) {
 	for _, first := range []uint64{30, 1} { // three times as fast, ten times as slow
 		env := newTestEnv(t)
-		env.step("Train", EventStart, 0, 10000)
+		env.step("Train", phaseapi.EventStart, 0, 10000)
 		env.run("Train", 1, 30*time.Second, first)
 		env.run("Train", 10, 30*time.Second, 10) // the run's own pace: 1 step / 3 s
 		p, _ := env.phase("Train")
@@ -140,7 +140,7 @@ func TestETAFirstIntervalDoesNotOutweigh(t *testing.T) {
 // At the total the ETA is 0 in the API as on /metrics.
 func TestAPIRateAndETAAgree(t *testing.T) {
 	env := newTestEnv(t)
-	env.step("Train", EventStart, 0, 100)
+	env.step("Train", phaseapi.EventStart, 0, 100)
 	env.run("Train", 3, time.Minute, 10)
 	p, _ := env.phase("Train")
 	rate, eta := p.Rate, *p.ETASeconds
@@ -152,7 +152,7 @@ func TestAPIRateAndETAAgree(t *testing.T) {
 	if !near(float64(100-*p.Step)/p.Rate, *p.ETASeconds, 1e-9) {
 		t.Errorf("ETA %v is not steps left / steps_per_second %v", *p.ETASeconds, p.Rate)
 	}
-	env.step("Train", EventPing, 100, 0)
+	env.step("Train", phaseapi.EventPing, 100, 0)
 	p, _ = env.phase("Train")
 	if p.ETASeconds == nil || *p.ETASeconds != 0 {
 		t.Errorf("at the total: ETA %v, want 0 as lavender_phase_eta_seconds says", p.ETASeconds)
@@ -178,12 +178,12 @@ func TestAPIRateAndETAAgree(t *testing.T) {
 // resume at the old rate, it is back within 10% in 15 minutes.
 func TestETAPauseAndResume(t *testing.T) {
 	env := newTestEnv(t)
-	env.step("Train", EventStart, 0, 100000)
+	env.step("Train", phaseapi.EventStart, 0, 100000)
 	env.run("Train", 10, time.Minute, 60)
 	before, _ := env.eta("Train")
 	for range 10 { // pings with no progress: an evaluation, or a hang
 		env.clock.Advance(time.Minute)
-		env.step("Train", EventPing, 600, 0)
+		env.step("Train", phaseapi.EventPing, 600, 0)
 	}
 	during, ok := env.eta("Train")
 	if !ok || during < 2*before {
@@ -204,10 +204,10 @@ func TestETAPauseAndResume(t *testing.T) {
 // as it comes and starts the rate afresh.
 func TestETABackwardsStep(t *testing.T) {
 	env := newTestEnv(t)
-	env.step("Train", EventStart, 0, 10000)
+	env.step("Train", phaseapi.EventStart, 0, 10000)
 	env.run("Train", 10, time.Minute, 60)
 	env.clock.Advance(time.Minute)
-	p := env.step("Train", EventPing, 100, 0)
+	p := env.step("Train", phaseapi.EventPing, 100, 0)
 	if *p.Step != 100 || p.ETASeconds != nil || p.Advances != 0 {
 		t.Errorf("after going back: %+v; want step 100 and no ETA yet", p.Progress)
 	}
@@ -220,7 +220,7 @@ func TestETABackwardsStep(t *testing.T) {
 // Progress survives a restart, crash or clean, and the ETA with it.
 func TestRestartKeepsProgress(t *testing.T) {
 	env := newTestEnv(t)
-	env.step("Train", EventStart, 0, 1000)
+	env.step("Train", phaseapi.EventStart, 0, 1000)
 	env.run("Train", 3, time.Minute, 60)
 	want, _ := env.phase("Train")
 	if err := env.e.Close(); err != nil {
@@ -233,7 +233,7 @@ func TestRestartKeepsProgress(t *testing.T) {
 		t.Errorf("after restart %+v, want %+v", got.Progress, want.Progress)
 	}
 	// A phase that reported step 0 keeps it: 0 is a step, not "none".
-	env.step("Zero", EventStart, 0, 0)
+	env.step("Zero", phaseapi.EventStart, 0, 0)
 	env.restart()
 	if p, _ := env.phase("Zero"); p.Step == nil || *p.Step != 0 {
 		t.Errorf("step 0 lost across a restart: %+v", p.Progress)
@@ -303,8 +303,8 @@ func TestAPIProgress(t *testing.T) {
 // phase without progress has none of them.
 func TestProgressMetrics(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Plain", EventStart, "")
-	env.step("Train", EventStart, 0, 1000)
+	env.beat("Plain", phaseapi.EventStart, "")
+	env.step("Train", phaseapi.EventStart, 0, 1000)
 	env.run("Train", 2, time.Minute, 100)
 	goldenCompare(t, (*phaseCollector)(env.e), func() prometheus.Collector { return (*phaseCollector)(env.e) }, "phases_progress")
 	problems, err := testutil.GatherAndLint(env.reg)

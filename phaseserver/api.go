@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"bytes"
@@ -20,10 +20,10 @@ import (
 
 // Register adds the heartbeat API to mux. Methods are checked by hand
 // rather than with method patterns so that a 405 also gets a JSON body.
-func (e *Exporter) Register(mux *http.ServeMux) {
-	mux.Handle(phaseapi.HeartbeatPath, AllowMethods(http.HandlerFunc(e.handleHeartbeat), http.MethodPost))
-	mux.Handle(phaseapi.RunsPath, AllowMethods(http.HandlerFunc(e.handleRuns), http.MethodPost))
-	mux.Handle(phaseapi.PhasesPath, AllowMethods(http.HandlerFunc(e.handlePhases), http.MethodGet, http.MethodHead))
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.Handle(phaseapi.HeartbeatPath, AllowMethods(http.HandlerFunc(s.handleHeartbeat), http.MethodPost))
+	mux.Handle(phaseapi.RunsPath, AllowMethods(http.HandlerFunc(s.handleRuns), http.MethodPost))
+	mux.Handle(phaseapi.PhasesPath, AllowMethods(http.HandlerFunc(s.handlePhases), http.MethodGet, http.MethodHead))
 }
 
 // AllowMethods passes a request in one of methods to h and answers any
@@ -43,7 +43,7 @@ func AllowMethods(h http.Handler, methods ...string) http.Handler {
 	})
 }
 
-func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var req phaseapi.HeartbeatRequest
 	data, status, err := readBody(w, r)
 	if err == nil {
@@ -51,27 +51,27 @@ func (e *Exporter) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadRequest
 	}
 	if err != nil {
-		e.refused(refusedReason(status, err), err)
+		s.refused(refusedReason(status, err), err)
 		writeError(w, status, err.Error())
 		return
 	}
-	p, err := e.Apply(req)
+	p, err := s.Apply(req)
 	if err != nil {
 		status := heartbeatStatus(err)
-		e.refused(refusedReason(status, err), err)
+		s.refused(refusedReason(status, err), err)
 		writeError(w, status, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, p)
 }
 
-// decodeHeartbeat reads a heartbeat with DecodeStrict, except that a reason
+// decodeHeartbeat reads a heartbeat with decodeStrict, except that a reason
 // of any bytes never costs the end it explains: a body the strict reading
 // refuses is read again with its reason's bad text (invalid UTF-8, a lone
 // surrogate) replaced by U+FFFD. Everything else is held to the strict
 // rules, so a bad phase name or a duplicate field is still a 400.
 func decodeHeartbeat(data []byte, req *phaseapi.HeartbeatRequest) error {
-	err := DecodeStrict(data, req)
+	err := decodeStrict(data, req)
 	if err == nil {
 		return nil
 	}
@@ -80,7 +80,7 @@ func decodeHeartbeat(data []byte, req *phaseapi.HeartbeatRequest) error {
 		return err
 	}
 	*req = phaseapi.HeartbeatRequest{}
-	return DecodeStrict(fixed, req)
+	return decodeStrict(fixed, req)
 }
 
 // replaceBadReason rewrites a JSON object whose top-level "reason" string
@@ -152,13 +152,13 @@ func refusedReason(status int, err error) string {
 	switch {
 	case status == http.StatusRequestEntityTooLarge:
 		return refusedTooLarge
-	case errors.Is(err, ErrOKAfterFailed):
+	case errors.Is(err, errOKAfterFailed):
 		return refusedOKAfterFail
-	case errors.Is(err, ErrPhaseEnded):
+	case errors.Is(err, errPhaseEnded):
 		return refusedEnded
-	case errors.Is(err, ErrUnknownPhase):
+	case errors.Is(err, errUnknownPhase):
 		return refusedUnknownPhase
-	case errors.Is(err, ErrTooManyPhases):
+	case errors.Is(err, errTooManyPhases):
 		return refusedTooMany
 	case status == http.StatusBadRequest && strings.HasPrefix(err.Error(), "malformed JSON"):
 		return refusedMalformed
@@ -170,13 +170,13 @@ func refusedReason(status int, err error) string {
 
 func heartbeatStatus(err error) int {
 	switch {
-	case errors.Is(err, ErrBadEvent), errors.Is(err, ErrBadStatus), errors.Is(err, ErrBadPhaseName), errors.Is(err, ErrBadProgress), errors.Is(err, phaseapi.ErrBadField):
+	case errors.Is(err, errBadEvent), errors.Is(err, errBadStatus), errors.Is(err, phaseapi.ErrBadPhaseName), errors.Is(err, errBadProgress), errors.Is(err, phaseapi.ErrBadField):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrUnknownPhase):
+	case errors.Is(err, errUnknownPhase):
 		return http.StatusNotFound
-	case errors.Is(err, ErrPhaseEnded), errors.Is(err, ErrOKAfterFailed):
+	case errors.Is(err, errPhaseEnded), errors.Is(err, errOKAfterFailed):
 		return http.StatusConflict
-	case errors.Is(err, ErrTooManyPhases):
+	case errors.Is(err, errTooManyPhases):
 		// 409, not 429: the request is refused because of the table's
 		// state (64 phases all active), which no amount of waiting fixes;
 		// only ending a phase does. 429 would tell clients to retry later.
@@ -185,33 +185,33 @@ func heartbeatStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (e *Exporter) handleRuns(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	var req phaseapi.RunRequest
 	if status, err := decodeBody(w, r, &req, true); err != nil {
 		writeError(w, status, err.Error())
 		return
 	}
-	path, err := e.StartRun(req.Header, "")
+	path, err := s.StartRun(req.Header, "")
 	if err != nil {
-		e.logger.Error("run not started", "err", err)
+		s.logger.Error("run not started", "err", err)
 		writeError(w, http.StatusInternalServerError, "cannot start a run log; see the exporter's log")
 		return
 	}
-	run, _ := e.Snapshot()
-	resp := phaseapi.RunResponse{Run: Run{File: filepath.Base(path)}}
+	run, _ := s.Snapshot()
+	resp := phaseapi.RunResponse{Run: phaseapi.Run{File: filepath.Base(path)}}
 	if run != nil && run.File == resp.Run.File {
 		resp.Run = *run
 	}
 	writeJSON(w, http.StatusCreated, resp)
 }
 
-func (e *Exporter) handlePhases(w http.ResponseWriter, r *http.Request) {
-	run, phases := e.Snapshot()
+func (s *Server) handlePhases(w http.ResponseWriter, r *http.Request) {
+	run, phases := s.Snapshot()
 	writeJSON(w, http.StatusOK, phaseapi.PhasesResponse{Run: run, Phases: phases})
 }
 
 // decodeBody reads one JSON object of at most phaseapi.MaxRequestBytes
-// into v with DecodeStrict. It returns the status code to answer with on failure.
+// into v with decodeStrict. It returns the status code to answer with on failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (int, error) {
 	data, status, err := readBody(w, r)
 	if err != nil {
@@ -220,7 +220,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) (in
 	if emptyOK && len(bytes.TrimSpace(data)) == 0 {
 		return 0, nil
 	}
-	if err := DecodeStrict(data, v); err != nil {
+	if err := decodeStrict(data, v); err != nil {
 		return http.StatusBadRequest, err
 	}
 	return 0, nil
@@ -241,7 +241,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
 	return data, 0, nil
 }
 
-// DecodeStrict reads data, one JSON value and nothing after it, into v and
+// decodeStrict reads data, one JSON value and nothing after it, into v and
 // refuses anything a typo or a second meaning could hide behind: a member
 // v does not define, a name that matches a field only when case is ignored,
 // a name given twice, invalid UTF-8 and lone surrogates (\ud800). Every
@@ -252,7 +252,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
 // It uses github.com/go-json-experiment/json (the encoding/json/v2
 // proposal), whose defaults already reject duplicates and invalid text and
 // match names case-sensitively.
-func DecodeStrict(data []byte, v any) error {
+func decodeStrict(data []byte, v any) error {
 	err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true))
 	if err == nil {
 		return nil

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"encoding/json"
@@ -88,7 +88,7 @@ func TestWorkFieldsAreKept(t *testing.T) {
 func TestWorkFieldsRefused(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	many := `"/a","/b","/c","/d","/e","/f","/g","/h","/i"`
 	for _, tc := range []struct{ name, body, want string }{
 		{"pid 0", `{"phase":"Pretrain","event":"start","pid":0}`, "pid must be 1"},
@@ -149,14 +149,14 @@ func TestReasonOfAnyBytes(t *testing.T) {
 		{"long", long, strings.Repeat("é", 199) + "…"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env.beat("Finetune", EventStart, "")
+			env.beat("Finetune", phaseapi.EventStart, "")
 			body, _ := json.Marshal(map[string]string{"phase": "Finetune", "event": "end", "status": "failed"})
 			raw := strings.TrimSuffix(string(body), "}") + `,"reason":"` + jsonEscapeRaw(tc.reason) + `"}`
 			code, p, msg := post(t, srv.URL, raw)
 			if code != http.StatusOK {
 				t.Fatalf("%q: %d %s, want 200", raw, code, msg)
 			}
-			if p.Status != StatusFailed || p.Reason != tc.want {
+			if p.Status != phaseapi.StatusFailed || p.Reason != tc.want {
 				t.Errorf("reason %q, want %q", p.Reason, tc.want)
 			}
 		})
@@ -191,7 +191,7 @@ func TestEndLineCarriesTheReason(t *testing.T) {
 		{strings.Repeat("n", 45), "RuntimeError: x", "END   " + strings.Repeat("n", 45) + " 0s failed"},
 		{strings.Repeat("n", 40), "RuntimeError: x", "END   " + strings.Repeat("n", 40) + " 0s failed: RuntimeError"},
 	} {
-		env.beat(tc.name, EventStart, "")
+		env.beat(tc.name, phaseapi.EventStart, "")
 		body, _ := json.Marshal(map[string]string{"phase": tc.name, "event": "end", "status": "failed", "reason": tc.reason})
 		if code, _, msg := post(t, srv.URL, string(body)); code != http.StatusOK {
 			t.Fatalf("%s: %d %s", body, code, msg)
@@ -236,7 +236,7 @@ func TestEndRules(t *testing.T) {
 	// A failed end after an ok end fails the phase.
 	beat(`{"phase":"OK","event":"start"}`, 200)
 	beat(`{"phase":"OK","event":"end"}`, 200)
-	if p = beat(`{"phase":"OK","event":"end","status":"failed","reason":"rank 1: OSError: [Errno 28] No space left on device"}`, 200); p.Status != StatusFailed {
+	if p = beat(`{"phase":"OK","event":"end","status":"failed","reason":"rank 1: OSError: [Errno 28] No space left on device"}`, 200); p.Status != phaseapi.StatusFailed {
 		t.Errorf("OK after a late failed end: %s", p.Status)
 	}
 	// An ok end after a failed one never undoes it: 409, counted.

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"path/filepath"
@@ -7,7 +7,7 @@ import (
 	"lavender/runlog"
 )
 
-// AppendToRun writes to the exporter's own run, even when another process
+// AppendToRun writes to the server's own run, even when another process
 // has started a newer one in the same directory since.
 func TestAppendToRunStaysOnItsRun(t *testing.T) {
 	env := newTestEnv(t)

@@ -1,17 +1,19 @@
-package exporter
+package phaseserver
 
 import (
 	"regexp"
 	"time"
+
+	"lavender/phaseapi"
 )
 
-// RootCauseWindow is how long after a phase failed a later failed end
+// rootCauseWindow is how long after a phase failed a later failed end
 // with a stronger reason may replace the first one. When one rank of a
 // multi-rank job crashes, the launcher signals the others and the peers
 // see their connections reset: those ranks often report first, and the
 // crash, or torchrun's root cause through `lavender phase run`, seconds
 // later (torchrun waits for its workers to exit before it prints it).
-const RootCauseWindow = time.Minute
+const rootCauseWindow = time.Minute
 
 // Reason strengths: how much a failed end's reason says about the cause.
 const (
@@ -68,7 +70,7 @@ var killingSignal = regexp.MustCompile(`(?i)\bSIG(KILL|SEGV|ABRT|BUS|ILL|FPE)\b`
 
 // strongerReason reports whether reason, of a failed end that came at now,
 // replaces the reason the failed phase p keeps: it says more about the
-// cause, and came within RootCauseWindow of the failure.
-func strongerReason(p Phase, reason string, now time.Time) bool {
-	return now.Sub(p.Ended) <= RootCauseWindow && reasonStrength(reason) > reasonStrength(p.Reason)
+// cause, and came within rootCauseWindow of the failure.
+func strongerReason(p phaseapi.Phase, reason string, now time.Time) bool {
+	return now.Sub(p.Ended) <= rootCauseWindow && reasonStrength(reason) > reasonStrength(p.Reason)
 }

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import "lavender/diskguard"
 
@@ -6,9 +6,9 @@ import "lavender/diskguard"
 // directories, whether they ended (then their directories are released),
 // when they started (the newest running ones come first under the guard's
 // cap) and their newest save, from the published table, so that the guard
-// takes no lock of the exporter's.
-func (e *Exporter) DiskWriters() []diskguard.Writer {
-	_, phases := e.Snapshot()
+// takes no lock of the server's.
+func (s *Server) DiskWriters() []diskguard.Writer {
+	_, phases := s.Snapshot()
 	ws := make([]diskguard.Writer, 0, len(phases))
 	for _, p := range phases {
 		w := diskguard.Writer{Name: p.Name, Dirs: p.Dirs, Ended: !p.Active(), Started: p.Started}

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"bytes"
@@ -16,29 +16,26 @@ import (
 
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
+	"lavender/phaseapi"
 	"lavender/runlog"
 )
 
-// newLoggedExporter builds an Exporter on dir whose log goes to the
+// newLoggedServer builds a Server on dir whose log goes to the
 // returned buffer.
-func newLoggedExporter(t *testing.T, dir string, clock *testkit.Clock) (*Exporter, *testkit.SyncBuffer) {
+func newLoggedServer(t *testing.T, dir string, clock *testkit.Clock) (*Server, *testkit.SyncBuffer) {
 	t.Helper()
 	logs := &testkit.SyncBuffer{}
-	e, err := New(Config{
-		ProcFS:   "testdata/procfs/swap54",
-		Runlog:   runlog.Options{Dir: dir},
-		Clock:    clock.Now,
-		PageSize: testPageSize,
-	}, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	e := New(Config{
+		ProcFS: noProcFS,
+		Runlog: runlog.Options{Dir: dir},
+		Clock:  clock.Now,
+	}, slog.New(slog.NewTextHandler(logs, nil)))
 	return e, logs
 }
 
 // TestOddPhaseTableMovedAside: a phase table that is a FIFO, a symlink to
-// /dev/zero or larger than 1 MiB neither hangs nor exhausts the exporter:
-// it is moved aside as damaged, logged, and the exporter serves.
+// /dev/zero or larger than 1 MiB neither hangs nor exhausts the server:
+// it is moved aside as damaged, logged, and the server serves.
 func TestOddPhaseTableMovedAside(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -63,25 +60,25 @@ func TestOddPhaseTableMovedAside(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t)
-			env.beat("Pretrain", EventStart, "")
+			env.beat("Pretrain", phaseapi.EventStart, "")
 			table := filepath.Join(env.dir, "run-20261129-120000.phases.json")
 			if err := os.Remove(table); err != nil {
 				t.Fatal(err)
 			}
 			tc.make(t, table)
 
-			var e *Exporter
+			var e *Server
 			var logs *testkit.SyncBuffer
-			testkit.NoHang(t, "New", func() { e, logs = newLoggedExporter(t, env.dir, env.clock) })
+			testkit.NoHang(t, "New", func() { e, logs = newLoggedServer(t, env.dir, env.clock) })
 			if !strings.Contains(logs.String(), "phase table not restored") || !strings.Contains(logs.String(), "damaged") {
 				t.Errorf("log does not say the table was damaged and moved:\n%s", logs)
 			}
 			if _, err := os.Lstat(table + ".damaged"); err != nil {
 				t.Errorf("the odd table was not moved aside: %v", err)
 			}
-			// The exporter serves: the next ping brings the phase back and
+			// The server serves: the next ping brings the phase back and
 			// saves a real table.
-			if _, err := e.Heartbeat("Pretrain", EventPing, ""); err != nil {
+			if _, err := e.heartbeat("Pretrain", phaseapi.EventPing, ""); err != nil {
 				t.Fatal(err)
 			}
 			if st, err := os.Lstat(table); err != nil || !st.Mode().IsRegular() {
@@ -95,14 +92,14 @@ func TestOddPhaseTableMovedAside(t *testing.T) {
 // overwrite the first one's copy.
 func TestDamagedPhaseTablesAreNumbered(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	table := filepath.Join(env.dir, "run-20261129-120000.phases.json")
 	for i, damage := range []string{`{"version":1,"run":`, `{"version":7}`, `not json`} {
 		if err := os.WriteFile(table, []byte(damage), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		env.restart()
-		env.beat("Pretrain", EventPing, "")
+		env.beat("Pretrain", phaseapi.EventPing, "")
 		suffix := []string{".damaged", ".damaged-2", ".damaged-3"}[i]
 		if data, err := os.ReadFile(table + suffix); err != nil || string(data) != damage {
 			t.Errorf("damage %d: %s holds %q (%v), want %q", i+1, suffix, data, err, damage)
@@ -119,8 +116,8 @@ func TestDamagedPhaseTablesAreNumbered(t *testing.T) {
 // TestEndLineKeepsItsMark: a long name is shortened so that the duration
 // and the failed, restarted or abandoned mark always fit in the line.
 func TestEndLineKeepsItsMark(t *testing.T) {
-	long := strings.Repeat("Q", MaxPhaseNameBytes)
-	wide := strings.Repeat("é", MaxPhaseNameBytes/2)
+	long := strings.Repeat("Q", phaseapi.MaxPhaseNameBytes)
+	wide := strings.Repeat("é", phaseapi.MaxPhaseNameBytes/2)
 	for _, tc := range []struct {
 		name, how string
 		secs      int64
@@ -132,9 +129,9 @@ func TestEndLineKeepsItsMark(t *testing.T) {
 		{wide, "restarted", 5, "END   " + strings.Repeat("é", 24) + "… 5s restarted"},
 		{"Finetune", "failed", 812, "END   Finetune 812s failed"},
 	} {
-		p := Phase{Name: tc.name, Status: StatusOK, Started: t0, Ended: t0.Add(time.Duration(tc.secs) * time.Second)}
+		p := phaseapi.Phase{Name: tc.name, Status: phaseapi.StatusOK, Started: t0, Ended: t0.Add(time.Duration(tc.secs) * time.Second)}
 		if tc.how == "failed" {
-			p.Status = StatusFailed
+			p.Status = phaseapi.StatusFailed
 			tc.how = ""
 		}
 		got := endLine(p, tc.how)
@@ -148,9 +145,9 @@ func TestEndLineKeepsItsMark(t *testing.T) {
 
 	// And through the run log, as a user reads it.
 	env := newTestEnv(t)
-	env.beat(long, EventStart, "")
+	env.beat(long, phaseapi.EventStart, "")
 	env.clock.Advance(3 * time.Second)
-	env.beat(long, EventEnd, StatusFailed)
+	env.beat(long, phaseapi.EventEnd, phaseapi.StatusFailed)
 	entries := env.entries()
 	if got := entries[len(entries)-1]; !strings.HasSuffix(got, "… 3s failed") {
 		t.Errorf("END line %q lost its mark", got)
@@ -162,21 +159,21 @@ func TestEndLineKeepsItsMark(t *testing.T) {
 // is never a START without an END.
 func TestStartOfAnActivePhaseRestartsIt(t *testing.T) {
 	env := newTestEnv(t)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	env.clock.Advance(90 * time.Second)
-	env.beat("Pretrain", EventPing, "")
-	p := env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventPing, "")
+	p := env.beat("Pretrain", phaseapi.EventStart, "")
 	if !p.Active() || !p.Started.Equal(t0.Add(90*time.Second)) || p.Heartbeats != 1 {
 		t.Errorf("restarted phase %+v, want active since the second start", p)
 	}
 	env.clock.Advance(10 * time.Second)
-	env.beat("Pretrain", EventEnd, "")
+	env.beat("Pretrain", phaseapi.EventEnd, "")
 	want := []string{"RUN start", "START Pretrain", "END   Pretrain 90s restarted", "START Pretrain", "END   Pretrain 10s"}
 	if got := env.entries(); !equalStrings(got, want) {
 		t.Errorf("entries\n%q\nwant\n%q", got, want)
 	}
 	// A start after an end is a new run of the phase, with nothing to close.
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	if got := env.entries(); got[len(got)-1] != "START Pretrain" || got[len(got)-2] != "END   Pretrain 10s" {
 		t.Errorf("start after an end: %q", got)
 	}
@@ -191,10 +188,10 @@ func TestNewRunClosesTheOldOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.beat("Pretrain", EventStart, "")
-	env.beat("Eval", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	env.beat("Eval", phaseapi.EventStart, "")
 	env.clock.Advance(time.Second)
-	env.beat("Eval", EventEnd, "")
+	env.beat("Eval", phaseapi.EventEnd, "")
 	env.clock.Advance(time.Minute)
 	fresh, err := env.e.StartRun("device=cpu", "")
 	if err != nil {
@@ -237,7 +234,7 @@ func entriesOf(t *testing.T, path string) []string {
 	return runlogtest.EntriesOf(t, string(data))
 }
 
-// TestLogsDirNotADirAtStart: an exporter whose logs dir cannot be listed
+// TestLogsDirNotADirAtStart: a server whose logs dir cannot be listed
 // at start (here a regular file) starts anyway, counts and logs the
 // problem, keeps heartbeats in memory, and recovers once the dir is usable.
 func TestLogsDirNotADirAtStart(t *testing.T) {
@@ -247,14 +244,14 @@ func TestLogsDirNotADirAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := newFakeClock()
-	e, logs := newLoggedExporter(t, dir, clock)
+	e, logs := newLoggedServer(t, dir, clock)
 	if got := testutil.ToFloat64(e.writeErrors); got < 1 {
 		t.Errorf("write errors counted: %v, want at least 1", got)
 	}
 	if !strings.Contains(logs.String(), "not a directory") {
 		t.Errorf("the problem is not logged:\n%s", logs)
 	}
-	if _, err := e.Heartbeat("Pretrain", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Pretrain", phaseapi.EventStart, ""); err != nil {
 		t.Fatalf("heartbeat while the dir is a file: %v", err)
 	}
 	if err := os.Remove(dir); err != nil {
@@ -264,7 +261,7 @@ func TestLogsDirNotADirAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Second)
-	if _, err := e.Heartbeat("Eval", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Eval", phaseapi.EventStart, ""); err != nil {
 		t.Fatal(err)
 	}
 	cur, err := runlog.CurrentPath(dir)
@@ -277,7 +274,7 @@ func TestLogsDirNotADirAtStart(t *testing.T) {
 }
 
 // nobodyEnv marks a test binary re-run as user nobody by runAsNobody.
-const nobodyEnv = "LAVENDER_EXPORTER_TEST_NOBODY"
+const nobodyEnv = "LAVENDER_PHASESERVER_TEST_NOBODY"
 
 // runAsNobody reports whether the caller should run its body now: yes when
 // the process is not root (file modes bind it) or is the re-run child. As
@@ -294,7 +291,7 @@ func runAsNobody(t *testing.T) bool {
 	}
 	// The binary sits in a root-only build dir: copy it where nobody can
 	// run it.
-	bin := filepath.Join(t.TempDir(), "exporter.test")
+	bin := filepath.Join(t.TempDir(), "phaseserver.test")
 	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +334,7 @@ func runAsNobody(t *testing.T) bool {
 
 // TestUnreadablePhaseTableNeverOverwritten: a table that exists but cannot
 // be read (mode 000, as a user the mode binds) is never replaced: the
-// exporter keeps the phases in memory, says so, counts every refused save,
+// server keeps the phases in memory, says so, counts every refused save,
 // and merges both once the table can be read again.
 func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	if !runAsNobody(t) {
@@ -345,8 +342,8 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	}
 	dir := t.TempDir()
 	clock := newFakeClock()
-	e, _ := newLoggedExporter(t, dir, clock)
-	if _, err := e.Heartbeat("Pretrain", EventStart, ""); err != nil {
+	e, _ := newLoggedServer(t, dir, clock)
+	if _, err := e.heartbeat("Pretrain", phaseapi.EventStart, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -365,14 +362,14 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	}
 
 	clock.Advance(time.Minute)
-	e, logs := newLoggedExporter(t, dir, clock)
+	e, logs := newLoggedServer(t, dir, clock)
 	if !strings.Contains(logs.String(), "cannot be read") {
 		t.Errorf("the unreadable table is not reported loudly:\n%s", logs)
 	}
-	if _, err := e.Heartbeat("Eval", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Eval", phaseapi.EventStart, ""); err != nil {
 		t.Fatalf("heartbeat with an unreadable table: %v", err)
 	}
-	if _, err := e.Heartbeat("Eval", EventPing, ""); err != nil {
+	if _, err := e.heartbeat("Eval", phaseapi.EventPing, ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := testutil.ToFloat64(e.writeErrors); got < 1 {
@@ -394,7 +391,7 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 	// Readable again: the next save merges the table's phases with the
 	// ones kept in memory.
 	clock.Advance(time.Minute)
-	if _, err := e.Heartbeat("Eval", EventEnd, ""); err != nil {
+	if _, err := e.heartbeat("Eval", phaseapi.EventEnd, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"Pretrain", "Eval"} {
@@ -402,27 +399,27 @@ func TestUnreadablePhaseTableNeverOverwritten(t *testing.T) {
 			t.Errorf("%s missing after the table became readable", name)
 		}
 	}
-	e2, _ := newLoggedExporter(t, dir, clock)
+	e2, _ := newLoggedServer(t, dir, clock)
 	if p, ok := phaseOf(e2, "Pretrain"); !ok || !p.Active() || !p.Started.Equal(t0) {
 		t.Errorf("Pretrain after a restart: %+v (found %v)", p, ok)
 	}
-	if p, ok := phaseOf(e2, "Eval"); !ok || p.Status != StatusOK {
+	if p, ok := phaseOf(e2, "Eval"); !ok || p.Status != phaseapi.StatusOK {
 		t.Errorf("Eval after a restart: %+v (found %v)", p, ok)
 	}
 }
 
-func phaseOf(e *Exporter, name string) (Phase, bool) {
+func phaseOf(e *Server, name string) (phaseapi.Phase, bool) {
 	_, phases := e.Snapshot()
 	for _, p := range phases {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return Phase{}, false
+	return phaseapi.Phase{}, false
 }
 
 // TestLogsDirNotListable: a logs dir with mode 0300 (write and search, no
-// read), as a user the mode binds, does not stop the exporter either.
+// read), as a user the mode binds, does not stop the server either.
 func TestLogsDirNotListable(t *testing.T) {
 	if !runAsNobody(t) {
 		return
@@ -435,21 +432,21 @@ func TestLogsDirNotListable(t *testing.T) {
 		t.Skip("a mode 0300 dir can be listed here: the test would prove nothing")
 	}
 	clock := newFakeClock()
-	e, logs := newLoggedExporter(t, dir, clock)
+	e, logs := newLoggedServer(t, dir, clock)
 	if got := testutil.ToFloat64(e.writeErrors); got < 1 {
 		t.Errorf("write errors counted: %v, want at least 1", got)
 	}
 	if !strings.Contains(logs.String(), "permission denied") {
 		t.Errorf("the problem is not logged:\n%s", logs)
 	}
-	if _, err := e.Heartbeat("Pretrain", EventStart, ""); err != nil {
+	if _, err := e.heartbeat("Pretrain", phaseapi.EventStart, ""); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Second)
-	if _, err := e.Heartbeat("Pretrain", EventEnd, ""); err != nil {
+	if _, err := e.heartbeat("Pretrain", phaseapi.EventEnd, ""); err != nil {
 		t.Fatal(err)
 	}
 	cur, err := runlog.CurrentPath(dir)

@@ -1,10 +1,11 @@
-package exporter
+package phaseserver
 
 import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/phaseapi"
 	"lavender/proctree"
 )
 
@@ -12,7 +13,7 @@ var procHidesDesc = prometheus.NewDesc("lavender_proc_hides_processes",
 	"1 when procfs hides other users' processes from lavender (mounted with hidepid=, as systemd's ProtectProc= mounts it) or a running phase's process exists but procfs does not show it: such a phase is never ended as died without an end, though its silence still counts as a stall; 0 when lavender sees every process it judges.",
 	nil, nil)
 
-// procVisibility is what the exporter knows of procfs hiding processes.
+// procVisibility is what the server knows of procfs hiding processes.
 // Scrapes and the status page read it without the phase table's lock.
 type procVisibility struct {
 	// mount is the procfs mount's hidepid= options, read once in New.
@@ -25,54 +26,54 @@ type procVisibility struct {
 	warned bool
 }
 
-// hides reports whether procfs hides processes that the exporter judges.
+// hides reports whether procfs hides processes that the server judges.
 func (v *procVisibility) hides() bool { return v.mount.Hides || v.unseen.Load() > 0 }
 
 // readProcVisibility reads how cfg's procfs shows other users' processes
 // and warns once if it hides them. A procfs whose mount is not found (a
 // fake one, a bind mount of a subdirectory) is taken as hiding nothing:
 // a hidden pid is still caught, one at a time, by Judge.
-func (e *Exporter) readProcVisibility() {
-	v, err := proctree.ReadVisibility(e.procfs)
+func (s *Server) readProcVisibility() {
+	v, err := proctree.ReadVisibility(s.procfs)
 	if err != nil {
-		e.logger.Debug("procfs mount options not read", "procfs", e.procfs, "err", err)
+		s.logger.Debug("procfs mount options not read", "procfs", s.procfs, "err", err)
 	}
-	e.visibility.mount = v
+	s.visibility.mount = v
 	if v.Hides {
-		e.visibility.warned = true
-		e.logger.Warn("procfs hides other users' processes from lavender: a phase whose process it cannot see is never ended as died without an end (its silence is still a stall); run serve as the training user, as root, or in the mount's gid= group, or drop systemd's ProtectProc=invisible",
-			"procfs", e.procfs, "mount", v.String())
+		s.visibility.warned = true
+		s.logger.Warn("procfs hides other users' processes from lavender: a phase whose process it cannot see is never ended as died without an end (its silence is still a stall); run serve as the training user, as root, or in the mount's gid= group, or drop systemd's ProtectProc=invisible",
+			"procfs", s.procfs, "mount", v.String())
 	}
 }
 
 // warnUnseenLocked says, if nothing has yet, that a phase's process exists
 // but is hidden.
-func (e *Exporter) warnUnseenLocked(p Phase) {
-	if e.visibility.warned {
+func (s *Server) warnUnseenLocked(p phaseapi.Phase) {
+	if s.visibility.warned {
 		return
 	}
-	e.visibility.warned = true
-	e.logger.Warn("a phase's process exists but procfs does not show it to lavender: it is not judged dead while it is hidden (its silence is still a stall); procfs hides other users' processes",
-		"phase", p.Name, "pid", p.PID, "procfs", e.procfs)
+	s.visibility.warned = true
+	s.logger.Warn("a phase's process exists but procfs does not show it to lavender: it is not judged dead while it is hidden (its silence is still a stall); procfs hides other users' processes",
+		"phase", p.Name, "pid", p.PID, "procfs", s.procfs)
 }
 
-// ProcVisibility says whether procfs hides processes that the exporter
+// ProcVisibility says whether procfs hides processes that the server
 // judges, and how, for the status page: hides is
 // lavender_proc_hides_processes.
 // It never waits on the phase table's lock.
-func (e *Exporter) ProcVisibility() (hides bool, why string) {
-	v := &e.visibility
+func (s *Server) ProcVisibility() (hides bool, why string) {
+	v := &s.visibility
 	switch {
 	case v.mount.Hides:
-		return true, e.procfs + " is mounted with " + v.mount.String()
+		return true, s.procfs + " is mounted with " + v.mount.String()
 	case v.unseen.Load() > 0:
-		return true, "a running phase's process exists but is not shown in " + e.procfs
+		return true, "a running phase's process exists but is not shown in " + s.procfs
 	}
 	return false, ""
 }
 
 // procVisibilityCollector publishes lavender_proc_hides_processes.
-type procVisibilityCollector Exporter
+type procVisibilityCollector Server
 
 func (c *procVisibilityCollector) Describe(ch chan<- *prometheus.Desc) { ch <- procHidesDesc }
 

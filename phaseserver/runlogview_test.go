@@ -1,10 +1,12 @@
-package exporter
+package phaseserver
 
 import (
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // TestRunLogDoesNotWaitOnThePhaseLock: the status page reads the run log
@@ -15,7 +17,7 @@ func TestRunLogDoesNotWaitOnThePhaseLock(t *testing.T) {
 	if env.e.RunLog() != nil {
 		t.Fatal("a run log before the first run")
 	}
-	env.beat("SFT", EventStart, "")
+	env.beat("SFT", phaseapi.EventStart, "")
 
 	env.e.mu.Lock() // a heartbeat in the middle of its fsync
 	read := make(chan string, 1)

@@ -1,8 +1,10 @@
-package exporter
+package phaseserver
 
 import (
 	"testing"
 	"time"
+
+	"lavender/phaseapi"
 )
 
 // TestRunningPhase: the active phase that started last, never an ended
@@ -16,16 +18,16 @@ func TestRunningPhase(t *testing.T) {
 		}
 	}
 	running("", false)
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	running("Pretrain", true)
 	env.clock.Advance(time.Minute)
-	env.beat("Eval", EventStart, "")
+	env.beat("Eval", phaseapi.EventStart, "")
 	running("Eval", true)
 	env.clock.Advance(time.Minute)
-	env.beat("Pretrain", EventPing, "") // a ping is no new start
+	env.beat("Pretrain", phaseapi.EventPing, "") // a ping is no new start
 	running("Eval", true)
-	env.beat("Eval", EventEnd, "")
+	env.beat("Eval", phaseapi.EventEnd, "")
 	running("Pretrain", true)
-	env.beat("Pretrain", EventEnd, StatusFailed)
+	env.beat("Pretrain", phaseapi.EventEnd, phaseapi.StatusFailed)
 	running("", false)
 }

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 
 // hiddenPhaseEnv carries the procfs, the pid and the logs dir to
 // TestJudgePhaseAsNobody.
-const hiddenPhaseEnv = "EXPORTER_HIDDEN_PHASE"
+const hiddenPhaseEnv = "PHASESERVER_HIDDEN_PHASE"
 
 // TestJudgePhaseAsNobody is run by TestHiddenPhaseIsNotDied as the user
 // nobody, as serve runs under systemd's DynamicUser: it starts a phase of
@@ -45,16 +45,13 @@ func TestJudgePhaseAsNobody(t *testing.T) {
 	var logged bytes.Buffer
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
-	e, err := New(Config{ProcFS: root, Runlog: runlog.Options{Dir: logs}, Clock: clock.Now, PageSize: testPageSize},
-		slog.New(slog.NewTextHandler(&logged, nil)), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := New(Config{ProcFS: root, Runlog: runlog.Options{Dir: logs}, Clock: clock.Now}, slog.New(slog.NewTextHandler(&logged, nil)))
+	reg.MustRegister(e)
 	host, err := proctree.ReadHost(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Long pretrain", Event: EventStart, PID: &pid, BootID: host.BootID, PIDNS: host.PIDNS}); err != nil {
+	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Long pretrain", Event: phaseapi.EventStart, PID: &pid, BootID: host.BootID, PIDNS: host.PIDNS}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {

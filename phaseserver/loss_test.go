@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"math"
@@ -15,10 +15,10 @@ func TestPhaseLossMetric(t *testing.T) {
 	env := newTestEnv(t)
 	loss := func(l float64) *phaseapi.Loss { v := phaseapi.Loss(l); return &v }
 	for _, req := range []phaseapi.HeartbeatRequest{
-		{Phase: "Pretrain 1/3", Event: EventStart, Loss: loss(2.5)},
-		{Phase: "Pretrain 1/3", Event: EventPing, Loss: loss(math.NaN())},
-		{Phase: "Finetune", Event: EventStart, Loss: loss(math.Inf(1))},
-		{Phase: "Eval", Event: EventStart},
+		{Phase: "Pretrain 1/3", Event: phaseapi.EventStart, Loss: loss(2.5)},
+		{Phase: "Pretrain 1/3", Event: phaseapi.EventPing, Loss: loss(math.NaN())},
+		{Phase: "Finetune", Event: phaseapi.EventStart, Loss: loss(math.Inf(1))},
+		{Phase: "Eval", Event: phaseapi.EventStart},
 	} {
 		if _, err := env.e.Apply(req); err != nil {
 			t.Fatal(err)

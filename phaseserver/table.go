@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"encoding/json"
@@ -15,11 +15,9 @@ import (
 )
 
 const (
-	// MaxPhases bounds the phase label's values: at most this many phases
+	// maxPhases bounds the phase label's values: at most this many phases
 	// live per run, so a buggy client cannot blow up the series count.
-	MaxPhases = 64
-	// MaxPhaseNameBytes bounds one phase name after trimming.
-	MaxPhaseNameBytes = phaseapi.MaxPhaseNameBytes
+	maxPhases = 64
 
 	// pingSaveInterval throttles saving the table on pings: a client that
 	// pings in a tight loop must not cost an fsync each time. Starts, ends
@@ -39,42 +37,19 @@ const (
 // may hold the only record of a running phase.
 var errTableUnreadable = errors.New("cannot be read")
 
-// Heartbeat events and end statuses, as posted to /api/v1/heartbeat.
-const (
-	EventStart = phaseapi.EventStart
-	EventPing  = phaseapi.EventPing
-	EventEnd   = phaseapi.EventEnd
-
-	StatusActive = phaseapi.StatusActive
-	StatusOK     = phaseapi.StatusOK
-	StatusFailed = phaseapi.StatusFailed
-)
-
 // Errors a heartbeat can fail with; the API maps each to a status code.
 var (
-	ErrBadEvent      = errors.New("unknown event")
-	ErrBadStatus     = errors.New("bad status")
-	ErrBadPhaseName  = phaseapi.ErrBadPhaseName
-	ErrBadProgress   = errors.New("bad progress")
-	ErrUnknownPhase  = errors.New("unknown phase")
-	ErrPhaseEnded    = errors.New("phase already ended")
-	ErrOKAfterFailed = errors.New("phase already failed")
-	ErrTooManyPhases = errors.New("too many active phases")
+	errBadEvent      = errors.New("unknown event")
+	errBadStatus     = errors.New("bad status")
+	errBadProgress   = errors.New("bad progress")
+	errUnknownPhase  = errors.New("unknown phase")
+	errPhaseEnded    = errors.New("phase already ended")
+	errOKAfterFailed = errors.New("phase already failed")
+	errTooManyPhases = errors.New("too many active phases")
 )
-
-type (
-	// Run identifies the run whose phases the exporter holds.
-	Run = phaseapi.Run
-	// Phase is one training phase as the API reports it; the phase table
-	// saves the same form.
-	Phase = phaseapi.Phase
-)
-
-// NormalizePhaseName trims name and checks it is a valid phase name.
-func NormalizePhaseName(name string) (string, error) { return phaseapi.NormalizePhaseName(name) }
 
 // phaseDuration is how long p has run by now, or ran once ended.
-func phaseDuration(p Phase, now time.Time) time.Duration {
+func phaseDuration(p phaseapi.Phase, now time.Time) time.Duration {
 	end := now
 	if !p.Active() {
 		end = p.Ended
@@ -84,17 +59,17 @@ func phaseDuration(p Phase, now time.Time) time.Duration {
 
 // phaseFile is the on-disk form of a run's phase table.
 type phaseFile struct {
-	Version int       `json:"version"`
-	Run     string    `json:"run"`
-	Started time.Time `json:"run_started"`
-	Phases  []Phase   `json:"phases"`
+	Version int              `json:"version"`
+	Run     string           `json:"run"`
+	Started time.Time        `json:"run_started"`
+	Phases  []phaseapi.Phase `json:"phases"`
 }
 
 // phaseTable is the state of one run. Phases keep the order in which they
 // were first seen.
 type phaseTable struct {
-	run    Run // run.File == "" while no run log exists
-	phases []Phase
+	run    phaseapi.Run // run.File == "" while no run log exists
+	phases []phaseapi.Phase
 }
 
 func (t *phaseTable) find(name string) int {
@@ -110,7 +85,7 @@ func (t *phaseTable) find(name string) int {
 // is room, the ended phase that ended first if the table is full, or an
 // error if every phase is still active.
 func (t *phaseTable) victim() (int, error) {
-	if len(t.phases) < MaxPhases {
+	if len(t.phases) < maxPhases {
 		return -1, nil
 	}
 	v := -1
@@ -120,7 +95,7 @@ func (t *phaseTable) victim() (int, error) {
 		}
 	}
 	if v < 0 {
-		return -1, fmt.Errorf("%w: all %d phases of this run are active; end one first", ErrTooManyPhases, MaxPhases)
+		return -1, fmt.Errorf("%w: all %d phases of this run are active; end one first", errTooManyPhases, maxPhases)
 	}
 	return v, nil
 }
@@ -133,9 +108,9 @@ func startLine(name string) string { return "START " + name }
 // it ran) or "abandoned" (a new run came while it ran). A long name is
 // shortened so that the line stays within the run log's 80 bytes; the
 // duration and the mark never are, and the reason gets what room is left.
-func endLine(p Phase, how string) string {
-	if how == "" && p.Status == StatusFailed {
-		how = StatusFailed
+func endLine(p phaseapi.Phase, how string) string {
+	if how == "" && p.Status == phaseapi.StatusFailed {
+		how = phaseapi.StatusFailed
 	}
 	suffix := fmt.Sprintf(" %ds", int64(phaseDuration(p, p.Ended)/time.Second))
 	if how != "" {
@@ -143,7 +118,7 @@ func endLine(p Phase, how string) string {
 	}
 	const prefix = "END   "
 	line := prefix + runlog.Truncate(p.Name, runlog.MaxMessageBytes-len(prefix)-len(suffix)) + suffix
-	if how == StatusFailed && p.Reason != "" {
+	if how == phaseapi.StatusFailed && p.Reason != "" {
 		if r := shortReason(p.Reason, runlog.MaxMessageBytes-len(line)-len(": ")); r != "" {
 			line += ": " + r
 		}
@@ -179,7 +154,7 @@ func runStartFromName(base string) time.Time {
 // an empty table and an error wrapping errTableUnreadable.
 func loadTable(runPath string) (phaseTable, error) {
 	base := filepath.Base(runPath)
-	empty := phaseTable{run: Run{File: base, Started: runStartFromName(base)}}
+	empty := phaseTable{run: phaseapi.Run{File: base, Started: runStartFromName(base)}}
 	path := phaseFilePath(runPath)
 	data, err := runlog.ReadRegularFile(path, maxPhaseFileBytes)
 	switch {
@@ -188,7 +163,7 @@ func loadTable(runPath string) (phaseTable, error) {
 	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
 		return empty, moveAside(path, err)
 	case err != nil:
-		return empty, fmt.Errorf("exporter: load phases %s: %w: %w", path, errTableUnreadable, err)
+		return empty, fmt.Errorf("phaseserver: load phases %s: %w: %w", path, errTableUnreadable, err)
 	}
 	t, err := decodeTable(data, base)
 	if err != nil {
@@ -202,9 +177,9 @@ func loadTable(runPath string) (phaseTable, error) {
 func moveAside(path string, damage error) error {
 	aside, err := runlog.MoveAside(path)
 	if err != nil {
-		return fmt.Errorf("exporter: load phases %s: damaged: %w; %w: %w", path, damage, errTableUnreadable, err)
+		return fmt.Errorf("phaseserver: load phases %s: damaged: %w; %w: %w", path, damage, errTableUnreadable, err)
 	}
-	return fmt.Errorf("exporter: load phases %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
+	return fmt.Errorf("phaseserver: load phases %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
 }
 
 func decodeTable(data []byte, runFile string) (phaseTable, error) {
@@ -218,9 +193,9 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 	if f.Run != runFile {
 		return phaseTable{}, fmt.Errorf("belongs to run %q, not %q", f.Run, runFile)
 	}
-	t := phaseTable{run: Run{File: runFile, Started: f.Started}}
+	t := phaseTable{run: phaseapi.Run{File: runFile, Started: f.Started}}
 	for _, p := range f.Phases {
-		name, err := NormalizePhaseName(p.Name)
+		name, err := phaseapi.NormalizePhaseName(p.Name)
 		if err != nil || name != p.Name {
 			return phaseTable{}, fmt.Errorf("phase %q: bad name", p.Name)
 		}
@@ -228,9 +203,9 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 			return phaseTable{}, fmt.Errorf("phase %q listed twice", name)
 		}
 		switch p.Status {
-		case StatusActive:
+		case phaseapi.StatusActive:
 			p.Ended = time.Time{}
-		case StatusOK, StatusFailed:
+		case phaseapi.StatusOK, phaseapi.StatusFailed:
 			if p.Ended.IsZero() {
 				return phaseTable{}, fmt.Errorf("phase %q: ended without an end time", name)
 			}
@@ -253,8 +228,8 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 		p.Reason = phaseapi.CleanReason(p.Reason)
 		t.phases = append(t.phases, p)
 	}
-	if len(t.phases) > MaxPhases {
-		return phaseTable{}, fmt.Errorf("%d phases, more than %d", len(t.phases), MaxPhases)
+	if len(t.phases) > maxPhases {
+		return phaseTable{}, fmt.Errorf("%d phases, more than %d", len(t.phases), maxPhases)
 	}
 	return t, nil
 }
@@ -267,7 +242,7 @@ func saveTable(dir string, t *phaseTable) error {
 	}
 	phases := t.phases
 	if phases == nil {
-		phases = []Phase{}
+		phases = []phaseapi.Phase{}
 	}
 	data, err := json.MarshalIndent(phaseFile{
 		Version: phaseFileVersion,
@@ -276,11 +251,11 @@ func saveTable(dir string, t *phaseTable) error {
 		Phases:  phases,
 	}, "", "  ")
 	if err != nil {
-		return fmt.Errorf("exporter: save phases: %w", err)
+		return fmt.Errorf("phaseserver: save phases: %w", err)
 	}
 	path := phaseFilePath(filepath.Join(dir, t.run.File))
 	if err := runlog.WriteFileAtomic(path, append(data, '\n')); err != nil {
-		return fmt.Errorf("exporter: save phases %s: %w", path, err)
+		return fmt.Errorf("phaseserver: save phases %s: %w", path, err)
 	}
 	return nil
 }

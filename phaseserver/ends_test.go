@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"fmt"
@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"lavender/internal/runlogtest"
 	"lavender/phaseapi"
@@ -33,13 +31,6 @@ func newFakeProcs(t *testing.T, btime time.Time) *fakeProcs {
 	f := &fakeProcs{t: t, dir: t.TempDir()}
 	f.write("sys/kernel/random/boot_id", fakeBootID+"\n")
 	f.write("stat", fmt.Sprintf("cpu  1 2 3 4\nbtime %d\nprocesses 100\n", btime.Unix()))
-	for _, name := range []string{"meminfo", "vmstat"} {
-		data, err := os.ReadFile(filepath.Join("testdata/procfs/swap54", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.write(name, string(data))
-	}
 	if err := os.MkdirAll(filepath.Join(f.dir, "self", "ns"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -80,16 +71,12 @@ func TestCheckProcesses(t *testing.T) {
 	clock := newFakeClock()
 	btime := t0.Add(-time.Hour)
 	procs := newFakeProcs(t, btime)
-	e, err := New(Config{ProcFS: procs.dir, Runlog: runlog.Options{Dir: t.TempDir()}, Clock: clock.Now, PageSize: testPageSize},
-		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := New(Config{ProcFS: procs.dir, Runlog: runlog.Options{Dir: t.TempDir()}, Clock: clock.Now}, slog.New(slog.DiscardHandler))
 	// Ticks of t0 - 1m: every process below started before its phase.
 	before := uint64(59 * 60 * 100)
 	start := func(name string, pid int64, bootID string) {
 		t.Helper()
-		if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: EventStart, PID: &pid, BootID: bootID, PIDNS: fakePIDNS}); err != nil {
+		if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: name, Event: phaseapi.EventStart, PID: &pid, BootID: bootID, PIDNS: fakePIDNS}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,7 +140,7 @@ func TestCheckProcesses(t *testing.T) {
 	e.CheckProcesses()
 	procs.gone(700)
 	e.CheckProcesses()
-	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Wrapped", Event: EventEnd, Status: StatusFailed, Reason: "killed by SIGKILL"}); err != nil {
+	if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Wrapped", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed, Reason: "killed by SIGKILL"}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Second)
@@ -163,14 +150,14 @@ func TestCheckProcesses(t *testing.T) {
 	}
 }
 
-func findPhase(e *Exporter, name string) (Phase, bool) {
+func findPhase(e *Server, name string) (phaseapi.Phase, bool) {
 	_, phases := e.Snapshot()
 	for _, p := range phases {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return Phase{}, false
+	return phaseapi.Phase{}, false
 }
 
 // A start whose pid descends from the running phase's process (a script
@@ -179,10 +166,7 @@ func findPhase(e *Exporter, name string) (Phase, bool) {
 // test's own and a child of it.
 func TestStartFromInsideJoins(t *testing.T) {
 	dir := t.TempDir()
-	e, err := New(Config{Runlog: runlog.Options{Dir: dir}}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := New(Config{Runlog: runlog.Options{Dir: dir}}, slog.New(slog.DiscardHandler))
 	if !e.host.Known() {
 		t.Skip("this host's /proc names no boot id or pid namespace")
 	}
@@ -191,10 +175,10 @@ func TestStartFromInsideJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	start := func(pid int) Phase {
+	start := func(pid int) phaseapi.Phase {
 		t.Helper()
 		p64 := int64(pid)
-		p, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Train", Event: EventStart, PID: &p64, BootID: e.host.BootID, PIDNS: e.host.PIDNS, Step: ptr(uint64(5))})
+		p, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "Train", Event: phaseapi.EventStart, PID: &p64, BootID: e.host.BootID, PIDNS: e.host.PIDNS, Step: ptr(uint64(5))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"fmt"
@@ -8,19 +8,19 @@ import (
 	"lavender/phaseapi"
 )
 
-// RateHalfLife is the half-life of the smoothed step rate behind the ETA:
+// rateHalfLife is the half-life of the smoothed step rate behind the ETA:
 // an interval that ended this long ago weighs half as much as one that
 // ends now. A few minutes let the ETA follow a run that speeds up after
 // warm-up, or slows down for evaluation, within some ten minutes, without
 // jumping at every uneven step.
-const RateHalfLife = 5 * time.Minute
+const rateHalfLife = 5 * time.Minute
 
 // checkProgress validates the progress a heartbeat carries against what the
 // phase already reported: step ≥ 0 (the type sees to it), total ≥ 1, and
 // the step never past the total, whichever of the two this heartbeat sends.
 func checkProgress(step, total *uint64, known phaseapi.Progress) error {
 	if total != nil && *total == 0 {
-		return fmt.Errorf("%w: total must be 1 or more, not 0", ErrBadProgress)
+		return fmt.Errorf("%w: total must be 1 or more, not 0", errBadProgress)
 	}
 	s, t := known.Step, known.Total
 	if step != nil {
@@ -30,7 +30,7 @@ func checkProgress(step, total *uint64, known phaseapi.Progress) error {
 		t = *total
 	}
 	if s != nil && t > 0 && *s > t {
-		return fmt.Errorf("%w: step %d is past the total of %d", ErrBadProgress, *s, t)
+		return fmt.Errorf("%w: step %d is past the total of %d", errBadProgress, *s, t)
 	}
 	return nil
 }
@@ -43,8 +43,8 @@ func checkProgress(step, total *uint64, known phaseapi.Progress) error {
 //
 // The rate is an exponentially weighted average over time: each interval
 // between two advances contributes its own rate (steps / seconds) with the
-// weight 1 - 2^(-interval/RateHalfLife), and what came before keeps its
-// weight (RateWeight) decayed by 2^(-interval/RateHalfLife). So intervals
+// weight 1 - 2^(-interval/rateHalfLife), and what came before keeps its
+// weight (RateWeight) decayed by 2^(-interval/rateHalfLife). So intervals
 // count by their length, the newest most: the first interval (warm-up,
 // compilation, gradient accumulation filling up) counts for its few
 // seconds, not for everything until the next ones outvote it, and it counts
@@ -69,7 +69,7 @@ func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 		p.Advances++
 		if dt > 0 {
 			inst := float64(s-*p.Step) / dt
-			w := 1 - math.Exp2(-dt/RateHalfLife.Seconds())
+			w := 1 - math.Exp2(-dt/rateHalfLife.Seconds())
 			history := p.RateWeight * (1 - w)
 			if p.Rate > 0 && history <= 0 {
 				history = w // a table saved before the weight was kept
@@ -100,21 +100,21 @@ func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 
 // currentRate is the phase's rate as of now: while no step comes, the rate
 // decays. Once the wait exceeds the last interval between advances, it is
-// halved for every RateHalfLife of further waiting, so a hung run's rate
+// halved for every rateHalfLife of further waiting, so a hung run's rate
 // falls and its ETA grows instead of counting down to a finish that is not
 // coming. The API's steps_per_second and the ETA both use it.
-func currentRate(p Phase, now time.Time) float64 {
+func currentRate(p phaseapi.Phase, now time.Time) float64 {
 	if !p.Active() || p.Rate <= 0 {
 		return p.Rate
 	}
 	waited := now.Sub(p.ProgressAt).Seconds() - p.GapSeconds
-	return p.Rate * math.Exp2(-max(waited, 0)/RateHalfLife.Seconds())
+	return p.Rate * math.Exp2(-max(waited, 0)/rateHalfLife.Seconds())
 }
 
 // phaseETA is the estimated time from now until the phase reaches its total,
 // and whether there is one: the phase runs, its total is known, and two
 // advancing heartbeats gave a rate. At the total it is 0, and there is one.
-func phaseETA(p Phase, now time.Time) (time.Duration, bool) {
+func phaseETA(p phaseapi.Phase, now time.Time) (time.Duration, bool) {
 	if !p.Active() || p.Step == nil || p.Total == 0 || p.Advances < 2 || p.Rate <= 0 {
 		return 0, false
 	}

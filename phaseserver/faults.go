@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"regexp"
@@ -8,11 +8,11 @@ import (
 	"lavender/proctree"
 )
 
-// FaultWindow is how soon after a fault of the kernel log that hit a phase
+// faultWindow is how soon after a fault of the kernel log that hit a phase
 // (an Xid on the GPU its process used, its disk gone read-only) a failed
 // end of the phase counts as dying of it: the fault becomes the phase's
 // reason, unless the end gave a specific one.
-const FaultWindow = 2 * time.Minute
+const faultWindow = 2 * time.Minute
 
 // phaseFault is the newest fault that hit a phase.
 type phaseFault struct {
@@ -30,35 +30,35 @@ var genericReason = regexp.MustCompile(`(?i)^(died without ending|exit(ed)?( wit
 
 // NoteFault records that a fault of the kernel log hit phase at at, in the
 // words of reason ("GPU 0000:3b:00 Xid 79: fallen off the bus"). A failed
-// end of the phase within FaultWindow takes it as its reason, unless the
+// end of the phase within faultWindow takes it as its reason, unless the
 // end names a specific one.
-func (e *Exporter) NoteFault(phase, reason string, at time.Time) {
+func (s *Server) NoteFault(phase, reason string, at time.Time) {
 	if phase == "" || reason == "" {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.faults == nil {
-		e.faults = map[string]phaseFault{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.faults == nil {
+		s.faults = map[string]phaseFault{}
 	}
-	if _, ok := e.faults[phase]; !ok && len(e.faults) >= maxPhaseFaults {
+	if _, ok := s.faults[phase]; !ok && len(s.faults) >= maxPhaseFaults {
 		oldest := ""
-		for name, f := range e.faults {
-			if oldest == "" || f.at.Before(e.faults[oldest].at) {
+		for name, f := range s.faults {
+			if oldest == "" || f.at.Before(s.faults[oldest].at) {
 				oldest = name
 			}
 		}
-		delete(e.faults, oldest)
+		delete(s.faults, oldest)
 	}
-	e.faults[phase] = phaseFault{reason: reason, at: at}
+	s.faults[phase] = phaseFault{reason: reason, at: at}
 }
 
 // failedReasonLocked is the reason a failed end of phase name at now
-// records: the fault that hit it within FaultWindow, unless reason is
+// records: the fault that hit it within faultWindow, unless reason is
 // specific.
-func (e *Exporter) failedReasonLocked(name, reason string, now time.Time) string {
-	f, ok := e.faults[name]
-	if !ok || now.Sub(f.at) > FaultWindow || f.at.Sub(now) > time.Second {
+func (s *Server) failedReasonLocked(name, reason string, now time.Time) string {
+	f, ok := s.faults[name]
+	if !ok || now.Sub(f.at) > faultWindow || f.at.Sub(now) > time.Second {
 		return reason
 	}
 	return withFault(f.reason, reason)
@@ -85,19 +85,19 @@ func withFault(fault, reason string) string {
 
 // PhaseOfPID names the running phase whose process is pid or an ancestor
 // of it, read from procfs now; ok is false when pid is no phase's. Only
-// phases whose pid this exporter may judge (started on this host and pid
+// phases whose pid this server may judge (started on this host and pid
 // namespace) are candidates.
-func (e *Exporter) PhaseOfPID(pid int) (name string, ok bool) {
+func (s *Server) PhaseOfPID(pid int) (name string, ok bool) {
 	if pid <= 0 {
 		return "", false
 	}
-	e.mu.Lock()
-	pids, names, _ := e.phaseProcessesLocked(e.clock(), 0)
-	e.mu.Unlock()
+	s.mu.Lock()
+	pids, names, _ := s.phaseProcessesLocked(s.clock(), 0)
+	s.mu.Unlock()
 	if len(pids) == 0 {
 		return "", false
 	}
-	if anc, ok := proctree.AncestorAmong(e.procfs, pid, pids); ok {
+	if anc, ok := proctree.AncestorAmong(s.procfs, pid, pids); ok {
 		return names[anc], true
 	}
 	return "", false

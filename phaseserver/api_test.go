@@ -1,4 +1,4 @@
-package exporter
+package phaseserver
 
 import (
 	"bytes"
@@ -81,7 +81,7 @@ func TestAPI(t *testing.T) {
 	}
 	code, _, body = request(t, http.MethodGet, srv.URL+phaseapi.PhasesPath, "")
 	var phases phaseapi.PhasesResponse
-	if err := json.Unmarshal(body, &phases); err != nil || code != 200 || phases.Run == nil || len(phases.Phases) != 1 || phases.Phases[0].Status != StatusFailed {
+	if err := json.Unmarshal(body, &phases); err != nil || code != 200 || phases.Run == nil || len(phases.Phases) != 1 || phases.Phases[0].Status != phaseapi.StatusFailed {
 		t.Fatalf("phases: %d %s", code, body)
 	}
 	want2 := []string{"RUN start", "START Pretrain 1/3", "END   Pretrain 1/3 90s failed"}
@@ -99,9 +99,9 @@ func TestAPI(t *testing.T) {
 func TestAPIBadRequests(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
-	env.beat("Pretrain", EventStart, "")
-	env.beat("Done", EventStart, "")
-	env.beat("Done", EventEnd, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	env.beat("Done", phaseapi.EventStart, "")
+	env.beat("Done", phaseapi.EventEnd, "")
 	huge := `{"phase":"Pretrain","event":"ping","pad":"` + strings.Repeat("x", phaseapi.MaxRequestBytes) + `"}`
 
 	for _, tc := range []struct {
@@ -162,7 +162,7 @@ func TestAPIBadRequests(t *testing.T) {
 func TestAPIStrictJSON(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
-	env.beat("Pretrain", EventStart, "")
+	env.beat("Pretrain", phaseapi.EventStart, "")
 	for _, tc := range []struct {
 		name, path, body, want string
 	}{
@@ -193,8 +193,8 @@ func TestAPIStrictJSON(t *testing.T) {
 func TestAPIPhaseCap(t *testing.T) {
 	env := newTestEnv(t)
 	srv := env.server()
-	for i := range MaxPhases {
-		env.beat(strings.Repeat("a", i+1), EventStart, "")
+	for i := range maxPhases {
+		env.beat(strings.Repeat("a", i+1), phaseapi.EventStart, "")
 	}
 	code, _, body := request(t, http.MethodPost, srv.URL+phaseapi.HeartbeatPath, `{"phase":"one more","event":"start"}`)
 	if code != http.StatusConflict || !strings.Contains(string(body), "all 64 phases") {
@@ -202,20 +202,20 @@ func TestAPIPhaseCap(t *testing.T) {
 	}
 }
 
-// busyEnv is an exporter with phases in every state: active, ended ok and
+// busyEnv is a server with phases in every state: active, ended ok and
 // ended failed (n phases in all, n >= 3).
 func busyEnv(t testing.TB, n int) (*testEnv, *prometheus.Registry) {
 	env := newTestEnv(t)
 	if _, err := env.e.StartRun("device=cuda", ""); err != nil {
 		t.Fatal(err)
 	}
-	env.beat("Warmup", EventStart, "")
-	env.beat("Eval", EventStart, "")
+	env.beat("Warmup", phaseapi.EventStart, "")
+	env.beat("Eval", phaseapi.EventStart, "")
 	env.clock.Advance(time.Minute)
-	env.beat("Warmup", EventEnd, StatusFailed)
-	env.beat("Eval", EventEnd, StatusOK)
+	env.beat("Warmup", phaseapi.EventEnd, phaseapi.StatusFailed)
+	env.beat("Eval", phaseapi.EventEnd, phaseapi.StatusOK)
 	for i := 3; i <= n; i++ {
-		env.beat(fmt.Sprintf("Pretrain %d/%d", i-2, n-2), EventStart, "")
+		env.beat(fmt.Sprintf("Pretrain %d/%d", i-2, n-2), phaseapi.EventStart, "")
 	}
 	return env, env.reg
 }
@@ -234,17 +234,10 @@ func TestGatherAndLint(t *testing.T) {
 	if err != nil || n < 20 {
 		t.Errorf("%d samples (%v)", n, err)
 	}
-	// The lint covered the pressure and OOM counters too.
-	for _, name := range []string{"lavender_pressure_memory_waiting_seconds_total",
-		"lavender_pressure_memory_stalled_seconds_total", "lavender_oom_kills_total"} {
-		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 1 {
-			t.Errorf("%s: %d samples (%v), want 1", name, n, err)
-		}
-	}
 }
 
-// promtool check metrics on a real scrape over HTTP, with the collectors
-// `lavender exporter` adds.
+// promtool check metrics on a real scrape over HTTP, with the Go and
+// process collectors that `lavender exporter` adds.
 func TestPromtoolCheckMetrics(t *testing.T) {
 	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	env, reg := busyEnv(t, 3)
@@ -254,7 +247,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("scrape: %d", code)
 	}
-	for _, name := range []string{"lavender_swap_used_ratio", "lavender_phase_active", "lavender_run_start_timestamp_seconds"} {
+	for _, name := range []string{"lavender_phase_active", "lavender_run_start_timestamp_seconds", "lavender_heartbeats_refused_total", "lavender_proc_hides_processes"} {
 		if !bytes.Contains(scrape, []byte(name)) {
 			t.Errorf("scrape lacks %s", name)
 		}
