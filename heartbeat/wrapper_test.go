@@ -373,7 +373,7 @@ func TestClient(t *testing.T) {
 	if err != nil || len(resp.Phases) != 1 || resp.Run.File != run.File {
 		t.Errorf("Phases = %+v, %v", resp, err)
 	}
-	for _, bad := range []string{"127.0.0.1:9877", "ftp://host", "http://user:pw@host:1"} {
+	for _, bad := range []string{"127.0.0.1:98x77", "ftp://host", "http://user:pw@host:1"} {
 		if _, err := NewClient(bad); err == nil {
 			t.Errorf("NewClient(%q) accepted", bad)
 		} else if strings.Contains(err.Error(), "pw") {
