@@ -315,31 +315,34 @@ func TestBarkEnvPermissionWarning(t *testing.T) {
 	bark := barktest.New(t)
 	const warning = "readable by group or others"
 	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o600, 0o400} {
-		barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
-		if err := os.Chmod(filepath.Join(barkDir, "phone.bark.env"), mode); err != nil {
-			t.Fatal(err)
-		}
-		wantWarning := mode&0o044 != 0
-		for _, args := range [][]string{
-			quietServeArgs(t, barkDir, t.TempDir()),
-			{"bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir=" + barkDir, "--runlog.dir=" + t.TempDir()},
-		} {
-			command := testkit.StartCommand(t, args...)
-			testkit.WaitReady(t, nil, command.URL(t), "", "")
-			if err := command.Stop(); err != nil {
+		t.Run(fmt.Sprintf("%04o", mode), func(t *testing.T) {
+			t.Parallel() // each its own files and processes
+			barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
+			if err := os.Chmod(filepath.Join(barkDir, "phone.bark.env"), mode); err != nil {
 				t.Fatal(err)
 			}
-			logs := command.Stderr.String()
-			if got := strings.Contains(logs, warning) && strings.Contains(logs, "chmod 600") && strings.Contains(logs, "phone.bark.env"); got != wantWarning {
-				t.Errorf("%s with mode %04o: warning %v, want %v:\n%s", args[0], mode, got, wantWarning, logs)
+			wantWarning := mode&0o044 != 0
+			for _, args := range [][]string{
+				quietServeArgs(t, barkDir, t.TempDir()),
+				{"bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir=" + barkDir, "--runlog.dir=" + t.TempDir()},
+			} {
+				command := testkit.StartCommand(t, args...)
+				testkit.WaitReady(t, nil, command.URL(t), "", "")
+				if err := command.Stop(); err != nil {
+					t.Fatal(err)
+				}
+				logs := command.Stderr.String()
+				if got := strings.Contains(logs, warning) && strings.Contains(logs, "chmod 600") && strings.Contains(logs, "phone.bark.env"); got != wantWarning {
+					t.Errorf("%s with mode %04o: warning %v, want %v:\n%s", args[0], mode, got, wantWarning, logs)
+				}
 			}
-		}
-		stdout, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir="+barkDir)
-		if err != nil {
-			t.Fatalf("bark check: %v %s", err, stderr)
-		}
-		if got := strings.Contains(stderr, warning); got != wantWarning {
-			t.Errorf("bark check with mode %04o: warning %v, want %v: %q %q", mode, got, wantWarning, stdout, stderr)
-		}
+			stdout, stderr, err := runCLI(t, "bark", "check", "--bark.config-dir="+barkDir)
+			if err != nil {
+				t.Fatalf("bark check: %v %s", err, stderr)
+			}
+			if got := strings.Contains(stderr, warning); got != wantWarning {
+				t.Errorf("bark check with mode %04o: warning %v, want %v: %q %q", mode, got, wantWarning, stdout, stderr)
+			}
+		})
 	}
 }
