@@ -30,7 +30,7 @@ import (
 const (
 	DefaultConfigDir     = "."
 	DefaultTimeout       = 5 * time.Second
-	DefaultThreshold     = 0.5
+	DefaultThreshold     = 0.0 // none: alerts.yml's SwapUsageHigh decides
 	DefaultSwapAlertname = "SwapUsageHigh"
 	DefaultDedupWindow   = time.Hour
 	DefaultMaxBodyBytes  = 1 << 20
@@ -45,7 +45,7 @@ type Config struct {
 	ConfigDir     string        // where the *.bark.env files are; default "."
 	Timeout       time.Duration // per push, and the bound on a webhook's answer
 	Prefix        string        // starts every message; default pushtext.DefaultPrefix
-	Threshold     float64       // swap ratio (0–1] at or above which the swap alert pushes
+	Threshold     float64       // swap ratio [0–1] under which a firing swap alert is not pushed; 0: none, the alert rule decides
 	SwapAlertname string        // the swap alert's name
 	OnlySwap      bool          // push no alert but the swap alert
 	SendResolved  bool          // push resolved alerts too
@@ -101,9 +101,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Prefix == "" {
 		c.Prefix = pushtext.DefaultPrefix
-	}
-	if c.Threshold == 0 {
-		c.Threshold = DefaultThreshold
 	}
 	if c.SwapAlertname == "" {
 		c.SwapAlertname = DefaultSwapAlertname

@@ -27,8 +27,8 @@ func (c Config) Check() error {
 	switch {
 	case c.Timeout <= 0:
 		return bad("Timeout", "must be positive, not %s", c.Timeout)
-	case !(c.Threshold > 0 && c.Threshold <= 1):
-		return bad("Threshold", "must be in (0, 1], not %g", c.Threshold)
+	case !(c.Threshold >= 0 && c.Threshold <= 1):
+		return bad("Threshold", "must be in [0, 1], not %g", c.Threshold)
 	case c.DedupWindow < 0:
 		return bad("DedupWindow", "must not be negative, not %s", c.DedupWindow)
 	case c.MaxBodyBytes <= 0:

@@ -20,8 +20,8 @@ func TestConfigCheck(t *testing.T) {
 	}{
 		{func(c *Config) { c.Timeout = 0 }, "Timeout", "must be positive, not 0s"},
 		{func(c *Config) { c.Timeout = -time.Second }, "Timeout", "must be positive, not -1s"},
-		{func(c *Config) { c.Threshold = 0 }, "Threshold", "must be in (0, 1], not 0"},
-		{func(c *Config) { c.Threshold = 1.5 }, "Threshold", "must be in (0, 1], not 1.5"},
+		{func(c *Config) { c.Threshold = -0.1 }, "Threshold", "must be in [0, 1], not -0.1"},
+		{func(c *Config) { c.Threshold = 1.5 }, "Threshold", "must be in [0, 1], not 1.5"},
 		{func(c *Config) { c.DedupWindow = -time.Minute }, "DedupWindow", "must not be negative, not -1m0s"},
 		{func(c *Config) { c.MaxBodyBytes = 0 }, "MaxBodyBytes", "must be positive, not 0"},
 		{func(c *Config) { c.MaxPerMinute = -1 }, "MaxPerMinute", "must be in [0, 1000] (0 turns storm control off), not -1"},
@@ -42,7 +42,7 @@ func TestConfigCheck(t *testing.T) {
 		t.Errorf("zero values are the defaults in New: %v", err)
 	}
 	withZeros.Threshold = 2
-	if _, err := withZeros.withDefaults(); err == nil || err.Error() != "barkbridge: Threshold must be in (0, 1], not 2" {
+	if _, err := withZeros.withDefaults(); err == nil || err.Error() != "barkbridge: Threshold must be in [0, 1], not 2" {
 		t.Errorf("withDefaults of a bad threshold: %v", err)
 	}
 }

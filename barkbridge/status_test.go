@@ -13,7 +13,8 @@ import (
 
 func TestStatusRecordsTargetsAndEvents(t *testing.T) {
 	srv := barktest.New(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY") + "\n" + barktest.DownURL(t) + "/SECRETKEY123/$0"}, nil)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY") + "\n" + barktest.DownURL(t) + "/SECRETKEY123/$0"},
+		func(c *Config) { c.Threshold = 0.5 })
 
 	before := f.bridge.Status()
 	if len(before.Targets) != 2 || before.Targets[0].Result != "" || len(before.Events) != 0 {

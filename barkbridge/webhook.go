@@ -121,6 +121,10 @@ func (b *Bridge) planAlert(a template.Alert) *delivery {
 		s, ok := swapFromAnnotations(a.Annotations)
 		if ok {
 			if !resolved && s.Ratio < b.cfg.Threshold {
+				// An alert rule set lower than the bridge's threshold would
+				// otherwise be dropped without a word.
+				b.logger.Info("[bark] swap alert under the bridge's threshold: not pushed",
+					"alert", name, "swap_used_ratio", s.Ratio, "threshold", b.cfg.Threshold)
 				return nil
 			}
 			if resolved {

@@ -328,9 +328,12 @@ func TestWebhookDedupWindowAndKey(t *testing.T) {
 	}
 }
 
+// TestWebhookSkips: a swap alert under --bark.threshold, when one is set,
+// and a resolution without --bark.send-resolved are counted as skipped,
+// pushed nowhere and logged.
 func TestWebhookSkips(t *testing.T) {
 	srv := barktest.New(t, "KEY")
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, nil)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template("KEY")}, func(c *Config) { c.Threshold = 0.5 })
 	for _, file := range []string{"below_threshold.json", "resolved_swap.json"} {
 		code, answer := f.post(readTestdata(t, file))
 		if code != 200 || answer != "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n" {
@@ -348,6 +351,9 @@ func TestWebhookSkips(t *testing.T) {
 	}
 	if got := f.barkLines(); len(got) != 0 {
 		t.Errorf("run log lines for skipped alerts: %q", got)
+	}
+	if logs := f.logs.String(); !strings.Contains(logs, "swap alert under the bridge's threshold: not pushed") || !strings.Contains(logs, "threshold=0.5") {
+		t.Errorf("the skip under the threshold is not logged:\n%s", logs)
 	}
 }
 
@@ -507,7 +513,9 @@ func TestWebhookPayloads(t *testing.T) {
 	}{
 		{"firing_swap_54.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] swap 54% full (16.3/32.0 GB) — consider intervening"}},
-		{"below_threshold.json", 200, "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil},
+		// No --bark.threshold: the alert rule, set lower, decides.
+		{"below_threshold.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{"[lavender-2] swap 31% full (9.9/32.0 GB) — consider intervening"}},
 		{"resolved_swap.json", 200, "alerts=1 pushed=0 failed=0 skipped=1 duplicate=0\n", nil},
 		{"non_swap.json", 200, "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{"[lavender-2] PhaseStalled: no heartbeat for 15m in Pretrain 1/3"}},

@@ -38,7 +38,7 @@ type barkTargetFlags struct {
 type barkFlags struct {
 	barkTargetFlags
 	BarkPrefix          string        `name:"bark.prefix" default:"${bark_prefix}" help:"Text that starts every push."`
-	BarkThreshold       float64       `name:"bark.threshold" default:"${bark_threshold}" help:"Swap used ratio (0-1] at or above which the swap alert pushes."`
+	BarkThreshold       float64       `name:"bark.threshold" default:"${bark_threshold}" help:"Swap used ratio [0-1] under which a firing swap alert is not pushed (logged instead). 0: none, the alert rule's threshold decides."`
 	BarkSwapAlertname   string        `name:"bark.swap-alertname" default:"${bark_swap_alertname}" help:"Alert name of the swap alert."`
 	BarkOnlySwap        bool          `name:"bark.only-swap" help:"Push the swap alert only, not other alerts."`
 	BarkSendResolved    bool          `name:"bark.send-resolved" help:"Push resolved alerts too."`

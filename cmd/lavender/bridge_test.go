@@ -126,7 +126,7 @@ func TestBridgeFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--bark.timeout=0s"}, "--bark.timeout must be positive"},
 		{[]string{"--bark.timeout=59s"}, "leaves no room"},
-		{[]string{"--bark.threshold=1.5"}, "--bark.threshold must be in (0, 1]"},
+		{[]string{"--bark.threshold=1.5"}, "--bark.threshold must be in [0, 1]"},
 		{[]string{"--webhook.max-bytes=0"}, "--webhook.max-bytes must be positive"},
 		{[]string{"--bark.dedup-window=-1s"}, "--bark.dedup-window must not be negative, not -1s"},
 		{[]string{"--bark.max-per-minute=1001"}, "--bark.max-per-minute must be in [0, 1000] (0 turns storm control off), not 1001"},
