@@ -221,6 +221,20 @@ func TestNewRunClosesTheOldOne(t *testing.T) {
 	if got := entriesOf(t, third); !equalStrings(got, []string{"RUN start"}) {
 		t.Errorf("third run %q", got)
 	}
+	// serve stopped (RUN stop) while a phase ran, and started again
+	// without --run.resume: the phase is abandoned in the old file, which
+	// keeps its one RUN stop.
+	env.beat("Train", phaseapi.EventStart, "")
+	if err := env.e.AppendToRun(runlog.RunStop); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.Advance(time.Minute)
+	if _, err := env.e.StartRun("", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := entriesOf(t, third), []string{"RUN start", "START Train", "RUN stop", "END   Train 60s abandoned"}; !equalStrings(got, want) {
+		t.Errorf("a run stopped with a phase running\n%q\nwant\n%q", got, want)
+	}
 }
 
 // entriesOf returns the entries of the run log at path, which need not be

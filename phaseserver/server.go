@@ -241,12 +241,14 @@ func (s *Server) StartRun(header, firstEntry string) (string, error) {
 
 // closeRunLocked ends the old run when a new one starts: each running
 // phase gets "END <name> <N>s abandoned" (and ends as failed in the old
-// run's table), then the file gets RUN stop unless it already ends so.
+// run's table), then the file gets RUN stop unless it already had one
+// (serve wrote it at its stop, before a restart without --run.resume).
 func (s *Server) closeRunLocked() {
 	if s.log == nil {
 		return
 	}
 	now := s.clock()
+	stopped := lastMessage(s.log) == runlog.RunStop
 	ended := false
 	for i := range s.table.phases {
 		p := &s.table.phases[i]
@@ -261,7 +263,7 @@ func (s *Server) closeRunLocked() {
 		s.dirty = true
 		s.saveLocked()
 	}
-	if ended || lastMessage(s.log) != runlog.RunStop {
+	if !stopped {
 		s.appendLog(runlog.RunStop)
 	}
 }
@@ -438,7 +440,12 @@ func (s *Server) startLocked(i int, name string, now time.Time) int {
 // it at most once per pingSaveInterval.
 func (s *Server) pingLocked(i int, name string, now time.Time) (int, bool) {
 	if i < 0 {
+		// First seen running (a serve restarted mid-run without
+		// --run.resume, a client that never sent its start): the run log
+		// gets its START now, so that its END has one, and its duration
+		// counts from here, as the START line says.
 		s.table.phases = append(s.table.phases, phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now, Heartbeats: 1})
+		s.appendLog(startLine(name))
 		return len(s.table.phases) - 1, true
 	}
 	p := &s.table.phases[i]

@@ -119,7 +119,7 @@ func TestPhaseLifecycle(t *testing.T) {
 	}
 }
 
-func TestPingsLeaveNoLogLine(t *testing.T) {
+func TestPingsLeaveNoLogLineButAFirstSighting(t *testing.T) {
 	env := newTestEnv(t)
 	env.beat("Pretrain", phaseapi.EventStart, "")
 	before := env.entries()
@@ -127,16 +127,24 @@ func TestPingsLeaveNoLogLine(t *testing.T) {
 		env.clock.Advance(time.Minute)
 		env.beat("Pretrain", phaseapi.EventPing, "")
 	}
-	// A ping for an unknown phase starts it, also without a line.
-	env.beat("Eval", phaseapi.EventPing, "")
 	if got := env.entries(); !equalStrings(got, before) {
 		t.Errorf("pings changed the run log:\n%q\nwant\n%q", got, before)
+	}
+	// A ping for an unknown phase (a serve restarted mid-run) starts it
+	// with its START line, so that its END has one and its duration
+	// counts from the line.
+	env.beat("Eval", phaseapi.EventPing, "")
+	env.beat("Eval", phaseapi.EventPing, "")
+	env.clock.Advance(39 * time.Second)
+	env.beat("Eval", phaseapi.EventEnd, "")
+	if got, want := env.entries(), append(before, "START Eval", "END   Eval 39s"); !equalStrings(got, want) {
+		t.Errorf("a phase first seen by a ping:\n%q\nwant\n%q", got, want)
 	}
 	if p, _ := env.phase("Pretrain"); p.Heartbeats != 51 {
 		t.Errorf("heartbeats = %d, want 51", p.Heartbeats)
 	}
-	if p, ok := env.phase("Eval"); !ok || !p.Active() {
-		t.Errorf("ping did not start an unknown phase: %+v", p)
+	if p, ok := env.phase("Eval"); !ok || p.Active() || p.Heartbeats != 3 {
+		t.Errorf("the phase a ping started: %+v", p)
 	}
 }
 
