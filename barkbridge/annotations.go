@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"lavender/phaseapi"
 	"lavender/pushtext"
 	"lavender/watchdog"
 )
@@ -35,6 +36,7 @@ const (
 	annotationActivePhase    = "active_phase"
 	annotationPhase          = "phase"
 	annotationPhaseDuration  = "duration_seconds"
+	annotationPhaseReason    = "reason"
 	annotationStalledSeconds = "stalled_seconds"
 	annotationStep           = "step"
 	annotationTotalSteps     = "total_steps"
@@ -156,7 +158,11 @@ func phaseFromAnnotations(name string, a template.KV) (pushtext.PhaseFigures, bo
 	switch name {
 	case PhaseFailedAlertname:
 		d, ok := parseSeconds(a[annotationPhaseDuration])
-		return pushtext.PhaseFigures{Event: watchdog.RuleFailed, Phase: phase, Duration: d}, ok
+		// The reason is the phase's end's, as lavender_phase_failure_info
+		// carries it: cleaned again, as any text from outside is.
+		p := pushtext.PhaseFigures{Event: watchdog.RuleFailed, Phase: phase, Duration: d}
+		p.Reason = phaseapi.CleanReason(a[annotationPhaseReason])
+		return p, ok
 	case PhaseStalledAlertname:
 		d, ok := parseSeconds(a[annotationStalledSeconds])
 		return pushtext.PhaseFigures{Event: watchdog.RuleStalled, Phase: phase, Duration: d}, ok

@@ -149,7 +149,7 @@ func TestWebhookPhaseAlerts(t *testing.T) {
 		lines  []string
 	}{
 		{"firing_phase_failed.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
-			[]string{`[lavender-2] phase "Pretrain 1/3" failed after 4h12m`},
+			[]string{`[lavender-2] phase "Pretrain 1/3" failed after 4h12m: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB`},
 			[]string{"BARK failed Pretrain 1/3 sent ok=1 fail=0"}},
 		{"firing_phase_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: no heartbeat for 10m`},

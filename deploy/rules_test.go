@@ -211,7 +211,7 @@ func TestAlertsShape(t *testing.T) {
 		{
 			alert:       "PhaseFailed",
 			exprHas:     []string{"lavender_phase_duration_seconds", "lavender_phase_failed == 1", "changes(lavender_phase_end_timestamp_seconds[5m])", "sum_over_time(up[5m])"},
-			annotations: []string{"summary", "description", "phase", "duration_seconds"},
+			annotations: []string{"summary", "description", "phase", "duration_seconds", "reason"},
 		},
 		{
 			alert:       "PhaseLossNotFinite",
@@ -339,6 +339,7 @@ func TestAlertsShape(t *testing.T) {
 		{"PhaseProgressStalled", "total_steps", "lavender_phase_total_steps", "phase"},
 		{"PhaseLossNotFinite", "step", "lavender_phase_step", "phase"},
 		{"PhaseLossNotFinite", "total_steps", "lavender_phase_total_steps", "phase"},
+		{"PhaseFailed", "reason", "lavender_phase_failure_info", "phase"},
 		{"DiskSaveWillNotFit", "save_bytes", "lavender_disk_save_bytes", "path"},
 		{"DiskSpaceLow", "avail_bytes", "lavender_disk_avail_bytes", "path"},
 		{"DiskSpaceLow", "size_bytes", "lavender_disk_size_bytes", "path"},

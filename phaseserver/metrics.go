@@ -25,6 +25,8 @@ var (
 		"Heartbeats (start, pings, end) received for the phase since it last started.", phaseLabels, nil)
 	phaseFailedDesc = prometheus.NewDesc("lavender_phase_failed",
 		"1 if the phase ended as failed, 0 if it ended ok; absent while it runs.", phaseLabels, nil)
+	phaseFailureDesc = prometheus.NewDesc("lavender_phase_failure_info",
+		"1 for a phase that ended failed with a reason, the reason (cleaned, at most 200 characters) in its label, so that an alert can say why; absent otherwise.", []string{"phase", "reason"}, nil)
 	phaseStepDesc = prometheus.NewDesc("lavender_phase_step",
 		"The last step the phase reported; absent until it reports one.", phaseLabels, nil)
 	phaseTotalStepsDesc = prometheus.NewDesc("lavender_phase_total_steps",
@@ -62,7 +64,7 @@ type phaseCollector Server
 
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseActiveDesc, phaseStartDesc, phaseLastHeartbeatDesc, phaseEndDesc,
-		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, phaseStepDesc, phaseTotalStepsDesc,
+		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, phaseFailureDesc, phaseStepDesc, phaseTotalStepsDesc,
 		phaseLastProgressDesc, phaseETADesc, phaseLastEvalProgressDesc, phaseLossDesc, runStartDesc} {
 		ch <- d
 	}
@@ -106,6 +108,9 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		if !p.Active() {
 			ch <- prometheus.MustNewConstMetric(phaseEndDesc, prometheus.GaugeValue, unixSeconds(p.Ended), p.Name)
 			ch <- prometheus.MustNewConstMetric(phaseFailedDesc, prometheus.GaugeValue, failed, p.Name)
+			if p.Status == phaseapi.StatusFailed && p.Reason != "" {
+				ch <- prometheus.MustNewConstMetric(phaseFailureDesc, prometheus.GaugeValue, 1, p.Name, p.Reason)
+			}
 		}
 	}
 }

@@ -407,3 +407,36 @@ func TestDecodeTableRejects(t *testing.T) {
 		t.Errorf("rejected a good table: %v", err)
 	}
 }
+
+// TestFailureReasonIsAnInfoSeries: a phase that ended failed with a
+// reason has lavender_phase_failure_info with the reason in a label, for
+// the PhaseFailed alert to quote; an ok end, a running phase and a failure
+// without a reason have none.
+func TestFailureReasonIsAnInfoSeries(t *testing.T) {
+	env := newTestEnv(t)
+	for _, req := range []phaseapi.HeartbeatRequest{
+		{Phase: "Pretrain 1/3", Event: phaseapi.EventStart},
+		{Phase: "Pretrain 1/3", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed, Reason: "RuntimeError: CUDA out of memory"},
+		{Phase: "Eval", Event: phaseapi.EventStart},
+		{Phase: "Eval", Event: phaseapi.EventEnd},
+		{Phase: "Quiet", Event: phaseapi.EventStart},
+		{Phase: "Quiet", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed},
+		{Phase: "Train", Event: phaseapi.EventStart},
+	} {
+		if _, err := env.e.Apply(req); err != nil {
+			t.Fatalf("%+v: %v", req, err)
+		}
+	}
+	m, err := testkit.GatherMetrics(env.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.Value("lavender_phase_failure_info", testkit.Labels{"phase": "Pretrain 1/3", "reason": "RuntimeError: CUDA out of memory"}); err != nil || v != 1 {
+		t.Errorf("the failed phase's info: %v, %v", v, err)
+	}
+	for _, phase := range []string{"Eval", "Quiet", "Train"} {
+		if v, err := m.Value("lavender_phase_failure_info", testkit.Labels{"phase": phase}); err == nil {
+			t.Errorf("%s has a failure info series (%v)", phase, v)
+		}
+	}
+}
