@@ -163,6 +163,7 @@ func TestRealFrameworks(t *testing.T) {
 	}
 	for _, mod := range mods {
 		t.Run(strings.TrimPrefix(mod, "tests."), func(t *testing.T) {
+			t.Parallel() // one interpreter each, with its own exporters and directories
 			cmd := exec.Command(python, "-m", "unittest", mod)
 			cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "LAVENDER_FRAMEWORKS="+fw)
 			out, err := cmd.CombinedOutput()
