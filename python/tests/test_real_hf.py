@@ -193,11 +193,21 @@ trainer.train()
         pings = [b for b in self.exporter.bodies if b["event"] == "ping" and b.get("step") == 3]
         busy = [b.get("busy") for b in pings]
         self.assertIn("evaluating", busy, busy)
-        # The blocked stretch is 0.8 s of 0.05 s pings: its last pings are
-        # not busy.
         self.assertGreaterEqual(len(busy), 10, busy)
-        tail = busy[-5:]
-        self.assertEqual(tail.count(None), len(tail), "a blocked compute_metrics was reported busy: %s" % busy)
+        self.assertGreaterEqual(quiet_run(busy, "evaluating"), 5, "a blocked compute_metrics was reported busy: %s" % busy)
+
+
+def quiet_run(busy, what):
+    """The longest run of pings without busy after the first that said
+    what: a blocked stretch of 0.8 s, pinged every 0.05 s, is one of ten or
+    more. Once the block ends the thread moves again and may be busy again
+    (a loaded machine shifts where), so the run, not the last pings, is
+    what tells."""
+    longest = run = 0
+    for b in busy[busy.index(what):]:
+        run = run + 1 if b is None else 0
+        longest = max(longest, run)
+    return longest
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import tempfile
 import unittest
 
 from .servers import Recorder
-from .test_real_hf import ends, frameworks, run_real
+from .test_real_hf import ends, frameworks, quiet_run, run_real
 
 PRELUDE = r"""
 import os
@@ -116,4 +116,4 @@ t.fit(Validated(), data, data)
         busy = [b.get("busy") for b in self.exporter.bodies if b["event"] == "ping" and b.get("step") == 4]
         self.assertIn("validating", busy, busy)
         self.assertGreaterEqual(len(busy), 10, busy)
-        self.assertEqual(busy[-5:], [None] * 5, "a blocked validation was reported busy: %s" % busy)
+        self.assertGreaterEqual(quiet_run(busy, "validating"), 5, "a blocked validation was reported busy: %s" % busy)
