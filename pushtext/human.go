@@ -38,8 +38,19 @@ func HumanDuration(d time.Duration) string {
 
 // HumanBytes writes a size in binary units the way df -h does, with the
 // units swap's pushes use: "512 B", "9.8 GB" under ten, "16 MB" from ten.
-func HumanBytes(n uint64) string {
-	units := []string{"B", "KB", "MB", "GB", "TB", "PB", "EB"}
+func HumanBytes(n uint64) string { return humanSize(n, pushUnits) }
+
+// HumanIBytes is HumanBytes with the binary units named as such ("9.8
+// GiB", "16 MiB"), for pages that label what they measure; the pushes keep
+// the predecessor's "GB".
+func HumanIBytes(n uint64) string { return humanSize(n, binaryUnits) }
+
+var (
+	pushUnits   = []string{"B", "KB", "MB", "GB", "TB", "PB", "EB"}
+	binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+)
+
+func humanSize(n uint64, units []string) string {
 	v, i := float64(n), 0
 	for v >= 1024 && i < len(units)-1 {
 		v, i = v/1024, i+1

@@ -40,6 +40,12 @@ func TestHumanBytes(t *testing.T) {
 			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
 		}
 	}
+	// The same sizes with their binary units named, as the status page shows them.
+	for n, want := range map[uint64]string{512: "512 B", 1536: "1.5 KiB", 16 * mib: "16 MiB", 9*gi + gi/2: "9.5 GiB", 1 << 40: "1.0 TiB"} {
+		if got := HumanIBytes(n); got != want {
+			t.Errorf("HumanIBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
 }
 
 // TestMinFree: a floor reads as it was written, a share or a size, and

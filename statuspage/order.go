@@ -52,21 +52,3 @@ func (p Phase) LossText() string {
 	}
 	return fmt.Sprintf("%.4g", float64(*p.Loss))
 }
-
-// ibytes is a size in binary units with their names ("16.0 MiB", "1.2
-// GiB"): the page labels what it measures. The pushes keep the
-// predecessor's "GB".
-func ibytes(n uint64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v, i := float64(n), 0
-	for v >= 1024 && i < len(units)-1 {
-		v, i = v/1024, i+1
-	}
-	switch {
-	case i == 0:
-		return fmt.Sprintf("%d B", n)
-	case v < 9.95:
-		return fmt.Sprintf("%.1f %s", v, units[i])
-	}
-	return fmt.Sprintf("%.0f %s", v, units[i])
-}

@@ -26,7 +26,7 @@ var pageTemplate = template.Must(template.New("status.html").Funcs(template.Func
 	"when":     when,
 	"after":    func(t time.Time, d time.Duration) time.Time { return t.Add(d) },
 	"bytes":    pushtext.HumanBytes,
-	"ibytes":   ibytes,
+	"ibytes":   pushtext.HumanIBytes,
 	"human":    pushtext.HumanDuration,
 	"short":    ShortText,
 	"join":     strings.Join,
