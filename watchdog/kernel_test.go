@@ -128,9 +128,10 @@ func (p *chanPusher) Push(_ context.Context, alerts []Alert) (int, int) {
 	return 1, 0
 }
 
-// TestFaultsPushWithoutAPoll: a fault handed to Faults pushes from the
-// event goroutine while the poll interval is an hour away.
-func TestFaultsPushWithoutAPoll(t *testing.T) {
+// runEventWatchdog runs a watchdog with the default rules, polling every
+// hour, so that only faults handed to Faults push; it stops with the test.
+func runEventWatchdog(t *testing.T) ([]Rule, *chanPusher, *Watchdog) {
+	t.Helper()
 	rules, err := NewRules(RuleFlags{Interval: time.Hour, Threshold: 0.5, Hysteresis: 0.05, Repeat: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,14 @@ func TestFaultsPushWithoutAPoll(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { wd.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
+	return rules, p, wd
+}
+
+// TestFaultsPushWithoutAPoll: a fault handed to Faults pushes from the
+// event goroutine while the poll interval is an hour away.
+func TestFaultsPushWithoutAPoll(t *testing.T) {
+	_, p, wd := runEventWatchdog(t)
 	wd.Faults([]KernelFault{xid79(1), xid79(2), {Fault: kmsg.Fault{Kind: kmsg.Storage, Device: "nvme1n1p1", Storage: kmsg.ReadOnly}}})
 	select {
 	case got := <-p.pushes:

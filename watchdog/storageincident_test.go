@@ -1,9 +1,7 @@
 package watchdog
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -45,20 +43,7 @@ func realIncident(t *testing.T, seq uint64) []KernelFault {
 // "sda1-8" is sda1's), and the same failure logged again within the
 // window pushes nothing more: its records are counted.
 func TestStorageIncidentIsOnePush(t *testing.T) {
-	rules, err := NewRules(RuleFlags{Interval: time.Hour, Threshold: 0.5, Hysteresis: 0.05, Repeat: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &chanPusher{pushes: make(chan []Alert, 8)}
-	wd, err := New(Config{Interval: time.Hour, Rules: rules, Push: p, Logger: slog.New(slog.DiscardHandler),
-		Read: func(context.Context) (Sample, error) { return Sample{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { wd.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	rules, p, wd := runEventWatchdog(t)
 
 	wd.Faults(realIncident(t, 100))
 	var got []Alert
