@@ -159,5 +159,5 @@ func (e *encryption) encryptedRequest(s encryptedShape, p pushParams) (reqURL st
 // URL with the push's id and delete=1, and nothing of the template's
 // parameters.
 func (s encryptedShape) deleteURL(p Push) string {
-	return appendMissingParams(s.clearURL, p.params()...)
+	return appendMissingParams(s.clearURL, params(p)...)
 }

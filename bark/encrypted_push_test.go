@@ -137,7 +137,7 @@ func TestEncryptionLeavesNothingTheAppReadsInClear(t *testing.T) {
 	}
 	for i, want := range []string{"POST /KEY/encrypted", "POST /push?device_key=KEY"} {
 		before := srv.Count()
-		if _, err := New(ts[i], nil, "").Notify(t.Context(), Push{Message: message}); err != nil {
+		if _, err := New(ts[i], nil, "").Notify(t.Context(), Push{Text: message}); err != nil {
 			t.Fatalf("%s: %v", ts[i], err)
 		}
 		got := srv.Pushes()[before]

@@ -46,5 +46,5 @@ func sendAll(t testing.TB, files map[string]string, timeout time.Duration, clien
 	for i, tg := range ts {
 		ns[i] = New(tg, client, "")
 	}
-	return Send(t.Context(), ns, timeout, func(Target) Push { return Push{Message: msg} })
+	return Send(t.Context(), ns, timeout, func(Target) Push { return Push{Text: msg} })
 }

@@ -26,7 +26,7 @@ func TestPushLevel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := load(t, map[string]string{"phone.bark.env": tc.file})
 			before := srv.Count()
-			if _, err := New(ts[0], nil, "").Notify(t.Context(), Push{Message: "m", Level: tc.level}); err != nil {
+			if _, err := New(ts[0], nil, "").Notify(t.Context(), Push{Text: "m", Level: tc.level}); err != nil {
 				t.Fatal(err)
 			}
 			got := srv.Pushes()[before]

@@ -11,24 +11,20 @@ package bark
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/common/version"
 
 	"lavender/internal/textsafe"
+	"lavender/notify"
 )
 
 // maxResponseBytes bounds how much of Bark's answer is read; its JSON is
@@ -82,40 +78,27 @@ const MaxMessageBytes = 512
 func Clip(s string) string { return textsafe.Truncate(textsafe.Sanitize(s), MaxMessageBytes) }
 
 // Push is one push to a target: the message and the Bark parameters
-// lavender adds, each only where the template does not set it itself.
-type Push struct {
-	Message string
-	ID      string // the incident's Bark id: a later push with it replaces this one
-	Group   string // Notification Centre groups by it: the host the alert is about
-	URL     string // opened when the notification is tapped
-	Delete  bool   // remove the notification with this id instead (delete=1)
-	// Level is the push's urgency, one of Levels; "" is LevelPassive. A
-	// level the template sets itself wins.
-	Level string
-}
+// lavender adds, each only where the template does not set it itself. A
+// level the template sets itself wins over the push's.
+type Push = notify.Message
 
-// Bark's levels, from silent to loudest.
+// Bark's levels, from silent to loudest (notify's names are Bark's).
 const (
-	LevelPassive       = "passive"       // silent, into the list
-	LevelActive        = "active"        // Bark's own default: sound and banner
-	LevelTimeSensitive = "timeSensitive" // breaks through Focus, if the user allowed it
-	LevelCritical      = "critical"      // ignores mute
+	LevelPassive       = notify.LevelPassive
+	LevelActive        = notify.LevelActive
+	LevelTimeSensitive = notify.LevelTimeSensitive
+	LevelCritical      = notify.LevelCritical
 )
 
 // Levels are Bark's levels, from silent to loudest.
-var Levels = []string{LevelPassive, LevelActive, LevelTimeSensitive, LevelCritical}
+var Levels = notify.Levels
 
 // levelOr is level, or LevelPassive when it is "".
-func levelOr(level string) string {
-	if level == "" {
-		return LevelPassive
-	}
-	return level
-}
+func levelOr(level string) string { return notify.LevelOr(level) }
 
 // params are the Bark parameters p adds to a template, in the order they
 // are appended.
-func (p Push) params() []queryParam {
+func params(p Push) []queryParam {
 	var ps []queryParam
 	add := func(k, v string) {
 		if v != "" {
@@ -142,17 +125,17 @@ func (t Target) newRequest(ctx context.Context, p Push) (*http.Request, *PushErr
 		if t.enc != nil {
 			return t.newGET(ctx, t.shape.deleteURL(p))
 		}
-		return t.newGET(ctx, fillMessage(appendMissingParams(t.tmpl, p.params()...), encryptedPathBody))
+		return t.newGET(ctx, fillMessage(appendMissingParams(t.tmpl, params(p)...), encryptedPathBody))
 	}
 	if t.enc == nil {
 		base := t.tmpl
 		if level := levelOr(p.Level); level != LevelPassive && !t.ownLevel {
 			base = appendMissingParams(t.unleveled, queryParam{"level", level})
 		}
-		tmpl := appendMissingParams(base, p.params()...)
-		return t.newGET(ctx, fillMessage(tmpl, p.Message))
+		tmpl := appendMissingParams(base, params(p)...)
+		return t.newGET(ctx, fillMessage(tmpl, p.Text))
 	}
-	reqURL, form, err := t.enc.encryptedRequest(t.shape, pushParams{Body: p.Message, Group: p.Group, URL: p.URL, ID: p.ID, Level: levelOr(p.Level)})
+	reqURL, form, err := t.enc.encryptedRequest(t.shape, pushParams{Body: p.Text, Group: p.Group, URL: p.URL, ID: p.ID, Level: levelOr(p.Level)})
 	if err != nil {
 		// encrypt's errors name the random source or the JSON, never the key.
 		return nil, &PushError{Class: "encryption", Detail: t.scrub(err.Error())}
@@ -180,20 +163,7 @@ func (t Target) newGET(ctx context.Context, u string) (*http.Request, *PushError
 
 // PushError is a failed push, reduced to a short class such as "timeout"
 // or "HTTP 500". It never holds the URL.
-type PushError struct {
-	Class     string
-	Retryable bool // the failure may pass: a 5xx, 429, timeout or network error
-	// Saw says, scrubbed, what came back when it was not what Bark
-	// answers (a redirect, a page that is not Bark's JSON), for `bark send`.
-	Saw string
-	// Detail is the redacted underlying error, for debug logs only.
-	Detail string
-	// Unreachable: the server was not reached at all (refused,
-	// unreachable, unknown host, TLS), so the next push would fail alike.
-	Unreachable bool
-}
-
-func (e *PushError) Error() string { return e.Class }
+type PushError = notify.Error
 
 // Notifier pushes to one target, in the manner of Alertmanager's
 // notifiers: its template was checked once, when the target was loaded,
@@ -226,6 +196,23 @@ func New(t Target, client *http.Client, userAgent string) *Notifier {
 // Target is the notifier's target.
 func (n *Notifier) Target() Target { return n.target }
 
+// Name is the target's file:line.
+func (n *Notifier) Name() string { return n.target.Name() }
+
+// Channel is "bark".
+func (n *Notifier) Channel() string { return ChannelName }
+
+// Identity is the target's secret-free identity, a hash of its template.
+func (n *Notifier) Identity() string { return n.target.Identity() }
+
+// Phone is whose phone the target reaches: the storm budget's key.
+func (n *Notifier) Phone() string { return n.target.Phone() }
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// ChannelName names Bark's channel in logs, metrics and pages.
+const ChannelName = "bark"
+
 // Notify pushes p once. err is nil when Bark accepted the push, else a
 // *PushError; retry says whether the failure may pass on a later try (a
 // 5xx, 408, 429, a timeout or a network error).
@@ -241,7 +228,7 @@ func (n *Notifier) Notify(ctx context.Context, p Push) (retry bool, err error) {
 // (the client refuses them): the URL holds the device key.
 func (n *Notifier) send(ctx context.Context, p Push) *PushError {
 	t, client, userAgent := n.target, n.client, n.userAgent
-	p.Message = Clip(p.Message)
+	p.Text = Clip(p.Text)
 	req, perr := t.newRequest(ctx, p)
 	if perr != nil {
 		return perr
@@ -313,73 +300,15 @@ func contentType(resp *http.Response) string {
 	return textsafe.Truncate(textsafe.Sanitize(ct), 40)
 }
 
-// retryableStatus follows Alertmanager's receivers: a 5xx may pass, and so
-// may 408 and 429, which mean "not now" rather than "never".
-func retryableStatus(code int) bool {
-	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
-}
+func retryableStatus(code int) bool { return notify.RetryableStatus(code) }
 
-// Classify turns a transport error of a push to t into a short class. The
-// detail kept for debug logs has its URL redacted, as Alertmanager's
-// RedactURL does. A caller that gives up on a push before sending it (its
-// context ended) classifies the context's error with it.
+// Classify turns a transport error of a push to t into a short class, its
+// detail redacted and scrubbed of the template's secrets.
 func (t Target) Classify(ctx context.Context, err error) *PushError {
-	pe := &PushError{Retryable: true, Detail: t.scrub(redact(err).Error())}
-	var (
-		netErr  net.Error
-		dnsErr  *net.DNSError
-		certErr *tls.CertificateVerificationError
-		recErr  tls.RecordHeaderError
-		alert   tls.AlertError
-		unknown x509.UnknownAuthorityError
-		hostErr x509.HostnameError
-		invalid x509.CertificateInvalidError
-	)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
-		pe.Class = "timeout"
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
-		pe.Class = "canceled"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		pe.Class, pe.Unreachable = "connection refused", true
-	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
-		pe.Class = "connection reset"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		pe.Class = "connection closed"
-	case errors.As(err, &dnsErr):
-		pe.Class, pe.Unreachable = "dns", true
-		if dnsErr.IsNotFound {
-			pe.Class = "unknown host"
-		}
-	case errors.As(err, &certErr) || errors.As(err, &recErr) || errors.As(err, &alert) ||
-		errors.As(err, &unknown) || errors.As(err, &hostErr) || errors.As(err, &invalid) ||
-		strings.Contains(err.Error(), "tls: "):
-		pe.Class, pe.Unreachable = "tls", true
-	case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
-		pe.Class, pe.Unreachable = "unreachable", true
-	default:
-		pe.Class = "network error"
-	}
-	return pe
+	return notify.Classify(ctx, err, t.scrub)
 }
 
-// redact replaces the URL in a *url.Error, which Go prints in full and
-// which here holds the device key.
-func redact(err error) error {
-	var ue *url.Error
-	if !errors.As(err, &ue) {
-		return err
-	}
-	if err == error(ue) {
-		cp := *ue
-		cp.URL = "<redacted>"
-		return &cp
-	}
-	if ue.URL == "" {
-		return err
-	}
-	return errors.New(strings.ReplaceAll(err.Error(), ue.URL, "<redacted>"))
-}
+func redact(err error) error { return notify.Redact(err) }
 
 // scrub removes anything that looks like a part of the template from s, a
 // second line of defence for text that came from the server or a library.
@@ -406,7 +335,7 @@ var sharedClient = sync.OnceValue(NewClient)
 // refuseRedirects hands the 3xx back to send instead of following it: a
 // followed redirect would send the device key, in the path and in the
 // Referer, to whatever host the Location names.
-func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+var refuseRedirects = notify.RefuseRedirects
 
 // Result is one target's outcome of a push.
 type Result struct {

@@ -94,11 +94,11 @@ func TestTemplateSets(t *testing.T) {
 
 // TestSummaryParams: the URL of a clear summary holds no id.
 func TestSummaryParams(t *testing.T) {
-	p := Push{Message: "x"}
-	if got := p.params(); len(got) != 0 {
+	p := Push{Text: "x"}
+	if got := params(p); len(got) != 0 {
 		t.Errorf("params %v", got)
 	}
-	u, err := url.Parse(fillMessage(appendMissingParams("https://h/K/$0", Push{ID: "1", Group: "g", URL: "https://x/"}.params()...), "m"))
+	u, err := url.Parse(fillMessage(appendMissingParams("https://h/K/$0", params(Push{ID: "1", Group: "g", URL: "https://x/"})...), "m"))
 	if err != nil || u.Query().Get("id") != "1" || u.Query().Get("group") != "g" || u.Query().Get("url") != "https://x/" {
 		t.Errorf("%v %v", u, err)
 	}

@@ -400,3 +400,7 @@ func secretParts(u *url.URL) []string {
 // Identity is a hash of the target's template line: what the bridge's dedup
 // memory knows the target by, so a reload that renumbers lines keeps it.
 func (t Target) Identity() string { return t.id }
+
+// Phone is whose phone the target reaches, the key of its storm budget:
+// each target has its own.
+func (t Target) Phone() string { return t.Name() }

@@ -307,7 +307,7 @@ func (d *delivery) action() string {
 // textDelivery is the one builder of a push from its text, for the
 // watchdog and the webhook alike: the prefix, then the text, clipped.
 func (b *Bridge) textDelivery(t pushtext.Text) *delivery {
-	return &delivery{subject: t.Subject, Push: bark.Push{Message: bark.Clip(pushtext.WithPrefix(b.cfg.Prefix, t.Body))}}
+	return &delivery{subject: t.Subject, Push: bark.Push{Text: bark.Clip(pushtext.WithPrefix(b.cfg.Prefix, t.Body))}}
 }
 
 // retryable reports whether a target failed in a way that may pass.
@@ -708,7 +708,7 @@ func (b *Bridge) sendDue(ctx context.Context, now time.Time) {
 // A summary no target accepted is held again, to go out with the next one
 // (or, at a stop, after the next start), so Bark being down loses nothing.
 func (b *Bridge) sendSummary(ctx context.Context, s stormSummary) {
-	d := &delivery{subject: s.Subject(), Push: bark.Push{Message: s.Text}, only: s.Target}
+	d := &delivery{subject: s.Subject(), Push: bark.Push{Text: s.Text}, only: s.Target}
 	b.deliver(ctx, []*delivery{d})
 	b.record(d)
 	if d.ok+d.failed > 0 {

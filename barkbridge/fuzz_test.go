@@ -61,11 +61,11 @@ func FuzzWebhook(f *testing.F) {
 			if d == nil {
 				continue
 			}
-			if !utf8.ValidString(d.Message) || len(d.Message) > bark.MaxMessageBytes || d.Message == "" {
-				t.Fatalf("message %q: valid %v, %d bytes", d.Message, utf8.ValidString(d.Message), len(d.Message))
+			if !utf8.ValidString(d.Text) || len(d.Text) > bark.MaxMessageBytes || d.Text == "" {
+				t.Fatalf("message %q: valid %v, %d bytes", d.Text, utf8.ValidString(d.Text), len(d.Text))
 			}
-			if !strings.HasPrefix(d.Message, pushtext.DefaultPrefix+" ") {
-				t.Fatalf("message %q lacks the prefix", d.Message)
+			if !strings.HasPrefix(d.Text, pushtext.DefaultPrefix+" ") {
+				t.Fatalf("message %q lacks the prefix", d.Text)
 			}
 			s := subject(d.subject)
 			if !utf8.ValidString(s) || len(s) > maxSubjectBytes || strings.ContainsAny(s, "\n\r") {

@@ -114,7 +114,7 @@ func TestPlanGolden(t *testing.T) {
 					continue
 				}
 				fmt.Fprintf(&out, "%s: %s push %q log %q\n", filepath.Base(file), p.status,
-					p.delivery.Message, runlogLine(subject(p.delivery.subject), 1, 0))
+					p.delivery.Text, runlogLine(subject(p.delivery.subject), 1, 0))
 			}
 		}
 	}
@@ -145,7 +145,7 @@ func TestHexRatioPushesTheSummary(t *testing.T) {
 		Labels:      template.KV{"alertname": "SwapUsageHigh"},
 		Annotations: template.KV{"swap_used_ratio": "0x1p-1", "summary": "Swap is filling up"},
 	})
-	if d == nil || d.Message != "[lavender-2] Swap is filling up" || d.subject != "SwapUsageHigh" {
+	if d == nil || d.Text != "[lavender-2] Swap is filling up" || d.subject != "SwapUsageHigh" {
 		t.Fatalf("plan = %+v, want the summary pushed", d)
 	}
 }

@@ -92,7 +92,7 @@ func (h *pushHistory) snapshot(targets []bark.Target) BarkStatus {
 
 // event describes d, once delivered, for the status page.
 func (d *delivery) event(source, status, action string, at time.Time) Event {
-	e := Event{Time: at, Source: source, Status: status, Subject: subject(d.subject), Message: d.Message, Action: action, OK: d.ok, Failed: d.failed}
+	e := Event{Time: at, Source: source, Status: status, Subject: subject(d.subject), Message: d.Text, Action: action, OK: d.ok, Failed: d.failed}
 	for _, r := range d.results {
 		if r.Err != nil {
 			e.Failures = append(e.Failures, r.String())

@@ -420,7 +420,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	for _, tg := range f.bridge.Targets() {
 		notifiers = append(notifiers, bark.New(tg, nil, ""))
 	}
-	for _, r := range bark.Send(t.Context(), notifiers, f.cfg.Timeout, func(bark.Target) bark.Push { return bark.Push{Message: "hello " + key} }) {
+	for _, r := range bark.Send(t.Context(), notifiers, f.cfg.Timeout, func(bark.Target) bark.Push { return bark.Push{Text: "hello " + key} }) {
 		fmt.Fprintf(&seen, "%v %+v %#v\n", r, r, r.Err)
 	}
 	f.bridge.Push(t.Context(), []watchdog.Alert{swapAlert(0.9, 0, 0), pressureAlert(0.5, watchdog.Swap{}), oomAlert(1, watchdog.Victim{PID: 1, Name: "python3"}, "", watchdog.Swap{})})

@@ -70,7 +70,7 @@ func (c *BarkSendCmd) send(ctx context.Context, g *Globals) error {
 		if c.Test {
 			text = pushtext.WithPrefix(pushtext.DefaultPrefix, pushtext.SelfTest(t.Encryption()).Body)
 		}
-		return bark.Push{Message: text}
+		return bark.Push{Text: text}
 	})
 	return reportSent(g, results)
 }

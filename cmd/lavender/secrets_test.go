@@ -298,7 +298,7 @@ func TestStdLogGoesThroughTheScrubbingLogger(t *testing.T) {
 		t.Fatal(loaded, err)
 	}
 	n := bark.New(loaded.Targets[0], nil, "")
-	if res := bark.Send(t.Context(), []*bark.Notifier{n}, 10*time.Second, func(bark.Target) bark.Push { return bark.Push{Message: "hello"} }); len(res) != 1 || res[0].Err != nil {
+	if res := bark.Send(t.Context(), []*bark.Notifier{n}, 10*time.Second, func(bark.Target) bark.Push { return bark.Push{Text: "hello"} }); len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("push: %v", res)
 	}
 	testkit.WaitFor(t, 20*time.Second, func() bool {
