@@ -213,7 +213,7 @@ func (e *encryption) encryptJSON(v any) (sealed, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // "<" as \u003c is valid but wastes the APNs budget
 	if err := enc.Encode(v); err != nil {
-		return sealed{}, fmt.Errorf("barkbridge: encrypt: %w", err)
+		return sealed{}, fmt.Errorf("bark: encrypt: %w", err)
 	}
 	plaintext := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	ivLen := gcmIVLen
@@ -222,7 +222,7 @@ func (e *encryption) encryptJSON(v any) (sealed, error) {
 	}
 	iv, err := randomIV(e.random, ivLen)
 	if err != nil {
-		return sealed{}, fmt.Errorf("barkbridge: encrypt: random IV: %w", err)
+		return sealed{}, fmt.Errorf("bark: encrypt: random IV: %w", err)
 	}
 	return sealed{Ciphertext: e.seal(plaintext, iv), IV: iv}, nil
 }

@@ -74,7 +74,7 @@ func (t Target) Host() string { return t.host }
 func (t Target) String() string { return t.Name() }
 
 // GoString implements fmt.GoStringer.
-func (t Target) GoString() string { return "barkbridge.Target(" + t.Name() + ")" }
+func (t Target) GoString() string { return "bark.Target(" + t.Name() + ")" }
 
 // LogValue implements slog.LogValuer.
 func (t Target) LogValue() slog.Value { return slog.StringValue(t.Name()) }

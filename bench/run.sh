@@ -203,7 +203,7 @@ if want gobench; then
 	mkdir -p "$out"
 	say "go test -bench, -count $BENCH_COUNT, output in $out"
 	go test -run '^$' -bench . -benchmem -count "$BENCH_COUNT" \
-		./exporter/ ./phaseserver/ ./barkbridge/ ./runlog/ ./cmd/lavender/ >"$out/bench.txt"
+		./exporter/ ./phaseserver/ ./delivery/ ./webhook/ ./runlog/ ./cmd/lavender/ >"$out/bench.txt"
 	benchstat=$(command -v benchstat || true)
 	if [[ -z $benchstat ]]; then
 		GOBIN=$work/gobin go install golang.org/x/perf/cmd/benchstat@latest

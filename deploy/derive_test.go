@@ -332,7 +332,7 @@ func TestAlertmanagerRouting(t *testing.T) {
 
 var dedupFlagRE = regexp.MustCompile(`--bark\.dedup-window=([0-9a-z]+)`)
 
-// TestDedupWindowBetweenIntervals: barkbridge drops a notification it pushed
+// TestDedupWindowBetweenIntervals: delivery drops a notification it pushed
 // within --bark.dedup-window. Every shipped way of running the webhook must
 // set a window longer than Alertmanager's group_interval (retries, HA copies
 // and the resend at the next group_interval stay deduplicated) and shorter

@@ -15,11 +15,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/barkbridge"
+	"lavender/delivery"
 	"lavender/internal/barktest"
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
+	"lavender/webhook"
 )
 
 // TestAlertmanagerRetriesUntilBarkRecovers puts Debian's Alertmanager, with
@@ -51,14 +52,19 @@ func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
 	barkDir := barktest.ConfigDir(t, map[string]string{"phones.bark.env": bark.Template("PHONE") + "\n" + bark.Template("TABLET") + "\n"})
 	logDir := t.TempDir()
 	reg := prometheus.NewRegistry()
-	bridge, err := barkbridge.New(barkbridge.Config{
+	pipeline, err := delivery.New(delivery.Config{
 		ConfigDir: barkDir, Timeout: 5 * time.Second, Runlog: runlog.Options{Dir: logDir},
 	}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pipeline.Close()
+	hook, err := webhook.New(webhook.Config{Timeout: 5 * time.Second}, pipeline, slog.New(slog.DiscardHandler), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
-	bridge.Register(mux)
+	hook.Register(mux)
 	var answers []int
 	var answersMu sync.Mutex
 	lavender := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -174,7 +174,7 @@ func TestRenderPrometheusRuleKeepsRules(t *testing.T) {
 	}
 }
 
-// TestAlertsShape checks what the docs promise of each alert and what barkbridge
+// TestAlertsShape checks what the docs promise of each alert and what the webhook
 // relies on; promtool's unit tests (alerts_test.yml) check the behaviour.
 func TestAlertsShape(t *testing.T) {
 	f := loadAlerts(t)
@@ -275,12 +275,12 @@ func TestAlertsShape(t *testing.T) {
 		})
 	}
 
-	// The numbers barkbridge parses must stay machine-readable: no
+	// The numbers the webhook parses must stay machine-readable: no
 	// humanize* (which prints "16.3Gi"), and byte figures through %.0f,
 	// since a bare float64 prints as 1.8554258719e+10.
 	for _, tc := range []struct {
 		alert   string
-		numbers []string // annotations barkbridge parses as numbers
+		numbers []string // annotations the webhook parses as numbers
 	}{
 		{"SwapUsageHigh", []string{"swap_used_ratio", "swap_used_bytes", "swap_total_bytes"}},
 		{"MemoryPressureHigh", []string{"pressure_ratio", "pressure_window_seconds", "swap_used_bytes", "swap_total_bytes"}},

@@ -13,7 +13,7 @@
 // that reads them off the watchdog's alert in a file of its own
 // (pushtext/gpu.go beside swap.go), add one line for its rule to wordings
 // (rules.go), and pin its wording in a table of tests. An Alertmanager
-// alert of the same kind reads its figures from annotations in barkbridge
+// alert of the same kind reads its figures from annotations in webhook
 // and calls the same function.
 package pushtext
 

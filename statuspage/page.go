@@ -15,7 +15,7 @@ import (
 	"net/http"
 	"time"
 
-	"lavender/barkbridge"
+	"lavender/delivery"
 	"lavender/diskguard"
 	"lavender/phaseapi"
 	"lavender/phaseserver"
@@ -55,7 +55,7 @@ type Config struct {
 	Rules func() []watchdog.RuleState
 	// Bark returns the bridge's targets and last pushes (its Status); nil
 	// when no bridge runs.
-	Bark func() barkbridge.BarkStatus
+	Bark func() delivery.BarkStatus
 	// KernelLog says whether the kernel log is read; nil: the page says
 	// nothing of it.
 	KernelLog func() KernelLogStatus
@@ -236,7 +236,7 @@ func (p *Page) handlePage(w http.ResponseWriter, r *http.Request) {
 		MinFree: p.cfg.DiskMinFree,
 	}
 	v.PressureHigh = s.Swap != nil && s.Swap.PressureSomeAvg10 != nil && *s.Swap.PressureSomeAvg10 >= s.PressureThreshold
-	if b, ok := s.Sections["bark"].(barkbridge.BarkStatus); ok {
+	if b, ok := s.Sections["bark"].(delivery.BarkStatus); ok {
 		v.Bark = b
 	}
 	if pv, ok := s.Sections["procfs"].(ProcfsStatus); ok && pv.HidesProcesses {
@@ -279,7 +279,7 @@ type view struct {
 	KernelLogBlind *KernelLogStatus
 	// ProcfsHidesAny is set when procfs hides processes lavender judges.
 	ProcfsHidesAny *ProcfsStatus
-	Bark           barkbridge.BarkStatus
+	Bark           delivery.BarkStatus
 	Rules          []RuleState
 	MinFree        watchdog.MinFree // the disk floor in force
 }

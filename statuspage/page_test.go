@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/barkbridge"
+	"lavender/delivery"
 	"lavender/internal/testkit"
 	"lavender/phaseapi"
 	"lavender/phaseserver"
@@ -44,7 +44,7 @@ type rig struct {
 	clock *testkit.Clock
 	exp   *phaseserver.Server
 	hist  *watchdog.History
-	bark  barkbridge.BarkStatus
+	bark  delivery.BarkStatus
 	rules []watchdog.RuleState
 	page  *Page
 	srv   *httptest.Server
@@ -55,12 +55,12 @@ func newRig(t *testing.T, edit ...func(*Config)) *rig {
 	r := &rig{t: t, clock: testkit.NewClock(t0), hist: watchdog.NewHistory(10 * time.Second)}
 	exp := phaseserver.New(phaseserver.Config{ProcFS: t.TempDir(), Runlog: runlog.Options{Dir: t.TempDir()}, Clock: r.clock.Now}, slog.New(slog.DiscardHandler))
 	r.exp = exp
-	r.bark = barkbridge.BarkStatus{Targets: []barkbridge.TargetStatus{{Target: "phone.bark.env:1", Result: "ok", Time: t0}}}
+	r.bark = delivery.BarkStatus{Targets: []delivery.TargetStatus{{Target: "phone.bark.env:1", Result: "ok", Time: t0}}}
 	cfg := Config{
 		Phases:     exp.Snapshot,
 		RunLog:     exp.RunLog,
 		History:    r.hist,
-		Bark:       func() barkbridge.BarkStatus { return r.bark },
+		Bark:       func() delivery.BarkStatus { return r.bark },
 		Rules:      func() []watchdog.RuleState { return r.rules },
 		Threshold:  0.5,
 		StallAfter: watchdog.DefaultStallAfter,
@@ -360,9 +360,9 @@ func TestPageEscapes(t *testing.T) {
 			r := newRig(t)
 			r.beat(name, phaseapi.EventStart, "", n(5), n(10))
 			r.clock.Advance(time.Hour) // stalled: every cell of the row is drawn
-			r.bark = barkbridge.BarkStatus{
-				Targets: []barkbridge.TargetStatus{{Target: name, Result: "failed: " + name}},
-				Events:  []barkbridge.Event{{Time: t0, Source: "webhook", Status: "firing", Subject: name, Action: "pushed", OK: 1, Failures: []string{name}}},
+			r.bark = delivery.BarkStatus{
+				Targets: []delivery.TargetStatus{{Target: name, Result: "failed: " + name}},
+				Events:  []delivery.Event{{Time: t0, Source: "webhook", Status: "firing", Subject: name, Action: "pushed", OK: 1, Failures: []string{name}}},
 			}
 			r.rules = []watchdog.RuleState{{Name: watchdog.RuleName(name), Since: t0}}
 			page := r.html()
@@ -508,7 +508,7 @@ func TestStatusJSON(t *testing.T) {
 		Phases            []phaseapi.Phase
 		RunLog            string `json:"run_log"`
 		Sections          struct {
-			Bark     barkbridge.BarkStatus
+			Bark     delivery.BarkStatus
 			Watchdog []map[string]any
 		}
 	}
@@ -543,7 +543,7 @@ func TestStatusJSON(t *testing.T) {
 func TestPageConcurrentReaders(t *testing.T) {
 	r := newRig(t)
 	var barkMu sync.Mutex
-	r.page.cfg.Bark = func() barkbridge.BarkStatus { barkMu.Lock(); defer barkMu.Unlock(); return r.bark }
+	r.page.cfg.Bark = func() delivery.BarkStatus { barkMu.Lock(); defer barkMu.Unlock(); return r.bark }
 	const writes = watchdog.HistorySamples + 40
 	done := make(chan struct{})
 	go func() {
@@ -555,7 +555,7 @@ func TestPageConcurrentReaders(t *testing.T) {
 				return
 			}
 			barkMu.Lock()
-			r.bark.Events = append(r.bark.Events, barkbridge.Event{Subject: "swap"})
+			r.bark.Events = append(r.bark.Events, delivery.Event{Subject: "swap"})
 			barkMu.Unlock()
 		}
 	}()

@@ -9,7 +9,7 @@ import (
 )
 
 // Example shows how cmd wires the watchdog: the rules from the flags, a
-// reader from the exporter, a pusher from barkbridge, and a history for
+// reader from the exporter, a pusher from watchpush, and a history for
 // the status page. Here the reader and the pusher are stand-ins and the
 // clock is fixed.
 func Example() {

@@ -5,8 +5,8 @@
 // fire in one poll, one push carries them all.
 //
 // The package imports nothing of lavender's: cmd injects the host reader
-// (from the exporter) and the Pusher (from barkbridge, which formats and
-// sends the alerts and writes the run log).
+// (from the exporter) and the Pusher (watchpush, which words the alerts
+// with pushtext and hands them to delivery).
 package watchdog
 
 import (
@@ -23,8 +23,8 @@ import (
 
 // Pusher sends one push carrying alerts (several when several rules fired
 // in the same poll) to every target, and says how many targets accepted it
-// and how many failed. barkbridge provides it, so the watchdog and the
-// webhook share one formatter, sender and run-log line. A sender that does
+// and how many failed. watchpush provides it, so the watchdog and the
+// webhook share one delivery pipeline and run-log line. A sender that does
 // not push some alerts (resolutions, say) leaves them out and answers
 // (0, 0) for a push left empty: the rules then count it as delivered.
 //

@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"lavender/bark"
-	"lavender/barkbridge"
 	"lavender/pushtext"
+	"lavender/watchpush"
 )
 
 // barkLevelFlags set how loud the watchdog's pushes are, by kind.
@@ -21,6 +21,6 @@ func barkLevelVars() map[string]string {
 	}
 }
 
-func (f *barkLevelFlags) levels() (barkbridge.Levels, error) {
-	return barkbridge.ParseLevels(f.BarkLevel)
+func (f *barkLevelFlags) levels() (watchpush.Levels, error) {
+	return watchpush.ParseLevels(f.BarkLevel)
 }

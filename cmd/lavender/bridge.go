@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,9 +17,11 @@ import (
 	"github.com/prometheus/common/version"
 
 	"lavender/bark"
-	"lavender/barkbridge"
 	"lavender/cmd/lavender/internal/hangup"
+	"lavender/delivery"
 	"lavender/runlog"
+	"lavender/watchpush"
+	"lavender/webhook"
 	"lavender/webserve"
 )
 
@@ -61,8 +64,8 @@ func (f *barkTargetFlags) validateTimeout() error {
 	return nil
 }
 
-// barkFlagOf names the flag of each barkbridge.Config field that
-// Config.Check can refuse.
+// barkFlagOf names the flag of each delivery.Config and webhook.Config
+// field that their Check can refuse.
 var barkFlagOf = map[string]string{
 	"Timeout":      "--bark.timeout",
 	"Threshold":    "--bark.threshold",
@@ -75,8 +78,11 @@ var barkFlagOf = map[string]string{
 // validateBark is the bridge's own check, naming the flags, and the room
 // a webhook's answer needs under the server's write timeout.
 func (f *barkFlags) validateBark() error {
-	err := f.barkConfig(runlog.Options{}).Check()
-	var fe *barkbridge.FieldError
+	err := f.deliveryConfig(runlog.Options{}).Check()
+	if err == nil {
+		err = f.webhookConfig().Check()
+	}
+	var fe *delivery.FieldError
 	if errors.As(err, &fe) && barkFlagOf[fe.Field] != "" {
 		return fmt.Errorf("%s %s", barkFlagOf[fe.Field], fe.Problem)
 	}
@@ -90,26 +96,32 @@ func (f *barkFlags) validateBark() error {
 	return nil
 }
 
-// barkConfig is the bridge's configuration from the flags; rl is where the
-// BARK lines go.
-func (f *barkFlags) barkConfig(rl runlog.Options) barkbridge.Config {
-	return barkbridge.Config{
-		ConfigDir:     f.BarkConfigDir,
+// deliveryConfig is the delivery pipeline's configuration from the flags;
+// rl is where the BARK lines go.
+func (f *barkFlags) deliveryConfig(rl runlog.Options) delivery.Config {
+	return delivery.Config{
+		ConfigDir:       f.BarkConfigDir,
+		Timeout:         f.BarkTimeout,
+		Prefix:          f.BarkPrefix,
+		DedupWindow:     f.BarkDedupWindow,
+		Runlog:          rl,
+		MaxPerMinute:    f.BarkMaxPerMinute,
+		DeleteOnResolve: f.BarkDeleteOnResolve,
+		ExternalURL:     f.WebExternalURL,
+		StateFile:       filepath.Join(logsDir(rl.Dir), delivery.StateFileName),
+	}
+}
+
+// webhookConfig is the webhook's configuration from the flags.
+func (f *barkFlags) webhookConfig() webhook.Config {
+	return webhook.Config{
 		Timeout:       f.BarkTimeout,
 		Prefix:        f.BarkPrefix,
 		Threshold:     f.BarkThreshold,
 		SwapAlertname: f.BarkSwapAlertname,
 		OnlySwap:      f.BarkOnlySwap,
 		SendResolved:  f.BarkSendResolved,
-		DedupWindow:   f.BarkDedupWindow,
 		MaxBodyBytes:  f.WebhookMaxBytes,
-		Runlog:        rl,
-
-		MaxPerMinute:    f.BarkMaxPerMinute,
-		DeleteOnResolve: f.BarkDeleteOnResolve,
-		ExternalURL:     f.WebExternalURL,
-		Hostname:        hostname(),
-		StateFile:       filepath.Join(logsDir(rl.Dir), barkbridge.StateFileName),
 	}
 }
 
@@ -152,35 +164,54 @@ func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.A
 		return err
 	}
 	defer stopReload()
-	stopStorm := runBridge(ctx, bridge, c.BarkTimeout+webhookMargin)
+	stopStorm := runBridge(ctx, bridge.delivery, c.BarkTimeout+webhookMargin)
 	defer stopStorm()
-	bridge.Register(srv.mux)
+	bridge.register(srv.mux)
 	if err := webserve.AddLanding(srv.mux, "Alertmanager webhook to silent Bark pushes, recorded in the run log.", "/metrics"); err != nil {
 		return err
 	}
 	srv.ready.Set()
 	g.Logger.Info("starting lavender bridge", "version", version.Info(), "bark_config_dir", c.BarkConfigDir,
-		"targets", len(bridge.Targets()), "runlog_dir", c.Dir)
+		"targets", len(bridge.delivery.Targets()), "runlog_dir", c.Dir)
 	// In-flight webhooks wait on Bark for at most the timeout: let them
 	// finish so a push Bark accepted is answered 200, not retried.
 	return srv.serve(ctx, &c.webFlags, c.BarkTimeout+webhookMargin, g.Logger)
 }
 
-// openBridge builds the bridge for bridge and serve, reloading its targets
-// on SIGHUP until stopReload is called.
-func openBridge(f *barkFlags, levels barkbridge.Levels, r runlogFlags, g *Globals, srv *commandServer) (b *barkbridge.Bridge, stopReload func(), err error) {
-	cfg := f.barkConfig(r.logged(g))
-	cfg.Levels = levels
+// pushing is every push's way out, for bridge and serve: the delivery
+// pipeline, the webhook that hands it Alertmanager's alerts, and the
+// watchdog's pusher.
+type pushing struct {
+	delivery *delivery.Pipeline
+	webhook  *webhook.Handler
+	watchdog *watchpush.Pusher
+}
+
+// register adds the webhook and the reload endpoint to mux.
+func (p pushing) register(mux *http.ServeMux) {
+	p.webhook.Register(mux)
+	p.delivery.Register(mux)
+}
+
+// openBridge builds the pushing for bridge and serve, reloading its
+// targets on SIGHUP until stopReload is called.
+func openBridge(f *barkFlags, levels watchpush.Levels, r runlogFlags, g *Globals, srv *commandServer) (p pushing, stopReload func(), err error) {
+	cfg := f.deliveryConfig(r.logged(g))
 	cfg.WriteErrors = srv.writeErrors.WithLabelValues("bark")
-	b, err = barkbridge.New(cfg, g.Logger, srv.reg)
+	p.delivery, err = delivery.New(cfg, g.Logger, srv.reg)
 	var dirErr *bark.ConfigDirError
 	if errors.As(err, &dirErr) {
-		return nil, nil, fmt.Errorf("--bark.config-dir: %w", errors.Unwrap(dirErr))
+		return p, nil, fmt.Errorf("--bark.config-dir: %w", errors.Unwrap(dirErr))
 	}
 	if err != nil {
-		return nil, nil, err
+		return p, nil, err
 	}
-	return b, reloadOnSIGHUP(b, g.Logger), nil
+	if p.webhook, err = webhook.New(f.webhookConfig(), p.delivery, g.Logger, srv.reg); err != nil {
+		p.delivery.Close()
+		return p, nil, err
+	}
+	p.watchdog = watchpush.New(watchpush.Config{Prefix: f.BarkPrefix, Hostname: hostname(), Levels: levels}, p.delivery)
+	return p, reloadOnSIGHUP(p.delivery, g.Logger), nil
 }
 
 // runBridge runs the bridge's storm-control summaries until ctx ends or
@@ -189,7 +220,7 @@ func openBridge(f *barkFlags, levels barkbridge.Levels, r runlogFlags, g *Global
 // 200 for those alerts and will not send them again for hours. Call it
 // once the webhook takes no more requests; calls after the first do
 // nothing.
-func runBridge(ctx context.Context, b *barkbridge.Bridge, grace time.Duration) (stop func()) {
+func runBridge(ctx context.Context, b *delivery.Pipeline, grace time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -215,7 +246,7 @@ func hostname() string {
 
 // reloadOnSIGHUP re-reads the Bark targets on every SIGHUP until the
 // returned stop is called. A bad config is logged and the old one kept.
-func reloadOnSIGHUP(b *barkbridge.Bridge, logger *slog.Logger) (stop func()) {
+func reloadOnSIGHUP(b *delivery.Pipeline, logger *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	if hangup.Arrived() {

@@ -45,7 +45,7 @@ func TestBridgeCommand(t *testing.T) {
 			t.Errorf("GET %s = %d", path, code)
 		}
 	}
-	payload, err := os.ReadFile(filepath.Join("..", "..", "barkbridge", "testdata", "firing_swap_54.json"))
+	payload, err := os.ReadFile(filepath.Join("..", "..", "webhook", "testdata", "firing_swap_54.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +145,10 @@ func TestBridgeFlagErrors(t *testing.T) {
 func TestBarkFlagsConfig(t *testing.T) {
 	cli := parseCLI(t, "bridge", "--bark.only-swap", "--bark.send-resolved", "--bark.dedup-window=10m",
 		"--bark.swap-alertname=Swap", "--bark.threshold=0.7", "--webhook.max-bytes=2048")
-	cfg := cli.Bridge.barkConfig(runlog.Options{Dir: "x"})
-	if !cfg.OnlySwap || !cfg.SendResolved || cfg.DedupWindow != 10*time.Minute || cfg.SwapAlertname != "Swap" ||
-		cfg.Threshold != 0.7 || cfg.MaxBodyBytes != 2048 || cfg.Timeout != 5*time.Second ||
-		cfg.Prefix != "[lavender-2]" || cfg.ConfigDir == "" || cfg.Runlog.Dir != "x" {
-		t.Errorf("config = %+v", cfg)
+	cfg, hook := cli.Bridge.deliveryConfig(runlog.Options{Dir: "x"}), cli.Bridge.webhookConfig()
+	if !hook.OnlySwap || !hook.SendResolved || cfg.DedupWindow != 10*time.Minute || hook.SwapAlertname != "Swap" ||
+		hook.Threshold != 0.7 || hook.MaxBodyBytes != 2048 || cfg.Timeout != 5*time.Second || hook.Timeout != 5*time.Second ||
+		cfg.Prefix != "[lavender-2]" || hook.Prefix != "[lavender-2]" || cfg.ConfigDir == "" || cfg.Runlog.Dir != "x" {
+		t.Errorf("delivery config = %+v, webhook config = %+v", cfg, hook)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // TestFlagErrorsNameTheFlag: a bad flag value is reported by
 // the flag's name, never by the internal package that would reject it
-// (`barkbridge: watchdog threshold 1.5 …`, `exporter: run-log max bytes …`).
+// (`watchdog: threshold 1.5 …`, `exporter: run-log max bytes …`).
 func TestFlagErrorsNameTheFlag(t *testing.T) {
 	logs := t.TempDir()
 	for _, tc := range []struct {

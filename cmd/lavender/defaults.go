@@ -8,7 +8,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/barkbridge"
+	"lavender/delivery"
 	"lavender/exporter"
 	"lavender/heartbeat"
 	"lavender/phaseapi"
@@ -16,6 +16,7 @@ import (
 	"lavender/runlog"
 	"lavender/watchdog"
 	"lavender/webguard"
+	"lavender/webhook"
 )
 
 // defaultVars are the flags' defaults, from the constants of the packages
@@ -26,14 +27,14 @@ var defaultVars = kong.Vars{
 	"runlog_dir":          runlog.DefaultDir,
 	"runlog_max_bytes":    fmt.Sprint(runlog.DefaultMaxBytes),
 	"runlog_min_bytes":    fmt.Sprint(runlog.MinMaxBytes),
-	"bark_config_dir":     barkbridge.DefaultConfigDir,
-	"bark_timeout":        flagDuration(barkbridge.DefaultTimeout),
+	"bark_config_dir":     delivery.DefaultConfigDir,
+	"bark_timeout":        flagDuration(delivery.DefaultTimeout),
 	"bark_prefix":         pushtext.DefaultPrefix,
-	"bark_threshold":      fmt.Sprint(barkbridge.DefaultThreshold),
-	"bark_swap_alertname": barkbridge.DefaultSwapAlertname,
-	"bark_dedup_window":   flagDuration(barkbridge.DefaultDedupWindow),
-	"bark_max_per_minute": fmt.Sprint(barkbridge.DefaultMaxPerMinute),
-	"webhook_max_bytes":   fmt.Sprint(barkbridge.DefaultMaxBodyBytes),
+	"bark_threshold":      fmt.Sprint(webhook.DefaultThreshold),
+	"bark_swap_alertname": webhook.DefaultSwapAlertname,
+	"bark_dedup_window":   flagDuration(delivery.DefaultDedupWindow),
+	"bark_max_per_minute": fmt.Sprint(delivery.DefaultMaxPerMinute),
+	"webhook_max_bytes":   fmt.Sprint(webhook.DefaultMaxBodyBytes),
 	"procfs":              exporter.DefaultProcFS,
 	"history_step":        flagDuration(watchdog.DefaultStep),
 	"port":                phaseapi.DefaultPort,

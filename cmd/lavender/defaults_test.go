@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"lavender/barkbridge"
+	"lavender/delivery"
 	"lavender/exporter"
 	"lavender/heartbeat"
 	"lavender/kmsg"
@@ -15,6 +15,7 @@ import (
 	"lavender/runlog"
 	"lavender/watchdog"
 	"lavender/webguard"
+	"lavender/webhook"
 )
 
 // TestFlagDefaultsAreThePackagesConstants: a flag left unset gets the
@@ -29,13 +30,13 @@ func TestFlagDefaultsAreThePackagesConstants(t *testing.T) {
 	}{
 		{"--runlog.dir", abs(t, serve.Dir), abs(t, runlog.DefaultDir)}, // a path flag: kong may make it absolute
 		{"--runlog.max-bytes", serve.MaxBytes, runlog.DefaultMaxBytes},
-		{"--bark.config-dir", abs(t, serve.BarkConfigDir), abs(t, barkbridge.DefaultConfigDir)},
-		{"--bark.timeout", serve.BarkTimeout, barkbridge.DefaultTimeout},
+		{"--bark.config-dir", abs(t, serve.BarkConfigDir), abs(t, delivery.DefaultConfigDir)},
+		{"--bark.timeout", serve.BarkTimeout, delivery.DefaultTimeout},
 		{"--bark.prefix", serve.BarkPrefix, pushtext.DefaultPrefix},
-		{"--bark.threshold", serve.BarkThreshold, barkbridge.DefaultThreshold},
-		{"--bark.swap-alertname", serve.BarkSwapAlertname, barkbridge.DefaultSwapAlertname},
-		{"--bark.dedup-window", serve.BarkDedupWindow, barkbridge.DefaultDedupWindow},
-		{"--webhook.max-bytes", serve.WebhookMaxBytes, int64(barkbridge.DefaultMaxBodyBytes)},
+		{"--bark.threshold", serve.BarkThreshold, webhook.DefaultThreshold},
+		{"--bark.swap-alertname", serve.BarkSwapAlertname, webhook.DefaultSwapAlertname},
+		{"--bark.dedup-window", serve.BarkDedupWindow, delivery.DefaultDedupWindow},
+		{"--webhook.max-bytes", serve.WebhookMaxBytes, int64(webhook.DefaultMaxBodyBytes)},
 		{"--path.procfs", serve.ProcFS, exporter.DefaultProcFS},
 		{"--status.history-step", serve.HistoryStep, watchdog.DefaultStep},
 		{"--watchdog.interval", serve.WatchdogInterval, watchdog.DefaultInterval},

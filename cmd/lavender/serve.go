@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"lavender/barkbridge"
+	"lavender/delivery"
 	"lavender/diskguard"
 	"lavender/exporter"
 	"lavender/phaseserver"
@@ -91,7 +91,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 		return err
 	}
 	defer stopReload()
-	stopStorm := runBridge(ctx, bridge, c.BarkTimeout+webhookMargin)
+	stopStorm := runBridge(ctx, bridge.delivery, c.BarkTimeout+webhookMargin)
 	defer stopStorm()
 	klog := c.openKernelLog(g.Logger, srv.reg)
 	defer klog.close()
@@ -99,7 +99,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	if err != nil {
 		return err
 	}
-	wd, history, err := c.openWatchdog(exp, bridge, klog, guard, g, srv)
+	wd, history, err := c.openWatchdog(exp, bridge.watchdog, klog, guard, g, srv)
 	if err != nil {
 		return err
 	}
@@ -107,8 +107,8 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 
 	c.openRun(exp, g)
 	exp.Register(srv.mux)
-	bridge.Register(srv.mux)
-	page := c.statusPage(wd, bridge, history)
+	bridge.register(srv.mux)
+	page := c.statusPage(wd, bridge.delivery, history)
 	page.KernelLog = klog.status
 	page.Disks = guard.Latest
 	page.DiskMinFree, _ = watchdog.ParseMinFree(c.WatchdogDiskMinFree) // checked by validate
@@ -117,7 +117,7 @@ func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Ad
 	}
 
 	err = c.serveWatched(ctx, srv, wd, klog, guard, g, func() {
-		g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.Targets()),
+		g.Logger.Info("lavender serve ready", "version", version.Info(), "targets", len(bridge.delivery.Targets()),
 			"watchdog_interval", c.WatchdogInterval, "runlog_dir", c.Dir)
 		if onReady != nil {
 			onReady()
@@ -171,7 +171,7 @@ func (c *ServeCmd) openRun(exp *phaseserver.Server, g *Globals) {
 // statusPage is what serve's status page shows beyond the exporter: the
 // watchdog's history and rule states, the bridge's status, and the
 // thresholds in force (the watchdog's when it is on, else the bridge's).
-func (c *ServeCmd) statusPage(wd *watchdog.Watchdog, bridge *barkbridge.Bridge, history *watchdog.History) statuspage.Config {
+func (c *ServeCmd) statusPage(wd *watchdog.Watchdog, bridge *delivery.Pipeline, history *watchdog.History) statuspage.Config {
 	threshold, pressureThreshold := c.BarkThreshold, watchdog.DefaultPressureThreshold
 	if c.enabled() {
 		threshold = c.WatchdogThreshold

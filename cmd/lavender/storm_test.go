@@ -176,7 +176,7 @@ func TestDamagedBarkStateNeverStopsAStart(t *testing.T) {
 				t.Fatalf("no state saved at the stop: %v", err)
 			}
 			data, err := os.ReadFile(path)
-			if err != nil || strings.Count(string(data), `"fingerprint"`) != 3 {
+			if err != nil || strings.Count(string(data), `"incident"`) != 3 {
 				t.Errorf("state after the stop: %v\n%s", err, data)
 			}
 		})

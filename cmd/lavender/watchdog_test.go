@@ -98,7 +98,7 @@ func TestServeWatchdogPressureAndOOM(t *testing.T) {
 // line. The host is set before the start, so the first poll sees both: the
 // fake procfs writes its files one at a time, so a change made later could
 // be seen half by one poll and half by the next. (Three rules at once, OOM
-// included, are covered by barkbridge's TestPushTexts and the watchdog's
+// included, are covered by watchpush's TestPushTexts and the watchdog's
 // TestSeveralRulesInOnePollGiveOnePush.)
 func TestServeWatchdogSeveralRulesOnePush(t *testing.T) {
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.56), PSI: psi(23), OOMKills: 7})

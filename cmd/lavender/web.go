@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
-	"lavender/barkbridge"
 	"lavender/exporter"
 	"lavender/phaseapi"
 	"lavender/webguard"
+	"lavender/webhook"
 	"lavender/webserve"
 )
 
@@ -32,7 +32,7 @@ type webFlags struct {
 
 // jsonWritePaths are the endpoints whose bodies must be application/json:
 // the bridge's webhook and the exporter's API.
-var jsonWritePaths = []string{barkbridge.WebhookPath, phaseapi.HeartbeatPath, phaseapi.RunsPath}
+var jsonWritePaths = []string{webhook.WebhookPath, phaseapi.HeartbeatPath, phaseapi.RunsPath}
 
 // guard wraps h with the write checks of package webguard; externalURL is
 // --web.external-url where the command has it.

@@ -98,7 +98,7 @@ func writeReq(t *testing.T, client *http.Client, base, path, body string, header
 // cross-site, or a body not declared as JSON), and a peer off the box
 // cannot write without --web.write-allow or basic auth. Reads stay open.
 func TestWritesFromOtherSitesAndHosts(t *testing.T) {
-	webhook, err := os.ReadFile(filepath.Join("..", "..", "barkbridge", "testdata", "firing_swap_54.json"))
+	webhook, err := os.ReadFile(filepath.Join("..", "..", "webhook", "testdata", "firing_swap_54.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

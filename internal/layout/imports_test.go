@@ -53,13 +53,24 @@ var mayUse = map[string][]string{
 	// notifier interface, the failure classes. A leaf.
 	"notify": {},
 	// Every push text, worded from the watchdog's facts; the arrows point
-	// watchdog → pushtext → barkbridge → bark, so the watchdog knows no
-	// text and no Bark, and the texts know no delivery.
-	"pushtext":   {"watchdog", "phaseapi", "kmsg", "diskguard", "internal/ring", "internal/textsafe"},
-	"barkbridge": {"bark", "notify", "pushtext", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	// watchdog → pushtext → (watchpush, webhook) → delivery → (bark, …), so
+	// the watchdog knows no text and no channel, and the texts know no
+	// delivery.
+	"pushtext": {"watchdog", "phaseapi", "kmsg", "diskguard", "internal/ring", "internal/textsafe"},
+	// The one pipeline of every push: dedup, incidents, storm control,
+	// fan-out to the channels' notifiers, the run log's line, the history
+	// and the state file. It knows no Alertmanager and no watchdog (see
+	// neverUse), and no words but a storm summary's.
+	"delivery": {"bark", "notify", "runlog", "internal/throttle", "internal/ring", "internal/textsafe"},
+	// Alertmanager's webhook: decodes alerts, words them with pushtext,
+	// hands them to delivery.
+	"webhook": {"delivery", "pushtext", "bark", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	// The watchdog's pushes: words them with pushtext, gives them their
+	// incident ids and levels, hands them to delivery.
+	"watchpush": {"delivery", "pushtext", "bark", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"phaseserver", "barkbridge", "bark", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
+	"statuspage": {"phaseserver", "delivery", "bark", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	// The watchdog reads its readings and the phase server hands it the
@@ -113,12 +124,17 @@ var usedOnlyBy = map[string][]string{
 }
 
 // neverUse lists pairs kept apart whatever mayUse comes to allow: the phase
-// server uses no collector (a phase never waits on a procfs read), and the
-// collectors and the webhook never use each other.
+// server uses no collector (a phase never waits on a procfs read), the
+// collectors and the webhook never use each other, delivery knows neither
+// Alertmanager nor the watchdog, and a channel knows only its channel.
 var neverUse = map[string][]string{
 	"phaseserver": {"exporter"},
-	"exporter":    {"phaseserver", "barkbridge"},
-	"barkbridge":  {"exporter", "phaseserver"},
+	"exporter":    {"phaseserver", "webhook", "delivery"},
+	"webhook":     {"exporter", "phaseserver", "watchpush"},
+	// Delivery knows neither Alertmanager nor the watchdog, nor their words.
+	"delivery": {"webhook", "watchpush", "watchdog", "pushtext", "exporter", "phaseserver"},
+	// A channel's notifier knows nothing but its channel.
+	"bark": {"delivery", "webhook", "watchpush", "watchdog", "pushtext", "runlog"},
 }
 
 // TestNeverUseAgreesWithMayUse: a pair kept apart is not also allowed.

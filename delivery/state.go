@@ -1,0 +1,324 @@
+package delivery
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"lavender/runlog"
+)
+
+// StateFileName is the file in the logs dir where the serving commands
+// keep the bridge's state across a restart or a crash.
+const StateFileName = "bark-state.json"
+
+const (
+	stateFileVersion = 1
+	// maxStateFileBytes bounds the read of a state file. A full dedup
+	// memory (10,000 entries) is about 2 MB; anything over this was not
+	// written by lavender.
+	maxStateFileBytes = 32 << 20
+	// stateSaveInterval is the longest a change of the dedup memory alone
+	// waits for its save; held alerts are saved at once.
+	stateSaveInterval = time.Second
+	// maxSavedField bounds a fingerprint or target id read back; lavender
+	// writes 16 hex digits.
+	maxSavedField = 128
+)
+
+// stateFile is what the bridge must not forget when it stops or dies:
+// the alerts storm control holds (Alertmanager was answered 200 for them
+// and will not send them again for hours) and the dedup memory (without
+// it, Alertmanager's next send of a group pushes every alert in it again).
+type stateFile struct {
+	Version int          `json:"version"`
+	Storm   []stormSaved `json:"storm"`
+	Dedup   []dedupSaved `json:"dedup"`
+}
+
+// errStateUnreadable marks a state file that exists but cannot be read
+// (permissions, I/O error) or moved aside. It is never overwritten: it may
+// hold the only record of held alerts.
+var errStateUnreadable = errors.New("cannot be read")
+
+// bridgeState saves the bridge's state to its file.
+type bridgeState struct {
+	path string   // "": nothing is kept
+	lock *os.File // holds the lock beside the file (lockState)
+
+	mu      sync.Mutex // serialises saves
+	blocked bool       // the file could not be read: never overwrite it
+	saved   uint64     // the change saved last
+
+	lastSave atomic.Int64 // unix nanoseconds of the last save written
+	timerMu  sync.Mutex
+	timer    *time.Timer // a save saveSoon put off; nil: none
+}
+
+// changed notes a change of what the state file keeps; the next save
+// writes it.
+func (b *Pipeline) changed() { b.changes.Add(1) }
+
+// restoreState reads the state file, if there is one, and takes its held
+// alerts and dedup memory. A damaged file (bad JSON, another version, over
+// the limit, not a regular file) is moved aside, numbered, with a WARN; an
+// unreadable one is left as it is and never overwritten; neither stops the
+// bridge.
+func (b *Pipeline) restoreState() {
+	st := &b.state
+	if st.path == "" {
+		return
+	}
+	if b.lockState(); st.path == "" {
+		return
+	}
+	f, err := readState(st.path)
+	if errors.Is(err, errStateUnreadable) {
+		st.blocked = true
+		b.logger.Error("[bark] BARK STATE CANNOT BE READ: it will not be overwritten, and held alerts and the dedup memory are kept in memory only until it can",
+			"err", err)
+		return
+	}
+	if err != nil {
+		b.logger.Warn("[bark] damaged Bark state not restored", "err", err)
+	}
+	if f == nil {
+		return
+	}
+	b.applyState(f)
+}
+
+// applyState takes f's held alerts and dedup memory into the bridge.
+// Held alerts follow their target's identity to its line now; those of a
+// target no longer configured are dropped, with a WARN.
+func (b *Pipeline) applyState(f *stateFile) {
+	now := b.cfg.Now()
+	ids := b.phoneIDs()                        // phone → id
+	names := make(map[string]string, len(ids)) // id → phone
+	for phone, id := range ids {
+		if _, ok := names[id]; !ok {
+			names[id] = phone
+		}
+	}
+	held, lost := 0, 0
+	for _, s := range f.Storm {
+		name := s.Target
+		if ids[name] != s.TargetID {
+			name = names[s.TargetID]
+		}
+		n := s.Others
+		for _, h := range s.Held {
+			n += h.Count
+		}
+		if name == "" {
+			lost += n
+			continue
+		}
+		b.storm.restore(name, s, now)
+		held += n
+	}
+	restored := b.dedup.restore(f.Dedup, now)
+	if lost > 0 {
+		b.logger.Warn("[bark] held alerts of a target no longer configured are dropped", "alerts", lost)
+	}
+	b.logger.Info("[bark] restored Bark state", "file", b.state.path, "held", held, "dedup", restored)
+	if held > 0 || lost > 0 {
+		b.changed()
+	}
+}
+
+// readState reads and checks a state file; nil, nil when there is none.
+func readState(path string) (*stateFile, error) {
+	data, err := runlog.ReadRegularFile(path, maxStateFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
+		return nil, moveStateAside(path, err)
+	case err != nil:
+		return nil, fmt.Errorf("delivery: read state %s: %w: %w", path, errStateUnreadable, err)
+	}
+	f, err := decodeState(data)
+	if err != nil {
+		return nil, moveStateAside(path, err)
+	}
+	return f, nil
+}
+
+// moveStateAside keeps a damaged state file under a numbered name. One
+// that cannot be moved counts as unreadable, so that no save replaces it.
+func moveStateAside(path string, damage error) error {
+	aside, err := runlog.MoveAside(path)
+	if err != nil {
+		return fmt.Errorf("delivery: read state %s: damaged: %w; %w: %w", path, damage, errStateUnreadable, err)
+	}
+	return fmt.Errorf("delivery: read state %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
+}
+
+// decodeState parses a state file and refuses what lavender never writes.
+// Names are cleaned again, so the file cannot bring a summary a name no
+// alert could.
+func decodeState(data []byte) (*stateFile, error) {
+	var f stateFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, err
+	}
+	if f.Version != stateFileVersion {
+		return nil, fmt.Errorf("version %d, want %d", f.Version, stateFileVersion)
+	}
+	if len(f.Storm) > stormMaxTargets {
+		return nil, fmt.Errorf("%d targets, more than %d", len(f.Storm), stormMaxTargets)
+	}
+	for i := range f.Storm {
+		s := &f.Storm[i]
+		if !savedField(s.Target) || !savedField(s.TargetID) {
+			return nil, fmt.Errorf("storm entry %d: bad target", i)
+		}
+		if len(s.Sent) > MaxMaxPerMinute || len(s.Held) > stormMaxNames || s.Others < 0 {
+			return nil, fmt.Errorf("target %s: more than lavender keeps", s.Target)
+		}
+		total := s.Others
+		for j := range s.Held {
+			h := &s.Held[j]
+			if h.Count <= 0 || h.Count > 1<<30 {
+				return nil, fmt.Errorf("target %s: held count %d", s.Target, h.Count)
+			}
+			if (h.Alert != "") && (h.Watchdog != "" || h.Words != "") || h.Watchdog != "" && h.Words != "" {
+				return nil, fmt.Errorf("target %s: an event both an alert and a watchdog rule", s.Target)
+			}
+			h.Alert, h.Watchdog, h.Words = summaryName(h.Alert), summaryName(h.Watchdog), summaryName(h.Words)
+			total += h.Count
+		}
+		if total > 1<<30 {
+			return nil, fmt.Errorf("target %s: %d held alerts", s.Target, total)
+		}
+	}
+	for i, d := range f.Dedup {
+		if !savedField(d.Target) || !(savedField(d.Incident) || d.Incident == "" && savedField(d.Fingerprint)) || (d.Status != "firing" && d.Status != "resolved") || d.Expires.IsZero() {
+			return nil, fmt.Errorf("dedup entry %d: bad entry", i)
+		}
+	}
+	return &f, nil
+}
+
+func savedField(s string) bool { return s != "" && len(s) <= maxSavedField && utf8.ValidString(s) }
+
+// saveSoon saves the state now if the last save is a second old, else
+// within the second.
+func (b *Pipeline) saveSoon() {
+	st := &b.state
+	if st.path == "" {
+		return
+	}
+	wait := stateSaveInterval - time.Since(time.Unix(0, st.lastSave.Load()))
+	if wait <= 0 {
+		b.saveState()
+		return
+	}
+	st.timerMu.Lock()
+	defer st.timerMu.Unlock()
+	if st.timer == nil {
+		st.timer = time.AfterFunc(wait, func() {
+			st.timerMu.Lock()
+			st.timer = nil
+			st.timerMu.Unlock()
+			b.saveState()
+		})
+	}
+}
+
+// saveState writes the state file if anything changed since the last save:
+// atomically (temp file, fsync, rename, fsync of the dir), as the exporter
+// saves its phase table. Concurrent callers share a save. A failure is
+// counted in the bridge's write errors and logged at most once a minute;
+// the state stays in memory, and a stop still sends what is held.
+func (b *Pipeline) saveState() {
+	st := &b.state
+	if st.path == "" {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	change := b.changes.Load()
+	if change == st.saved {
+		return
+	}
+	if st.blocked && !b.unblockState() {
+		b.stateFailed(fmt.Errorf("delivery: save state %s: the file there cannot be read, so it is not overwritten", st.path))
+		return
+	}
+	now := b.cfg.Now()
+	f := stateFile{Version: stateFileVersion, Storm: b.storm.snapshot(now), Dedup: b.dedup.snapshot(now)}
+	ids := b.phoneIDs()
+	for i := range f.Storm {
+		f.Storm[i].TargetID = ids[f.Storm[i].Target]
+	}
+	if f.Storm == nil {
+		f.Storm = []stormSaved{}
+	}
+	data, err := json.Marshal(f)
+	if err == nil && len(data) > maxStateFileBytes {
+		err = fmt.Errorf("%d bytes, over the %d a start reads", len(data), maxStateFileBytes)
+	}
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(st.path), 0o755)
+	}
+	if err == nil {
+		err = runlog.WriteFileAtomic(st.path, append(data, '\n'))
+	}
+	if err != nil {
+		b.stateFailed(fmt.Errorf("delivery: save state %s: %w", st.path, err))
+		return
+	}
+	st.saved = change
+	st.lastSave.Store(time.Now().UnixNano())
+}
+
+// unblockState tries again to read a state file that could not be read.
+// Once it can (or it turned out damaged and was moved aside), what it held
+// is merged with the state in memory, and saving resumes. Caller holds
+// b.state.mu.
+func (b *Pipeline) unblockState() bool {
+	f, err := readState(b.state.path)
+	if errors.Is(err, errStateUnreadable) {
+		return false
+	}
+	if err != nil {
+		b.logger.Warn("[bark] damaged Bark state not restored", "err", err)
+	}
+	b.state.blocked = false
+	if f != nil {
+		b.applyState(f)
+	}
+	b.logger.Warn("[bark] Bark state readable again; what it held is merged with the state kept in memory", "file", b.state.path)
+	return true
+}
+
+func (b *Pipeline) stateFailed(err error) {
+	b.cfg.WriteErrors.Inc()
+	if logIt, suppressed := b.stateErrors.Report(); logIt {
+		b.logger.Warn("[bark] Bark state not saved; held alerts and the dedup memory are kept in memory", "err", err, "suppressed_since_last_report", suppressed)
+	}
+}
+
+// phoneIDs maps each phone to the identity of its first target: a phone's
+// held alerts follow that identity to the phone's name after a reload that
+// renumbers lines.
+func (b *Pipeline) phoneIDs() map[string]string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	ids := make(map[string]string, len(b.notifiers))
+	for _, n := range b.notifiers {
+		if _, ok := ids[n.Phone()]; !ok {
+			ids[n.Phone()] = n.Identity()
+		}
+	}
+	return ids
+}

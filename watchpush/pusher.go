@@ -1,0 +1,125 @@
+// Package watchpush hands the watchdog's alerts to delivery: it words them
+// with pushtext, gives each poll's push its incident's id and level, and
+// says what storm control counts it as. It is the watchdog's Pusher.
+package watchpush
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"lavender/delivery"
+	"lavender/notify"
+	"lavender/pushtext"
+	"lavender/watchdog"
+)
+
+// Config configures a Pusher.
+type Config struct {
+	Prefix string // starts every message; default pushtext.DefaultPrefix
+	// Hostname is the watchdog's host: its pushes' group and part of their
+	// ids. The commands pass os.Hostname; "" leaves the group out.
+	Hostname string
+	// Levels sets the level of the watchdog's pushes by kind
+	// (--bark.level); nil: all passive. A Bark template's own level wins.
+	Levels Levels
+}
+
+// Pusher is the watchdog's Pusher over a delivery pipeline.
+type Pusher struct {
+	cfg      Config
+	delivery *delivery.Pipeline
+}
+
+var _ watchdog.Pusher = (*Pusher)(nil)
+
+// New returns the Pusher that hands the watchdog's pushes to d.
+func New(cfg Config, d *delivery.Pipeline) *Pusher {
+	if cfg.Prefix == "" {
+		cfg.Prefix = pushtext.DefaultPrefix
+	}
+	return &Pusher{cfg: cfg, delivery: d}
+}
+
+// Push sends one push carrying every alert the watchdog raised in one poll
+// to every target, and writes one run-log line for it: the alerts' texts
+// joined into one (pushtext.Join) under one prefix. A push left empty
+// answers (0, 0).
+//
+// The push carries its incident's id (IncidentID), so that reminders and
+// the resolution replace the first notification; a push of several alerts
+// is a notification of its own, with an id derived from all of theirs. Its
+// group is the host's name. With DeleteOnResolve, a push of resolutions
+// only deletes the notification instead.
+func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed int) {
+	var texts []pushtext.Text
+	var ids []string
+	var events []delivery.StormEvent
+	resolvedOnly := true
+	for _, a := range alerts {
+		texts = append(texts, pushtext.Alert(a))
+		if a.Status != watchdog.Resolved {
+			resolvedOnly = false
+		}
+		ids = append(ids, IncidentID(incidentRule(a), a.Began, p.cfg.Hostname))
+		events = append(events, stormEvent(a))
+	}
+	if len(texts) == 0 {
+		return 0, 0
+	}
+	id := ids[0]
+	if len(ids) > 1 {
+		id = delivery.IncidentID(append([]string{"watchdog-poll"}, ids...)...)
+	}
+	// The joined text fits the push after the prefix, and the subject the
+	// run log's line, so neither is cut mid-list.
+	room := delivery.MaxTextBytes - len(pushtext.WithPrefix(p.cfg.Prefix, ""))
+	t := pushtext.Join(texts, room, delivery.MaxSubjectBytes)
+	d := delivery.NewPush(t.Subject, pushtext.WithPrefix(p.cfg.Prefix, t.Body))
+	d.Storm = events
+	if level := p.cfg.Levels.of(alerts); level != notify.LevelPassive {
+		d.Level = level
+	}
+	p.delivery.Incident(d, id, p.cfg.Hostname, resolvedOnly)
+	p.delivery.Send(ctx, []*delivery.Push{d})
+	p.delivery.Record(d)
+	status := "firing"
+	if resolvedOnly {
+		status = "resolved"
+	}
+	if d.OK+d.Failed+d.Held > 0 {
+		p.delivery.AddEvent(d.Event("watchdog", status, d.Action(), p.delivery.Now()))
+	}
+	// A held push counts as delivered, as the webhook answers a held alert
+	// 200: it goes out in the summary, and a retry would only add to it.
+	return d.OK + d.Held, d.Failed
+}
+
+// stormEvent is what storm control counts a watchdog alert as: its rule's
+// words in a summary ("phase stalled"), or, for a rule without them, its
+// name.
+func stormEvent(a watchdog.Alert) delivery.StormEvent {
+	resolved := a.Status == watchdog.Resolved
+	if words, ok := pushtext.SummaryName(a.Rule); ok {
+		return delivery.WordedEvent(words, resolved)
+	}
+	return delivery.WordedEvent("watchdog "+string(a.Rule), resolved)
+}
+
+// incidentRule names a watchdog incident's rule for its id, with the
+// incident the watchdog tells apart within it (a phase, a filesystem and
+// condition), so that each has a notification of its own.
+func incidentRule(a watchdog.Alert) string {
+	if a.Incident == "" {
+		return string(a.Rule)
+	}
+	return string(a.Rule) + "\x00" + a.Incident
+}
+
+// IncidentID is the id of a watchdog incident: one rule on one host, from
+// the time the rule began to fire until it re-arms. began must be the time
+// stored when the incident began, not the time of the current poll. The
+// host keeps two hosts' watchdogs apart on one phone.
+func IncidentID(rule string, began time.Time, host string) string {
+	return delivery.IncidentID("watchdog", rule, host, strconv.FormatInt(began.UnixNano(), 10))
+}
