@@ -3,12 +3,19 @@
 package gpu
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lavender/internal/testkit"
 )
 
 // Every metric of a healthy GPU, one with nothing but memory supported,
@@ -104,7 +111,7 @@ lavender_gpu_remapped_rows_total{cause="uncorrectable",` + l0 + `} 1
 # HELP lavender_gpu_scrape_success 1 when the NVML pass read every supported reading of every GPU that is not lost, 0 when a call failed.
 # TYPE lavender_gpu_scrape_success gauge
 lavender_gpu_scrape_success 1
-# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, nvml_error) when it does not.
+# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, nvml_error, closed) when it does not.
 # TYPE lavender_gpu_telemetry_enabled gauge
 lavender_gpu_telemetry_enabled{reason=""} 1
 # HELP lavender_gpu_temperature_celsius The GPU die's temperature.
@@ -177,7 +184,7 @@ func TestCollectorAfterClose(t *testing.T) {
 	c := NewCollector(r, nil)
 	r.Close()
 	want := `
-# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, nvml_error) when it does not.
+# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, nvml_error, closed) when it does not.
 # TYPE lavender_gpu_telemetry_enabled gauge
 lavender_gpu_telemetry_enabled{reason="closed"} 0
 `
@@ -199,5 +206,32 @@ func TestCollectorLint(t *testing.T) {
 	reg.MustRegister(c)
 	if _, err := reg.Gather(); err != nil {
 		t.Errorf("pedantic registry: %v", err)
+	}
+}
+
+// promtool check metrics on a real scrape of eight GPUs.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool := testkit.NeedTool(t, "prometheus", "promtool")
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(openTest(t, testServer(8), Options{}), nil))
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var scrape bytes.Buffer
+	if _, err := scrape.ReadFrom(resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %d %v", resp.StatusCode, err)
+	}
+	if n := bytes.Count(scrape.Bytes(), []byte("lavender_gpu_info{")); n != 8 {
+		t.Errorf("scrape has %d GPUs", n)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = &scrape
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
