@@ -13,8 +13,9 @@ import (
 // busId is "00000000:3B:00.0" (eight-digit domain, upper case, function)
 // and sysfs says "0000:3b:00.0"; one form lets a caller match an NVML
 // device or event to the kernel log's record of the same GPU with ==.
-// The function is dropped because the driver's Xid lines omit it and a
-// GPU is always function 0. ok is false for text that is no PCI address.
+// The function is dropped because the driver's Xid lines omit it and the
+// GPU is function 0 of its device (others, such as its audio, are not
+// GPUs). ok is false for text that is no PCI address.
 func NormalizeBusID(s string) (id string, ok bool) {
 	s = strings.TrimSpace(s)
 	s = strings.TrimPrefix(s, "PCI:")
