@@ -38,6 +38,9 @@ var mayUse = map[string][]string{
 	// The host's collectors, in node_exporter's shape: procfs and the
 	// kernel log, nothing of phases.
 	"exporter": {"kmsg", "internal/throttle", "internal/procfile"},
+	// NVML's GPU telemetry, its collector and its Xid events: a leaf,
+	// so the exporter, the watchdog and cmd can each read it.
+	"gpu": {},
 	// The heartbeat API's server side and the phase table: it judges the
 	// phases' processes and hands the disk guard their directories, and
 	// reads no host metric.

@@ -1,0 +1,313 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Reader reads every GPU through NVML, one pass per call, sharing a pass
+// for Options.TTL. The device handles are taken once at Open. It is safe
+// for concurrent use; a pass in progress makes other callers wait for it
+// and share it, as NVML's calls serialise in the driver anyway.
+type Reader struct {
+	lib nvml.Interface
+	ttl time.Duration
+	now func() time.Time
+
+	mu     sync.Mutex // held through a pass
+	devs   []handle
+	last   Snapshot
+	closed bool
+
+	done     chan struct{} // closed by Close, to stop the watchers
+	watchers sync.WaitGroup
+}
+
+// handle is one GPU as Open found it: its NVML handle and its identity.
+type handle struct {
+	h  nvml.Device // nil while NVML gives no handle; each pass retries
+	id Device      // Index, UUID, BusID, Name
+}
+
+// Open loads NVML, initialises it and takes a handle for every GPU. With
+// no driver it returns an error that wraps ErrNoDriver, with no GPU one
+// that wraps ErrNoGPU; the caller logs it once and runs without GPU
+// telemetry (NewCollector takes the error and says why).
+func Open(opts Options) (*Reader, error) {
+	var lo []nvml.LibraryOption
+	if opts.LibraryPath != "" {
+		lo = append(lo, nvml.WithLibraryPath(opts.LibraryPath))
+	}
+	return open(nvml.New(lo...), opts)
+}
+
+// open is Open on any nvml.Interface: the tests pass go-nvml's mocks.
+func open(lib nvml.Interface, opts Options) (*Reader, error) {
+	switch ret := lib.Init(); ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED:
+		// Safe after a failed Init (it answers UNINITIALIZED); every
+		// other call would be a missing symbol that kills the process.
+		lib.Shutdown()
+		return nil, fmt.Errorf("%w: nvml.Init: %w", ErrNoDriver, ret)
+	default:
+		lib.Shutdown()
+		return nil, fmt.Errorf("nvml.Init: %w", ret)
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		lib.Shutdown()
+		return nil, fmt.Errorf("nvml.DeviceGetCount: %w", ret)
+	}
+	if n == 0 {
+		lib.Shutdown()
+		return nil, ErrNoGPU
+	}
+	r := &Reader{lib: lib, ttl: opts.ttl(), now: opts.now(), done: make(chan struct{})}
+	r.devs = make([]handle, n)
+	for i := range r.devs {
+		r.devs[i].id.Index = i
+		// A GPU that gives no handle or no identity now is still
+		// listed; the passes retry and report why.
+		r.identify(&r.devs[i])
+	}
+	return r, nil
+}
+
+// identify takes the handle and reads the identity of a GPU that lacks
+// them, returning NVML's answer to the first call that failed.
+func (r *Reader) identify(dh *handle) nvml.Return {
+	if dh.h == nil {
+		h, ret := r.lib.DeviceGetHandleByIndex(dh.id.Index)
+		if ret != nvml.SUCCESS {
+			return ret
+		}
+		dh.h = h
+	}
+	if dh.id.UUID != "" {
+		return nvml.SUCCESS
+	}
+	uuid, ret := dh.h.GetUUID()
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	pci, ret := dh.h.GetPciInfo()
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	name, ret := dh.h.GetName()
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	bus := cString(pci.BusId[:])
+	if id, ok := NormalizeBusID(bus); ok {
+		bus = id
+	} else if bus == "" {
+		bus = fmt.Sprintf("%04x:%02x:%02x", pci.Domain, pci.Bus, pci.Device)
+	}
+	dh.id.UUID, dh.id.BusID, dh.id.Name = uuid, bus, name
+	return nvml.SUCCESS
+}
+
+// Snapshot returns the pass over every GPU, read now or, within the TTL,
+// the last one.
+func (r *Reader) Snapshot() Snapshot {
+	if r == nil {
+		return Snapshot{Err: ErrClosed}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if r.closed {
+		return Snapshot{Time: now, Err: ErrClosed}
+	}
+	if age := now.Sub(r.last.Time); !r.last.Time.IsZero() && age >= 0 && age < r.ttl {
+		return r.last
+	}
+	start := time.Now()
+	s := Snapshot{Time: now, Devices: make([]Device, len(r.devs))}
+	for i := range r.devs {
+		s.Devices[i] = r.read(&r.devs[i])
+	}
+	s.Duration = time.Since(start)
+	r.last = s
+	return s
+}
+
+// read is one GPU's part of a pass. A call that answers GPU_IS_LOST ends
+// it: the GPU is reported lost, with none of its readings.
+func (r *Reader) read(dh *handle) Device {
+	var errs []error
+	lost := false
+	// check records a call's answer: SUCCESS sets the field, NOT_SUPPORTED
+	// leaves it unset and is no error.
+	check := func(call string, ret nvml.Return) bool {
+		switch ret {
+		case nvml.SUCCESS:
+			return true
+		case nvml.ERROR_NOT_SUPPORTED:
+		case nvml.ERROR_GPU_IS_LOST:
+			lost = true
+		default:
+			errs = append(errs, fmt.Errorf("%s: %w", call, ret))
+		}
+		return false
+	}
+	if ret := r.identify(dh); !check("identify", ret) {
+		d := dh.id
+		d.Lost = lost
+		d.Err = errors.Join(errs...)
+		return d
+	}
+	d := dh.id
+	h := dh.h
+	steps := []func(){
+		func() {
+			u, ret := h.GetUtilizationRates()
+			if check("GetUtilizationRates", ret) {
+				d.Supported |= FieldUtilization
+				d.SMUtil, d.MemUtil = u.Gpu, u.Memory
+			}
+		},
+		func() {
+			// v2 leaves out the memory the driver reserves, so an idle
+			// GPU reads near 0; drivers before it have only v1.
+			m, ret := h.GetMemoryInfo_v2()
+			switch ret {
+			case nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.ERROR_NOT_SUPPORTED:
+				m1, ret1 := h.GetMemoryInfo()
+				m, ret = nvml.Memory_v2{Total: m1.Total, Used: m1.Used, Free: m1.Free}, ret1
+			}
+			if check("GetMemoryInfo", ret) {
+				d.Supported |= FieldMemory
+				d.MemUsed, d.MemTotal = m.Used, m.Total
+			}
+		},
+		func() {
+			mw, ret := h.GetPowerUsage()
+			if check("GetPowerUsage", ret) {
+				d.Supported |= FieldPower
+				d.PowerW = float64(mw) / 1000
+			}
+		},
+		func() {
+			mw, ret := h.GetEnforcedPowerLimit()
+			if check("GetEnforcedPowerLimit", ret) {
+				d.Supported |= FieldPowerLimit
+				d.PowerLimitW = float64(mw) / 1000
+			}
+		},
+		func() {
+			// GetTemperature is deprecated in NVML 13 for GetTemperatureV,
+			// which drivers before 565 lack; the old call serves both.
+			c, ret := h.GetTemperature(nvml.TEMPERATURE_GPU)
+			if check("GetTemperature", ret) {
+				d.Supported |= FieldTemperature
+				d.TempC = c
+			}
+		},
+		func() {
+			reasons, ret := h.GetCurrentClocksEventReasons()
+			if check("GetCurrentClocksEventReasons", ret) {
+				d.Supported |= FieldClockEvents
+				d.ClockEventReasons = ClockEventReasons(reasons)
+			}
+		},
+		func() {
+			v, ret := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+			if !check("GetTotalEccErrors(volatile)", ret) {
+				return
+			}
+			a, ret := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.AGGREGATE_ECC)
+			if check("GetTotalEccErrors(aggregate)", ret) {
+				d.Supported |= FieldECC
+				d.ECCVolatileUncorrected, d.ECCAggregateUncorrected = v, a
+			}
+		},
+		func() {
+			c, u, pending, failed, ret := h.GetRemappedRows()
+			if check("GetRemappedRows", ret) {
+				d.Supported |= FieldRemappedRows
+				d.RemappedRows = RemappedRows{Correctable: c, Uncorrectable: u, Pending: pending, Failed: failed}
+			}
+		},
+		func() {
+			// Without the privilege to see other users' processes NVML
+			// answers NO_PERMISSION: the count is unknown, not an error.
+			procs := func(call string, get func() ([]nvml.ProcessInfo, nvml.Return)) bool {
+				ps, ret := get()
+				if ret == nvml.ERROR_NO_PERMISSION {
+					return false
+				}
+				if !check(call, ret) {
+					return false
+				}
+				for _, p := range ps {
+					if !containsPid(d.Pids, p.Pid) {
+						d.Pids = append(d.Pids, p.Pid)
+					}
+				}
+				return true
+			}
+			c := procs("GetComputeRunningProcesses", h.GetComputeRunningProcesses)
+			if lost {
+				return
+			}
+			g := procs("GetGraphicsRunningProcesses", h.GetGraphicsRunningProcesses)
+			if c || g {
+				d.Supported |= FieldProcesses
+			}
+		},
+	}
+	for _, step := range steps {
+		if lost {
+			break
+		}
+		step()
+	}
+	if lost {
+		d = dh.id
+		d.Lost = true
+	}
+	for i, err := range errs {
+		errs[i] = fmt.Errorf("gpu %d: %w", d.Index, err)
+	}
+	d.Err = errors.Join(errs...)
+	return d
+}
+
+func containsPid(pids []uint32, p uint32) bool {
+	for _, q := range pids {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops the Xid watchers, waits for them, and shuts NVML down.
+// Snapshot then answers ErrClosed.
+func (r *Reader) Close() error {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	close(r.done)
+	r.mu.Unlock()
+	r.watchers.Wait()
+	if ret := r.lib.Shutdown(); ret != nvml.SUCCESS {
+		return fmt.Errorf("nvml.Shutdown: %w", ret)
+	}
+	return nil
+}
