@@ -327,7 +327,7 @@ const (
 	reasonFileNotFile   = "is not a regular file"
 	reasonFileTooLarge  = "the file is larger than 4096 bytes"
 	reasonEmptySecret   = "is empty"
-	reasonSecretChars   = "holds spaces or control characters inside it"
+	reasonSecretChars   = "holds control characters, or a token holds spaces"
 	reasonSecretInPlace = "looks like a token itself: give the path of a file holding it"
 )
 
@@ -634,13 +634,18 @@ func readEnvSecret(option, name string) (string, string) {
 }
 
 // checkSecret trims a secret and refuses one that is empty or could break
-// the header it goes into.
+// the header it goes into: a token is one word; a password may hold
+// spaces (it travels base64-encoded) but no control characters.
 func checkSecret(option, s string) (string, string) {
 	s = strings.TrimSpace(strings.TrimPrefix(s, "\uFEFF"))
 	if s == "" {
 		return "", option + ": the secret " + reasonEmptySecret
 	}
-	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+	bad := func(r rune) bool { return unicode.IsControl(r) }
+	if strings.HasPrefix(option, "token") {
+		bad = func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+	}
+	if strings.IndexFunc(s, bad) >= 0 {
 		return "", option + ": the secret " + reasonSecretChars
 	}
 	return s, ""
