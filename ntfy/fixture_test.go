@@ -21,7 +21,7 @@ const (
 )
 
 // testToken is an ntfy access token in ntfy's own shape.
-const testToken = "tk_abcdefghij0123456789klmnopq"
+const testToken = "tk_abcdefghij0123456789klmnopqrs"
 
 // load writes phone.ntfy.env (line) and the other files into a fresh
 // config dir and loads it; a bad line fails the test.

@@ -563,25 +563,6 @@ func encodeWords(s string) string {
 	return b.String()
 }
 
-// redacted replaces a secret wherever one is found.
-const redacted = "<redacted>"
-
-// anyToken is an ntfy access token anywhere in a text: a second line of
-// defence for a token that is not this target's (another user's, quoted
-// by a proxy).
-var anyToken = regexp.MustCompile(`tk_[a-z0-9]{29}`)
-
-// scrub removes the target's credential, in every form it was sent, and
-// any ntfy access token from s.
-func (t Target) scrub(s string) string {
-	for _, p := range t.secrets {
-		if len(p) >= 3 {
-			s = strings.ReplaceAll(s, p, redacted)
-		}
-	}
-	return anyToken.ReplaceAllString(s, redacted)
-}
-
 // NewClient honours the usual proxy variables and refuses redirects; each
 // push has its own deadline from the context, so the client has none.
 func NewClient() *http.Client {

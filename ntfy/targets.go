@@ -247,6 +247,7 @@ func LoadTargets(dir string) (LoadResult, error) {
 			errs = append(errs, e)
 		}
 	}
+	rememberSecrets(res.Targets)
 	return res, errors.Join(errs...)
 }
 
@@ -255,6 +256,7 @@ func LoadTargets(dir string) (LoadResult, error) {
 func parseTargets(dir, name string, data []byte) ([]Target, error) {
 	p := parser{dir: dir, file: name}
 	p.parse(data)
+	rememberSecrets(p.targets)
 	errs := make([]error, len(p.bad))
 	for i, e := range p.bad {
 		errs[i] = e
