@@ -146,6 +146,9 @@ func (s *Server) Close() {
 // TopicURL is the URL of topic on this server: a target line's URL.
 func (s *Server) TopicURL(topic string) string { return s.URL + "/" + topic }
 
+// Client is an HTTP client for the server.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
 // SetVersion makes the server answer as v from now on.
 func (s *Server) SetVersion(v Version) {
 	s.mu.Lock()
