@@ -21,6 +21,14 @@ import (
 
 // TestRealServer pushes to a real ntfy server, built from its source,
 // when LAVENDER_NTFY_SERVER names its binary; it is skipped otherwise.
+// ntfy builds without its web app or docs, empty placeholders standing in
+// for them (cgo for SQLite, no build tags needed):
+//
+//	git clone https://github.com/binwiederhier/ntfy && cd ntfy
+//	mkdir -p server/docs server/site && touch server/docs/index.html server/site/app.html
+//	go build -o "$HOME/bin/ntfy" .
+//	LAVENDER_NTFY_SERVER="$HOME/bin/ntfy" go test -run TestRealServer ./ntfy
+//
 // It checks what ntfytest can only copy: that ntfy reads back the title,
 // body, priority, tags and click as sent, accepts the token in the header,
 // refuses a wrong one with 401, and keeps a 4095-byte body a message.
