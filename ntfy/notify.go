@@ -138,9 +138,9 @@ type incident struct{ first, last Reply }
 
 // New returns the notifier of t. client sends the pushes (nil: a shared
 // client that honours the proxy environment); a copy of it that refuses
-// redirects is used, since a followed redirect would carry the
-// Authorization header to another host only if Go thought it the same
-// one, and a push that reached another server was not delivered anyway.
+// redirects is used: Go forwards the Authorization header to a redirect on
+// the same host or a subdomain, and a push that went elsewhere did not
+// reach the topic anyway.
 // Each push's deadline comes from its context. userAgent "" is "lavender".
 func New(t Target, client *http.Client, userAgent string) *Notifier {
 	if userAgent == "" {
