@@ -52,6 +52,9 @@ var mayUse = map[string][]string{
 	// redaction. It knows nothing of Alertmanager, the watchdog, phases
 	// or the run log.
 	"bark": {"notify", "internal/textsafe"},
+	// The ntfy client alone, the same shape as the Bark client's: targets,
+	// headers, sending, sequence ids, redaction.
+	"ntfy": {"notify", "internal/textsafe"},
 	// The contract between delivery and the channels: one message, the
 	// notifier interface, the failure classes. A leaf.
 	"notify": {},
@@ -96,6 +99,7 @@ var mayUse = map[string][]string{
 	// The shared test helpers use nothing of ours, so any package's
 	// in-package tests can import them without a cycle.
 	"internal/barktest": {"internal/testkit"},
+	"internal/ntfytest": {"internal/testkit"},
 	"internal/testkit":  {},
 	// Run-log readers for tests; apart from the kit, since runlog's own
 	// tests use the kit.
