@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/app"
 	"lavender/internal/barktest"
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
@@ -90,7 +91,7 @@ func TestBarkFaults(t *testing.T) {
 			if a.code != tc.code {
 				t.Errorf("webhook answered %d, want %d: %q", a.code, tc.code, a.body)
 			}
-			if bound := barkTimeout + webhookMargin; a.elapsed > bound {
+			if bound := barkTimeout + app.WebhookMargin; a.elapsed > bound {
 				t.Errorf("webhook answered after %v, over the bound of --bark.timeout + margin = %v", a.elapsed, bound)
 			}
 			if want := "phone.bark.env:1 failed: " + tc.class; !strings.Contains(a.body, want) {

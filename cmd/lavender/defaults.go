@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"lavender/delivery"
 	"lavender/exporter"
@@ -54,17 +53,4 @@ func flagVars() kong.Vars {
 	maps.Copy(vars, diskVars)
 	maps.Copy(vars, barkLevelVars())
 	return vars
-}
-
-// newWriteErrors is the one counter of failed writes to the logs dir.
-// Each package that writes there gets its own series (writer="exporter",
-// writer="bark"), made when the command wires that package, so a command
-// exports only the writers it runs.
-func newWriteErrors(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "lavender_runlog_write_errors_total",
-		Help: "Failed writes (and directory reads) of the logs dir: run-log entries and phase tables, by writer. The push or heartbeat itself went on.",
-	}, []string{"writer"})
-	reg.MustRegister(c)
-	return c
 }

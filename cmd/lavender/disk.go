@@ -4,12 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"lavender/diskguard"
-	"lavender/phaseserver"
 	"lavender/watchdog"
 )
 
@@ -47,36 +42,4 @@ func (f *diskFlags) paths() ([]string, error) {
 		out = append(out, abs)
 	}
 	return out, nil
-}
-
-// openDiskGuard builds the guard of the fixed paths and the phases'
-// directories, and registers its metrics.
-func (f *diskFlags) openDiskGuard(exp *phaseserver.Server, g *Globals, reg prometheus.Registerer) (*diskguard.Guard, error) {
-	paths, err := f.paths()
-	if err != nil {
-		return nil, err
-	}
-	guard, err := diskguard.New(diskguard.Config{
-		Paths:   paths,
-		Writers: exp.DiskWriters,
-		Stat:    g.Statfs,
-		Now:     g.Clock,
-		Logger:  g.Logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := reg.Register(guard.Collector()); err != nil {
-		return nil, fmt.Errorf("disk guard: register metrics: %w", err)
-	}
-	return guard, nil
-}
-
-// diskRule is serve's disk rule, checked even with the watchdog off.
-func (f *diskRuleFlags) diskRule(repeat, retry time.Duration) (watchdog.Rule, error) {
-	floor, err := watchdog.ParseMinFree(f.WatchdogDiskMinFree)
-	if err != nil {
-		return nil, err
-	}
-	return watchdog.NewDiskRule(watchdog.DiskConfig{MinFree: floor, Repeat: repeat, Retry: retry})
 }

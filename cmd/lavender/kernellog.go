@@ -1,42 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"lavender/exporter"
 	"lavender/kmsg"
-	"lavender/phaseserver"
-	"lavender/pushtext"
-	"lavender/statuspage"
-	"lavender/watchdog"
 )
 
 // kernelLogFlags point the kernel log reader at /dev/kmsg, or for tests at
 // a FIFO or file of its records.
 type kernelLogFlags struct {
 	KmsgPath string `name:"path.kmsg" default:"${kmsg_path}" help:"Kernel log to read OOM victims, GPU Xid errors and storage faults from, where readable (root or CAP_SYSLOG); a FIFO or file of /dev/kmsg records also works. Empty: none."`
-}
-
-// kernelLog is the open kernel log, if any, and its metrics, which also
-// say whether it is read and, if not, why.
-type kernelLog struct {
-	r       *kmsg.Reader // nil when not readable or not asked for
-	metrics *exporter.KernelLog
-
-	// handlers get every batch of faults, after the metrics.
-	handlers []func([]kmsg.Fault)
-}
-
-// status says whether the log is read, and if not, why, for the status
-// page.
-func (k *kernelLog) status() statuspage.KernelLogStatus {
-	readable, why := k.metrics.Status()
-	return statuspage.KernelLogStatus{Readable: readable, Why: why}
 }
 
 // checkKmsgPath refuses, before anything starts, a --path.kmsg that can
@@ -50,79 +23,4 @@ func (f *kernelLogFlags) checkKmsgPath() error {
 		return fmt.Errorf("--path.kmsg: %w", err)
 	}
 	return nil
-}
-
-// openKernelLog opens the kernel log. Not readable (no root, no
-// CAP_SYSLOG) is normal: lavender then works blind to kernel faults, says
-// so once, and shows it in lavender_kernel_log_readable and on the status
-// page.
-func (f *kernelLogFlags) openKernelLog(logger *slog.Logger, reg prometheus.Registerer) *kernelLog {
-	k := &kernelLog{metrics: exporter.NewKernelLog()}
-	reg.MustRegister(k.metrics)
-	if f.KmsgPath == "" {
-		k.metrics.Unreadable("--path.kmsg is empty")
-		return k
-	}
-	r, err := kmsg.Open(f.KmsgPath)
-	if err != nil {
-		logger.Warn("kernel log not readable: OOM victims go unnamed, GPU and storage faults unseen", "err", err)
-		k.metrics.Unreadable(err.Error())
-		return k
-	}
-	k.r = r
-	k.metrics.SetReadable(true, r.Stats)
-	return k
-}
-
-// victim names the newest OOM victim; zero without a log.
-func (k *kernelLog) victim() kmsg.OOMVictim {
-	if k == nil || k.r == nil {
-		return kmsg.OOMVictim{}
-	}
-	return k.r.Victim()
-}
-
-// run reads the log until ctx ends, handing each batch of faults to every
-// handler in turn. A log that fails is logged; lavender goes on blind.
-func (k *kernelLog) run(ctx context.Context, logger *slog.Logger) {
-	if k == nil || k.r == nil {
-		return
-	}
-	err := k.metrics.Read(ctx, k.r, logger, func(fs []kmsg.Fault) {
-		for _, h := range k.handlers {
-			h(fs)
-		}
-	})
-	if err != nil {
-		logger.Error("kernel log: reading stopped; GPU and storage faults are no longer seen", "err", err)
-	}
-}
-
-func (k *kernelLog) close() {
-	if k != nil && k.r != nil {
-		k.r.Close()
-	}
-}
-
-// watchFaults hands the log's GPU and storage faults to the watchdog, each
-// with the phase it hit (see watchdog.PhasesOfFaults). A fault that can end
-// its phase is noted in the exporter too, so a phase that fails of it soon
-// after gets it as its reason.
-func watchFaults(exp *phaseserver.Server, wd *watchdog.Watchdog, now func() time.Time) func([]kmsg.Fault) {
-	if now == nil {
-		now = time.Now
-	}
-	return func(faults []kmsg.Fault) {
-		running, _ := exp.RunningPhase()
-		hit := watchdog.PhasesOfFaults(faults, exp.PhaseOfPID, running)
-		at := now()
-		for _, kf := range hit {
-			if kf.EndsPhase() {
-				exp.NoteFault(kf.Phase, pushtext.FaultReason(kf), at)
-			}
-		}
-		if len(hit) > 0 {
-			wd.Faults(hit)
-		}
-	}
 }

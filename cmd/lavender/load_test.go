@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"lavender/app"
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
@@ -627,7 +628,7 @@ func TestSlowloris(t *testing.T) {
 	wg.Wait()
 	// The bound is the spec's: ReadHeaderTimeout, plus slack for a loaded
 	// machine to get round to 400 timers.
-	if bound := servingTimeouts.ReadHeader + 10*time.Second; latest > bound {
+	if bound := app.ServingTimeouts.ReadHeader + 10*time.Second; latest > bound {
 		t.Errorf("the last slow connection was closed after %v, over %v", latest, bound)
 	}
 	var after float64

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"lavender/app"
 	"lavender/internal/testkit"
 )
 
@@ -20,7 +21,7 @@ func TestWritesFromThisHostsOwnAddress(t *testing.T) {
 	exporter := testkit.StartCommand(t, "exporter", "--web.listen-address="+net.JoinHostPort(own, "0"), "--runlog.dir", logDir,
 		"--path.procfs", testkit.SwapProcfs(t, 0.10))
 	base := exporter.URL(t)
-	for _, host := range []string{strings.TrimPrefix(base, "http://"), hostname()} {
+	for _, host := range []string{strings.TrimPrefix(base, "http://"), app.Hostname()} {
 		code, body := hostWrite(t, base, host, "/api/v1/heartbeat", `{"phase":"Train","event":"start"}`, map[string]string{"Content-Type": "application/json"})
 		if code != 200 {
 			t.Errorf("heartbeat from this host's address %s under Host %s = %d %q, want 200", own, host, code, body)

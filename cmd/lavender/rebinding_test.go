@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"lavender/app"
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 )
@@ -68,7 +69,7 @@ func TestWritesUnderAReboundName(t *testing.T) {
 		t.Errorf("refused writes changed the run log:\n%s\nwant\n%s", after, runBefore)
 	}
 	port := r.base[strings.LastIndex(r.base, ":")+1:]
-	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, hostname() + ":" + port, "lavender:" + port} {
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, app.Hostname() + ":" + port, "lavender:" + port} {
 		if code, body := hostWrite(t, r.base, host, "/api/v1/heartbeat", `{"phase":"G1","event":"ping"}`, browser(host)); code != 200 {
 			t.Errorf("heartbeat under Host %s = %d %q, want 200", host, code, body)
 		}

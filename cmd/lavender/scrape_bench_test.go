@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lavender/app"
 	"lavender/exporter"
 	"lavender/phaseserver"
 	"lavender/runlog"
@@ -18,7 +19,7 @@ import (
 
 // BenchmarkServedScrape measures one /metrics request through the handler
 // the exporter and serve commands install (metricsHandler over
-// newRegistry, with the Go, process and build-info collectors and the
+// app.NewRegistry, with the Go, process and build-info collectors and the
 // swap collector on the real /proc), with and without gzip. "lavender_only"
 // leaves out the Go and process collectors to show their share.
 func BenchmarkServedScrape(b *testing.B) {
@@ -28,8 +29,8 @@ func BenchmarkServedScrape(b *testing.B) {
 		gzip      bool
 		sizeLabel string
 	}{
-		{"served", newRegistry, false, "bytes/scrape"},
-		{"served_gzip", newRegistry, true, "gzip-bytes/scrape"},
+		{"served", app.NewRegistry, false, "bytes/scrape"},
+		{"served_gzip", app.NewRegistry, true, "gzip-bytes/scrape"},
 		{"lavender_only", prometheus.NewRegistry, false, "bytes/scrape"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -38,7 +39,7 @@ func BenchmarkServedScrape(b *testing.B) {
 			exp := phaseserver.New(phaseserver.Config{ProcFS: "/proc", Runlog: runlog.Options{Dir: b.TempDir()}}, logger)
 			reg.MustRegister(exporter.NewSwapCollector("/proc", 0, logger), exp)
 			b.Cleanup(func() { exp.Close() })
-			h := metricsHandler(reg, logger)
+			h := app.MetricsHandler(reg, logger)
 			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 			req.Header.Set("Accept", "text/plain;version=0.0.4")
 			if bc.gzip {

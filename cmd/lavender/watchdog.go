@@ -1,18 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/exporter"
+	"lavender/app"
 	"lavender/kmsg"
-	"lavender/phaseserver"
 	"lavender/watchdog"
 )
 
@@ -58,24 +54,13 @@ func flagDuration(d time.Duration) string {
 	return s
 }
 
-func (f *watchdogFlags) enabled() bool { return f.WatchdogInterval > 0 }
-
-// rules checks every watchdog flag, even with the watchdog off, so a bad
-// value never passes silently; errors name the flag.
-func (f *watchdogFlags) rules() ([]watchdog.Rule, error) {
+// watchdogOptions are the watchdog's flags as app takes them, checked
+// (every one, even with the watchdog off, so a bad value never passes
+// silently); errors name the flag.
+func (c *ServeCmd) watchdogOptions() (app.WatchdogOptions, error) {
+	f := &c.watchdogFlags
 	if f.WatchdogInterval < 0 {
-		return nil, fmt.Errorf("--watchdog.interval must not be negative, not %s", f.WatchdogInterval)
-	}
-	rules, err := watchdog.NewRules(watchdog.RuleFlags{
-		Interval:          f.WatchdogInterval,
-		Threshold:         f.WatchdogThreshold,
-		Hysteresis:        f.WatchdogHysteresis,
-		Repeat:            f.WatchdogRepeat,
-		PressureThreshold: f.WatchdogPressureThreshold,
-		OOM:               f.WatchdogOOM,
-	})
-	if err != nil {
-		return nil, err
+		return app.WatchdogOptions{}, fmt.Errorf("--watchdog.interval must not be negative, not %s", f.WatchdogInterval)
 	}
 	// Never nil: an empty --phase.notify means no phase push, not the
 	// default list.
@@ -85,81 +70,30 @@ func (f *watchdogFlags) rules() ([]watchdog.Rule, error) {
 			notify = append(notify, n)
 		}
 	}
-	phase, err := watchdog.NewPhaseRules(watchdog.PhaseConfig{
-		Notify:     notify,
-		StallAfter: f.PhaseStallAfter,
-		Repeat:     f.WatchdogRepeat,
-		Retry:      f.WatchdogInterval,
-	})
+	floor, err := watchdog.ParseMinFree(c.WatchdogDiskMinFree)
 	if err != nil {
-		return nil, err
+		return app.WatchdogOptions{}, err
 	}
-	return append(rules, phase...), nil
-}
-
-// newWatchdog builds serve's watchdog: with the watchdog on, the rules, the
-// pusher and the metrics; off, a sampler for the status page alone, every
-// history step, with no rules and no watchdog metrics.
-func (f *watchdogFlags) newWatchdog(read watchdog.Reader, history *watchdog.History, push watchdog.Pusher, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time, more ...watchdog.Rule) (*watchdog.Watchdog, error) {
-	rules, err := f.rules()
-	if err != nil {
-		return nil, err
+	o := app.WatchdogOptions{
+		Interval: f.WatchdogInterval,
+		Rules: watchdog.RuleFlags{
+			Interval:          f.WatchdogInterval,
+			Threshold:         f.WatchdogThreshold,
+			Hysteresis:        f.WatchdogHysteresis,
+			Repeat:            f.WatchdogRepeat,
+			PressureThreshold: f.WatchdogPressureThreshold,
+			OOM:               f.WatchdogOOM,
+		},
+		Phase: watchdog.PhaseConfig{
+			Notify:     notify,
+			StallAfter: f.PhaseStallAfter,
+			Repeat:     f.WatchdogRepeat,
+			Retry:      f.WatchdogInterval,
+		},
+		Disk: watchdog.DiskConfig{MinFree: floor, Repeat: f.WatchdogRepeat, Retry: f.WatchdogInterval},
 	}
-	rules = append(rules, more...)
-	if !f.enabled() {
-		return watchdog.New(watchdog.Config{Interval: history.Step(), Read: read, History: history, Now: now})
+	if _, err := o.BuildRules(); err != nil {
+		return app.WatchdogOptions{}, err
 	}
-	return watchdog.New(watchdog.Config{
-		Interval: f.WatchdogInterval, Read: read, Rules: rules, Push: push,
-		History: history, Logger: logger, Registerer: reg, Now: now,
-	})
-}
-
-// hostReader reads the host for the watchdog: swap, pressure and OOM kills
-// from procfs, the victim from the kernel log, the phases from the
-// phase server's table.
-func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server) watchdog.Reader {
-	var judged victimJudge
-	return func(ctx context.Context) (watchdog.Sample, error) {
-		h, err := exporter.ReadHost(ctx, procfs)
-		if err != nil {
-			return watchdog.Sample{}, err
-		}
-		s := watchdog.Sample{
-			Swap:     watchdog.Swap{UsedBytes: h.Swap.UsedBytes, TotalBytes: h.Swap.TotalBytes, Ratio: h.Swap.UsedRatio},
-			Pressure: watchdog.Pressure{Available: h.Pressure.Available, Some: h.Pressure.SomeAvg10, Full: h.Pressure.FullAvg10},
-			OOM:      watchdog.OOM{Available: h.HaveOOMKills, Kills: h.OOMKills},
-		}
-		v := klog.victim()
-		s.OOM.Victim = judged.of(watchdog.Victim{PID: v.PID, Name: v.Name, Seq: v.Seq}, exp)
-		// A phase whose process died without an end ends now, failed, so
-		// this very poll pushes it.
-		exp.CheckProcesses()
-		_, phases := exp.Snapshot()
-		s.Phases = phases
-		s.Ends = exp.Ends()
-		return s, nil
-	}
-}
-
-// victimJudge says whose process an OOM victim was, once per kernel log
-// record: at the first poll that sees it, the closest to the kill.
-type victimJudge struct{ last watchdog.Victim }
-
-func (j *victimJudge) of(v watchdog.Victim, exp *phaseserver.Server) watchdog.Victim {
-	if !v.Known() {
-		return v
-	}
-	if v.Same(j.last) {
-		return j.last
-	}
-	phase, owner := exp.OwnerOf(v.PID, v.Name)
-	switch owner {
-	case phaseserver.OwnerPhase:
-		v.Owner, v.Phase = watchdog.VictimOfPhase, phase
-	case phaseserver.OwnerNone:
-		v.Owner = watchdog.VictimOfNoPhase
-	}
-	j.last = v
-	return v
+	return o, nil
 }

@@ -90,6 +90,11 @@ var mayUse = map[string][]string{
 	// cmd wires everything; bench drives the built binary and may read any
 	// package's constants; deploy holds only tests of the deploy files.
 	"cmd/lavender": {"*"},
+	// app wires the serving commands from plain options; it may use every
+	// product package, and only cmd uses it (see usedOnlyBy).
+	"app": {"bark", "delivery", "diskguard", "exporter", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
+		"watchdog", "watchpush", "webguard", "webhook", "webserve", "notify", "proctree", "internal/textsafe", "internal/ring",
+		"internal/throttle", "internal/procfile"},
 	// Takes SIGHUP from the first instant of the process, so it must
 	// initialise before everything else: it may import nothing of ours.
 	"cmd/lavender/internal/hangup": {},
@@ -125,7 +130,9 @@ var mayUse = map[string][]string{
 // their own entries in mayUse allow: the status page is wired by cmd and by
 // nothing else, so no product package grows HTML through it.
 var usedOnlyBy = map[string][]string{
-	"statuspage": {"cmd/lavender"},
+	"statuspage": {"cmd/lavender", "app"},
+	// app wires the commands; only cmd runs it.
+	"app": {"cmd/lavender"},
 	// cmd wires the packages; nothing wires cmd.
 	"cmd/lavender": {},
 }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"net"
+
+	"lavender/app"
+	"lavender/cmd/lavender/internal/hangup"
+)
+
+// env is what app is given beside the options: the logger and the clock
+// and statfs tests replace, SIGHUPs taken before the command started, and
+// the tests' hooks.
+func (g *Globals) env(onListen func([]net.Addr), onReady func()) app.Env {
+	return app.Env{
+		Logger:        g.Logger,
+		Clock:         g.Clock,
+		Statfs:        g.Statfs,
+		HangupArrived: hangup.Arrived,
+		OnListen:      onListen,
+		OnReady:       onReady,
+	}
+}
+
+// runlogOptions are the run-log flags as app takes them.
+func (f runlogFlags) runlogOptions() app.RunlogOptions {
+	return app.RunlogOptions{Dir: f.Dir, MaxBytes: f.MaxBytes}
+}
+
+// hostOptions are the host flags as app takes them: procfs, the status
+// page's step, the kernel log, the fixed disks (absolute).
+func hostOptions(p procfsFlags, k kernelLogFlags, d diskFlags) (app.HostOptions, error) {
+	paths, err := d.paths()
+	if err != nil {
+		return app.HostOptions{}, err
+	}
+	return app.HostOptions{ProcFS: p.ProcFS, HistoryStep: p.HistoryStep, KmsgPath: k.KmsgPath, DiskPaths: paths}, nil
+}
+
+func (c *ServeCmd) hostOptions() (app.HostOptions, error) {
+	return hostOptions(c.procfsFlags, c.kernelLogFlags, c.diskFlags)
+}
