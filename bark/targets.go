@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lavender/notify"
 	"log/slog"
 	"net/url"
 	"os"
@@ -45,6 +46,7 @@ type Target struct {
 	unleveled string
 	ownLevel  bool
 	id        string   // hash of the template: the target's identity for dedup
+	phone     string   // the PHONE= setting above it; "": none
 	host      string   // host[:port], which is not secret and helps `bark check`
 	secrets   []string // parts of the template to scrub from any detail text
 	// enc encrypts this target's pushes end to end (a BARK_ENCRYPTION line
@@ -248,6 +250,7 @@ func parseLines(name string, data []byte) ([]Target, []*LineError) {
 		enc     *encryption
 		encKey  string // the key, only to scrub it from detail text
 		badEnc  int    // line of a bad BARK_ENCRYPTION setting in force; 0: none
+		phone   string // the PHONE= setting in force; "": each target its own
 	)
 	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line) // also drops a CRLF file's "\r"
@@ -265,6 +268,14 @@ func parseLines(name string, data []byte) ([]Target, []*LineError) {
 			enc, encKey, badEnc = e, key, 0
 			continue
 		}
+		if value, ok := phoneSetting(line); ok {
+			if !notify.ValidPhone(value) {
+				errs = append(errs, &LineError{name, i + 1, reasonPhone})
+				continue
+			}
+			phone = value
+			continue
+		}
 		if badEnc != 0 {
 			errs = append(errs, &LineError{name, i + 1, fmt.Sprintf("not loaded: the %s setting on line %d above it is bad, and this template must not go in clear", EncryptionKey, badEnc)})
 			continue
@@ -274,7 +285,7 @@ func parseLines(name string, data []byte) ([]Target, []*LineError) {
 			errs = append(errs, &LineError{name, i + 1, reason})
 			continue
 		}
-		t.File, t.Line = name, i+1
+		t.File, t.Line, t.phone = name, i+1, phone
 		if enc != nil {
 			// The level is left out of the shape: each push brings its
 			// own (passive unless told), and the template's, if it has one,
@@ -302,6 +313,20 @@ func encryptionSetting(line string) (value string, ok bool) {
 	return strings.TrimSpace(v), true
 }
 
+// PhoneKey starts a line naming whose phone the templates below it reach:
+// "PHONE=alice". Targets of one phone, in any channel's files (ntfy's
+// phone= option), share one storm budget.
+const PhoneKey = "PHONE"
+
+// phoneSetting returns the value of a PHONE=<name> line.
+func phoneSetting(line string) (value string, ok bool) {
+	k, v, ok := strings.Cut(line, "=")
+	if !ok || strings.TrimSpace(k) != PhoneKey {
+		return "", false
+	}
+	return strings.Trim(strings.TrimSpace(v), `"'`), true
+}
+
 // The reasons a line is rejected. They are fixed texts on purpose: nothing
 // derived from the line (which holds a key) may reach an error.
 const (
@@ -314,6 +339,7 @@ const (
 	reasonPlaceholderAt = "$0 must be in the URL's path or query"
 	reasonLevelSyntax   = "URL has a malformed query"
 	reasonNotConfigured = "not configured: replace " + examplePlaceholder + " with your Bark device key"
+	reasonPhone         = "PHONE= " + notify.PhoneRule
 )
 
 // examplePlaceholder stands for the device key in .bark.env.example: a copy
@@ -402,5 +428,11 @@ func secretParts(u *url.URL) []string {
 func (t Target) Identity() string { return t.id }
 
 // Phone is whose phone the target reaches, the key of its storm budget:
-// each target has its own.
-func (t Target) Phone() string { return t.Name() }
+// the PHONE= setting above it ("phone alice"), or, without one, the
+// target's own file:line.
+func (t Target) Phone() string {
+	if t.phone != "" {
+		return notify.Phone(t.phone)
+	}
+	return t.Name()
+}

@@ -185,3 +185,25 @@ func Redact(err error) error {
 // following it: a request carrying a secret (in its URL or its headers)
 // never goes to a host a Location names.
 func RefuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// PhoneRule says what a phone's name may be, for the errors of the
+// channels' files.
+const PhoneRule = "must be 1 to 64 letters, digits, '_', '.' or '-'"
+
+// ValidPhone reports whether name can name a phone (PhoneRule), so it reads
+// the same in a log, a metric and a summary.
+func ValidPhone(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Phone is the Notifier.Phone of targets a user named as one phone
+// (Bark's PHONE= line, ntfy's phone= option), apart from any file:line.
+func Phone(name string) string { return "phone " + name }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lavender/notify"
 	"log/slog"
 	"net/url"
 	"os"
@@ -63,6 +64,7 @@ type Target struct {
 	topic    string
 	sequence string // SequenceAuto, SequenceOn or SequenceOff
 	title    string // title= option: the title of every push; "": the message's
+	phone    string // phone= option: whose phone it reaches; "": its own
 	// authorization is the Authorization header's value ("Bearer tk_…",
 	// "Basic …"), or "" for an open topic. It never leaves the request.
 	authorization string
@@ -105,8 +107,14 @@ func (t Target) Auth() string { return t.authKind }
 func (t Target) Identity() string { return t.id }
 
 // Phone is whose phone the target reaches, the key of its storm budget:
-// each target has its own.
-func (t Target) Phone() string { return t.Name() }
+// the phone= option ("phone alice"), shared with every target of that
+// name in any channel's files, or, without one, its own file:line.
+func (t Target) Phone() string {
+	if t.phone != "" {
+		return notify.Phone(t.phone)
+	}
+	return t.Name()
+}
 
 // String, GoString, Format and LogValue keep the credential out of %v, %+v,
 // %#v, every other verb, and slog.
@@ -321,6 +329,7 @@ const (
 	reasonUserChars     = "user= must not be empty or hold ':', spaces or control characters"
 	reasonSequence      = "sequence= must be auto, on or off"
 	reasonTitle         = "title= must be at most 200 bytes of text"
+	reasonPhone         = "phone= " + notify.PhoneRule
 	reasonQuote         = "has an unterminated quote"
 	reasonEnvName       = "must name a variable: letters, digits and _, not starting with a digit"
 	reasonEnvUnset      = "names a variable that is not set"
@@ -363,7 +372,7 @@ func (p *parser) parse(data []byte) {
 type options map[string]string
 
 // knownOptions are the option names a line may use.
-var knownOptions = []string{"token_file", "token_env", "user", "password_file", "password_env", "sequence", "title"}
+var knownOptions = []string{"token_file", "token_env", "user", "password_file", "password_env", "sequence", "title", "phone"}
 
 // parseLine parses one target line:
 //
@@ -404,6 +413,12 @@ func (p *parser) parseLine(line string) (Target, string) {
 			return Target{}, reasonTitle
 		}
 		t.title = v
+	}
+	if v, ok := opts["phone"]; ok {
+		if !notify.ValidPhone(v) {
+			return Target{}, reasonPhone
+		}
+		t.phone = v
 	}
 	source, reason := p.credential(&t, opts)
 	if reason != "" {
