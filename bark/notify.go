@@ -360,3 +360,7 @@ func (r Result) Explain() string {
 	}
 	return r.String()
 }
+
+// Encryption is the target's end-to-end encryption ("aes-256-gcm"), or ""
+// when its pushes go in clear.
+func (n *Notifier) Encryption() string { return n.target.Encryption() }

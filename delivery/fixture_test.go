@@ -3,17 +3,13 @@ package delivery
 import (
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"lavender/internal/barktest"
-	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
 )
@@ -71,28 +67,6 @@ func (f *fixture) send(subject, text string) *Push {
 	return p
 }
 
-// runlogEntries returns the current run's entries without their times.
-func (f *fixture) runlogEntries() []string { return runlogtest.Entries(f.t, f.cfg.Runlog.Dir) }
-
-// barkLines returns the run log's BARK entries.
-func (f *fixture) barkLines() []string {
-	var out []string
-	for _, e := range f.runlogEntries() {
-		if strings.HasPrefix(e, "BARK ") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// do sends an empty request to path on the fixture's mux.
-func (f *fixture) do(method, path string) (int, string) {
-	f.t.Helper()
-	rec := httptest.NewRecorder()
-	f.mux.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
-	return rec.Code, rec.Body.String()
-}
-
 // metrics reads the bridge's registry.
 func (f *fixture) metrics() testkit.Metrics {
 	f.t.Helper()
@@ -101,15 +75,4 @@ func (f *fixture) metrics() testkit.Metrics {
 		f.t.Fatal(err)
 	}
 	return m
-}
-
-// sortedBodies are the bodies of every push srv received, sorted: the
-// pushes of one webhook go out in parallel, in no fixed order.
-func sortedBodies(srv *barktest.Server) []string {
-	var bodies []string
-	for _, p := range srv.Pushes() {
-		bodies = append(bodies, p.Body)
-	}
-	slices.Sort(bodies)
-	return bodies
 }

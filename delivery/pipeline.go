@@ -25,6 +25,7 @@ import (
 	"lavender/bark"
 	"lavender/internal/throttle"
 	"lavender/notify"
+	"lavender/ntfy"
 	"lavender/runlog"
 )
 
@@ -191,7 +192,7 @@ func (b *Pipeline) load(initial bool) error {
 		if !initial || errors.As(err, &dirErr) {
 			return fmt.Errorf("delivery: load targets: %w", err)
 		}
-		b.logger.Error("[bark] bad lines in the Bark config; using the good targets until they are fixed and reloaded",
+		b.logger.Error("[push] bad lines in the target files; using the good targets until they are fixed and reloaded",
 			"err", err, "good_targets", len(res.Notifiers))
 	}
 	notifiers := res.Notifiers
@@ -210,7 +211,7 @@ func (b *Pipeline) load(initial bool) error {
 		b.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
 	}
 	if len(notifiers) == 0 {
-		b.logger.Warn("[bark] NO BARK TARGETS: nothing will be pushed; add a *"+bark.ConfigSuffix+" file and reload",
+		b.logger.Warn("[bark] NO TARGETS: nothing will be pushed; add a *"+bark.ConfigSuffix+" or *"+ntfy.ConfigSuffix+" file and reload",
 			"dir", b.cfg.ConfigDir)
 	} else {
 		b.logger.Info("[bark] loaded targets", "targets", len(notifiers), "files", res.Files)
@@ -415,6 +416,30 @@ type deliveryRun struct {
 	// remaining pushes to it fail with that class without a dial, as
 	// Alertmanager's retry of the group will try them all again.
 	down []atomic.Pointer[notify.Error]
+	// allowed is storm control's answer for push i at a phone, asked once:
+	// a phone's Bark and ntfy targets are one budget, so one push to both
+	// counts once, and both push it or both hold it.
+	allowed map[phoneOf]bool
+}
+
+type phoneOf struct {
+	push  int
+	phone string
+}
+
+// allow asks storm control once per push and phone whether push i may go
+// out; start runs in one goroutine, so the map needs no lock.
+func (r *deliveryRun) allow(i int, d *Push, phone string) bool {
+	k := phoneOf{i, phone}
+	if ok, asked := r.allowed[k]; asked {
+		return ok
+	}
+	ok := r.b.storm.Allow(phone, d.Storm, r.b.cfg.Now())
+	if r.allowed == nil {
+		r.allowed = make(map[phoneOf]bool)
+	}
+	r.allowed[k] = ok
+	return ok
 }
 
 func newDeliveryRun(b *Pipeline, ctx context.Context, targets []notify.Notifier, n int) *deliveryRun {
@@ -442,7 +467,7 @@ func (r *deliveryRun) start(i, j int, d *Push) {
 	if !claimed {
 		return
 	}
-	if d.Storm != nil && !r.b.storm.Allow(n.Phone(), d.Storm, r.b.cfg.Now()) {
+	if d.Storm != nil && !r.allow(i, d, n.Phone()) {
 		// Held for the summary: remembered as sent, so Alertmanager's
 		// retries and an HA copy are duplicates rather than more held alerts.
 		s.outcome = outcomeHeld
@@ -675,7 +700,7 @@ func (b *Pipeline) Record(d *Push) {
 }
 
 // ErrNoTargets is answered when a push was due but there is nowhere to send it.
-var ErrNoTargets = errors.New("no Bark targets configured")
+var ErrNoTargets = errors.New("no targets configured (*.bark.env, *.ntfy.env)")
 
 // stormTick is how often Run looks for summaries that are due: a held
 // alert waits at most this long past its window.

@@ -1,28 +1,86 @@
 package delivery
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/version"
 
 	"lavender/bark"
 	"lavender/notify"
+	"lavender/ntfy"
 )
 
 // Loaded is what LoadTargets found in the config dir.
 type Loaded struct {
-	Notifiers []notify.Notifier // every good target, file by file in name order
+	Notifiers []notify.Notifier // every good target: Bark's files, then ntfy's, each in name order
 	Files     int               // target files read
+	Bad       int               // lines refused
 	Warnings  []string          // files readable by others
+	// Report is one line per target and per bad line, channel by channel,
+	// as `check` prints them.
+	Report []string
 }
 
-// LoadTargets reads every channel's target files in dir (*.bark.env) and
-// makes a notifier of each good target, sending with client (nil: the
-// channel's shared one). err names each bad line as file:line; the good
-// targets are loaded all the same.
+// LoadTargets reads every channel's target files in dir (*.bark.env,
+// *.ntfy.env) and makes a notifier of each good target, sending with
+// client (nil: each channel's shared one). err names each bad line as
+// file:line; the good targets are loaded all the same. A dir that cannot
+// be read is a *bark.ConfigDirError.
 func LoadTargets(dir string, client *http.Client) (Loaded, error) {
-	res, err := bark.LoadTargets(dir)
-	l := Loaded{Files: len(res.Files), Warnings: res.Warnings}
-	for _, t := range res.Targets {
-		l.Notifiers = append(l.Notifiers, bark.New(t, client, ""))
+	b, berr := bark.LoadTargets(dir)
+	var dirErr *bark.ConfigDirError
+	if errors.As(berr, &dirErr) {
+		return Loaded{}, berr
 	}
-	return l, err
+	n, nerr := ntfy.LoadTargets(dir)
+	l := Loaded{
+		Files:    len(b.Files) + len(n.Files),
+		Bad:      len(b.Bad) + len(n.Bad),
+		Warnings: append(b.Warnings, n.Warnings...),
+		Report:   append(b.Report(), n.Report()...),
+	}
+	userAgent := "lavender/" + version.Version
+	for _, t := range b.Targets {
+		l.Notifiers = append(l.Notifiers, bark.New(t, client, userAgent))
+	}
+	for _, t := range n.Targets {
+		l.Notifiers = append(l.Notifiers, ntfy.New(t, client, userAgent))
+	}
+	return l, errors.Join(berr, nerr)
+}
+
+// ConfigSuffixes are how the channels' target files' names end.
+var ConfigSuffixes = []string{bark.ConfigSuffix, ntfy.ConfigSuffix}
+
+// SendEach pushes to every notifier at once, each its own message, within
+// timeout each, and returns the results in the notifiers' order: `send`'s
+// one-off pushes, whose test text names each target's encryption.
+func SendEach(ctx context.Context, ns []notify.Notifier, timeout time.Duration, message func(notify.Notifier) notify.Message) []Result {
+	results := make([]Result, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			m := message(n)
+			m.Text = Clip(m.Text) // as every push: the same words on every channel
+			retry, err := n.Notify(ctx, m)
+			results[i] = Result{Target: n.Name(), Err: err, Retryable: retry}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// Encryption is the end-to-end encryption of n's pushes ("aes-256-gcm"),
+// or "" when its channel has none or it is off.
+func Encryption(n notify.Notifier) string {
+	if e, ok := n.(interface{ Encryption() string }); ok {
+		return e.Encryption()
+	}
+	return ""
 }

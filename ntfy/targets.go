@@ -330,6 +330,7 @@ const (
 	reasonSequence      = "sequence= must be auto, on or off"
 	reasonTitle         = "title= must be at most 200 bytes of text"
 	reasonPhone         = "phone= " + notify.PhoneRule
+	reasonNotConfigured = "not configured: replace " + ExamplePlaceholder + " with a topic of your own"
 	reasonQuote         = "has an unterminated quote"
 	reasonEnvName       = "must name a variable: letters, digits and _, not starting with a digit"
 	reasonEnvUnset      = "names a variable that is not set"
@@ -368,6 +369,10 @@ func (p *parser) parse(data []byte) {
 	}
 }
 
+// ExamplePlaceholder stands for the topic in .ntfy.env.example: a copy
+// nobody edited must not push to a public topic everyone's copy shares.
+const ExamplePlaceholder = "YOUR_TOPIC"
+
 // options are a line's key=value options, as given.
 type options map[string]string
 
@@ -398,6 +403,9 @@ func (p *parser) parseLine(line string) (Target, string) {
 	server, topic, reason := parseTopicURL(fields[0])
 	if reason != "" {
 		return Target{}, reason
+	}
+	if topic == ExamplePlaceholder {
+		return Target{}, reasonNotConfigured
 	}
 	t := Target{server: server, topic: topic, sequence: SequenceAuto}
 	if v, ok := opts["sequence"]; ok {

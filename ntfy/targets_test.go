@@ -358,3 +358,17 @@ func TestTargetFormatsAsItsName(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedExampleIsNotConfigured: `cp .ntfy.env.example phone.ntfy.env`
+// without editing it loads no target (a public topic every copy shares),
+// and says what to replace.
+func TestShippedExampleIsNotConfigured(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", ".ntfy.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := parseTargets(t.TempDir(), "phone.ntfy.env", data)
+	if len(ts) != 0 || err == nil || err.Error() != "phone.ntfy.env:7: not configured: replace YOUR_TOPIC with a topic of your own" {
+		t.Errorf("targets %v, error %v", ts, err)
+	}
+}

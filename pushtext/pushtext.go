@@ -180,3 +180,6 @@ func WithPrefix(prefix, text string) string {
 	}
 	return prefix + " " + text
 }
+
+// SelfTestTags are the tags of a test push: ntfy shows them as 🧪.
+var SelfTestTags = []string{"test_tube"}

@@ -2,9 +2,7 @@ package watchpush
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,36 +81,6 @@ func (f *fixture) barkLines() []string {
 		}
 	}
 	return out
-}
-
-func readTestdata(t testing.TB, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-// metrics reads the bridge's registry.
-func (f *fixture) metrics() testkit.Metrics {
-	f.t.Helper()
-	m, err := testkit.GatherMetrics(f.reg)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return m
-}
-
-// sortedBodies are the bodies of every push srv received, sorted: the
-// pushes of one webhook go out in parallel, in no fixed order.
-func sortedBodies(srv *barktest.Server) []string {
-	var bodies []string
-	for _, p := range srv.Pushes() {
-		bodies = append(bodies, p.Body)
-	}
-	slices.Sort(bodies)
-	return bodies
 }
 
 const bytesPerGiB = 1 << 30

@@ -5,6 +5,7 @@ package watchpush
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -77,6 +78,7 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 	t := pushtext.Join(texts, room, delivery.MaxSubjectBytes)
 	d := delivery.NewPush(t.Subject, pushtext.WithPrefix(p.cfg.Prefix, t.Body))
 	d.Storm = events
+	d.Tags = tags(alerts)
 	if level := p.cfg.Levels.of(alerts); level != notify.LevelPassive {
 		d.Level = level
 	}
@@ -93,6 +95,20 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 	// A held push counts as delivered, as the webhook answers a held alert
 	// 200: it goes out in the summary, and a retry would only add to it.
 	return d.OK + d.Held, d.Failed
+}
+
+// tags are a poll's push's tags: each alert's, once, in the alerts'
+// order (the first alert's emoji shows before the title).
+func tags(alerts []watchdog.Alert) []string {
+	var out []string
+	for _, a := range alerts {
+		for _, t := range pushtext.Tags(a.Rule, a.Status == watchdog.Resolved) {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
 }
 
 // stormEvent is what storm control counts a watchdog alert as: its rule's

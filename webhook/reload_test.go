@@ -65,7 +65,7 @@ func TestReloadKeepsTargetsOnError(t *testing.T) {
 
 func TestNoTargetsWarnsLoudly(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	if !strings.Contains(f.logs.String(), "NO BARK TARGETS") {
+	if !strings.Contains(f.logs.String(), "NO TARGETS") {
 		t.Errorf("no warning in:\n%s", f.logs)
 	}
 	if v := f.metrics().MustValue(t, "lavender_bark_targets", nil); v != 0 {

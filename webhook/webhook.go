@@ -72,6 +72,7 @@ func (b *Handler) plan(msg *WebhookMessage) []planned {
 			d.Key = &delivery.Key{Incident: delivery.AlertIncident(fp, a.StartsAt.UnixNano()), Status: a.Status}
 			b.delivery.Incident(d, incidentID(fp, a.StartsAt), hostOf(a.Labels["instance"]), a.Status == "resolved")
 			d.Storm = []delivery.StormEvent{delivery.AlertEvent(a.Labels[model.AlertNameLabel], a.Status == "resolved")}
+			d.Tags = tags(alertName(a), a.Status == "resolved")
 		}
 		out = append(out, p)
 	}

@@ -10,80 +10,97 @@ import (
 	"syscall"
 
 	"lavender/bark"
+	"lavender/delivery"
+	"lavender/notify"
 	"lavender/pushtext"
+
+	"github.com/alecthomas/kong"
 )
 
-// BarkCmd groups the Bark subcommands.
+// BarkCmd keeps the first spellings, `bark send` and `bark check`, of the
+// channel-neutral `send` and `check`.
 type BarkCmd struct {
-	Send  BarkSendCmd  `cmd:"" help:"Push a message to every Bark target now; prints one line per target."`
-	Check BarkCheckCmd `cmd:"" help:"Validate the *.bark.env files without sending anything."`
+	Send  SendCmd  `cmd:"" help:"Same as lavender send: push a message to every target (Bark and ntfy) now."`
+	Check CheckCmd `cmd:"" help:"Same as lavender check: validate the *.bark.env and *.ntfy.env files."`
 }
 
-// BarkSendCmd pushes one message, as given, to every target.
-type BarkSendCmd struct {
+// SendCmd pushes one message, as given, to every target of every channel.
+type SendCmd struct {
 	barkTargetFlags
 	Test    bool     `name:"test" env:"-" help:"Send a test push naming each target's encryption, e.g. \"[lavender-2] test push (aes-256-gcm) …\", as long as the longest push: \"Decryption Failed\" on the phone then means the key (or, for GCM, the app's version) does not match."`
 	Message []string `arg:"" optional:"" help:"Words of the message; joined with spaces."`
+
+	command string // as typed, for errors: "send" or "bark send"
 }
 
-func (c *BarkSendCmd) Run(g *Globals) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+func (c *SendCmd) Run(ctx *kong.Context, g *Globals) error {
+	c.command = commandName(ctx)
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return c.send(ctx, g)
+	return c.send(sctx, g)
 }
 
-func (c *BarkSendCmd) send(ctx context.Context, g *Globals) error {
+// commandName is the command as typed: "send", or "bark send" for the
+// first spelling, which starts every error.
+func commandName(ctx *kong.Context) string {
+	if ctx == nil || ctx.Selected() == nil {
+		return "send"
+	}
+	return ctx.Selected().Path()
+}
+
+func (c *SendCmd) send(ctx context.Context, g *Globals) error {
+	name := c.command
+	if name == "" {
+		name = "send"
+	}
 	msg := strings.TrimSpace(strings.Join(c.Message, " "))
 	switch {
 	case c.Test && msg != "":
-		return errors.New("bark send: --test sends its own text; give no message with it")
+		return fmt.Errorf("%s: --test sends its own text; give no message with it", name)
 	case !c.Test && msg == "":
-		return errors.New("bark send: the message is empty (or use --test)")
+		return fmt.Errorf("%s: the message is empty (or use --test)", name)
 	}
 	if err := c.validateTimeout(); err != nil {
 		return err
 	}
-	res, err := bark.LoadTargets(c.BarkConfigDir)
+	res, err := delivery.LoadTargets(c.BarkConfigDir, nil)
 	for _, w := range res.Warnings {
-		g.Logger.Warn("[bark] config file readable by others", "warning", w)
+		g.Logger.Warn("[push] config file readable by others", "warning", w)
 	}
 	var dirErr *bark.ConfigDirError
 	if errors.As(err, &dirErr) {
-		return fmt.Errorf("bark send: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	switch {
-	case err != nil && len(res.Targets) == 0:
+	case err != nil && len(res.Notifiers) == 0:
 		// Every line is bad (an example copied, its placeholder key still
 		// in place): say which and why, not that there is no file.
-		return fmt.Errorf("bark send: no usable Bark target: %w", err)
+		return fmt.Errorf("%s: no usable target: %w", name, err)
 	case err != nil:
-		g.Logger.Error("[bark] bad lines in the Bark config; sending to the good targets", "err", err, "good_targets", len(res.Targets))
-	case len(res.Targets) == 0:
-		return fmt.Errorf("bark send: no Bark targets (*%s files) in %s", bark.ConfigSuffix, c.BarkConfigDir)
+		g.Logger.Error("[push] bad lines in the target files; sending to the good targets", "err", err, "good_targets", len(res.Notifiers))
+	case len(res.Notifiers) == 0:
+		return fmt.Errorf("%s: no targets (*%s files) in %s", name, strings.Join(delivery.ConfigSuffixes, " or *"), c.BarkConfigDir)
 	}
-	notifiers := make([]*bark.Notifier, len(res.Targets))
-	for i, t := range res.Targets {
-		notifiers[i] = bark.New(t, nil, "")
-	}
-	results := bark.Send(ctx, notifiers, c.BarkTimeout, func(t bark.Target) bark.Push {
+	results := delivery.SendEach(ctx, res.Notifiers, c.BarkTimeout, func(n notify.Notifier) notify.Message {
 		text := msg
 		if c.Test {
-			text = pushtext.WithPrefix(pushtext.DefaultPrefix, pushtext.SelfTest(t.Encryption()).Body)
+			text = pushtext.WithPrefix(pushtext.DefaultPrefix, pushtext.SelfTest(delivery.Encryption(n)).Body)
 		}
-		return bark.Push{Text: text}
+		return notify.Message{Text: text, Tags: pushtext.SelfTestTags}
 	})
-	return reportSent(g, results)
+	return reportSent(g, name, results)
 }
 
 // reportSent prints one line per target on stdout and, for each failure,
 // the predecessor's "[bark] <file> failed: <ErrorClass>" on stderr.
-func reportSent(g *Globals, results []bark.Result) error {
+func reportSent(g *Globals, name string, results []delivery.Result) error {
 	failed := 0
 	for _, r := range results {
 		if r.Err != nil {
 			failed++
 			fmt.Fprintln(g.Stderr, "[bark] "+r.String())
-			var pe *bark.PushError
+			var pe *notify.Error
 			if errors.As(r.Err, &pe) && pe.Detail != "" {
 				g.Logger.Debug("push failure detail", "target", r.Target, "detail", pe.Detail)
 			}
@@ -93,49 +110,70 @@ func reportSent(g *Globals, results []bark.Result) error {
 		}
 	}
 	if failed == len(results) {
-		return fmt.Errorf("bark send: every target failed (%d of %d)", failed, len(results))
+		return fmt.Errorf("%s: every target failed (%d of %d)", name, failed, len(results))
 	}
 	return nil
 }
 
-// BarkCheckCmd validates the targets; it never contacts Bark.
-type BarkCheckCmd struct {
+// CheckCmd validates the targets of every channel; it never sends.
+type CheckCmd struct {
 	barkDirFlags
 }
 
-func (c *BarkCheckCmd) Run(g *Globals) error {
-	res, err := bark.LoadTargets(c.BarkConfigDir)
+func (c *CheckCmd) Run(ctx *kong.Context, g *Globals) error {
+	name := "check"
+	if ctx != nil && ctx.Selected() != nil {
+		name = ctx.Selected().Path()
+	}
+	res, err := delivery.LoadTargets(c.BarkConfigDir, nil)
 	for _, w := range res.Warnings {
 		fmt.Fprintln(g.Stderr, "warning:", w)
 	}
 	var dirErr *bark.ConfigDirError
 	if errors.As(err, &dirErr) {
-		return fmt.Errorf("bark check: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	for _, line := range res.Report() {
+	for _, line := range res.Report {
 		if _, err := fmt.Fprintln(g.Stdout, line); err != nil {
 			return err
 		}
 	}
-	summary := plural(len(res.Targets), "Bark target") + " in " + plural(len(res.Files), "file")
-	if len(res.Bad) > 0 {
-		summary += ", " + plural(len(res.Bad), "bad line")
+	summary := targetCount(res.Notifiers) + " in " + plural(res.Files, "file")
+	if res.Bad > 0 {
+		summary += ", " + plural(res.Bad, "bad line")
 	}
-	if len(res.Targets)+len(res.Bad) > 0 {
+	if len(res.Notifiers)+res.Bad > 0 {
 		if _, err := fmt.Fprintln(g.Stdout, summary); err != nil {
 			return err
 		}
 	}
 	switch {
-	case err != nil && len(res.Bad) > 0:
+	case err != nil && res.Bad > 0:
 		// The report above named each bad line: say only that it failed.
-		return fmt.Errorf("bark check: %s", plural(len(res.Bad), "bad line"))
+		return fmt.Errorf("%s: %s", name, plural(res.Bad, "bad line"))
 	case err != nil:
-		return fmt.Errorf("bark check: %w", err)
-	case len(res.Targets) == 0:
-		return fmt.Errorf("bark check: no Bark targets (*%s files) in %s", bark.ConfigSuffix, c.BarkConfigDir)
+		return fmt.Errorf("%s: %w", name, err)
+	case len(res.Notifiers) == 0:
+		return fmt.Errorf("%s: no targets (*%s files) in %s", name, strings.Join(delivery.ConfigSuffixes, " or *"), c.BarkConfigDir)
 	}
 	return nil
+}
+
+// targetCount is "2 Bark targets" where every target is Bark's, else
+// "3 targets (2 Bark, 1 ntfy)".
+func targetCount(ns []notify.Notifier) string {
+	var b, n int
+	for _, t := range ns {
+		if t.Channel() == bark.ChannelName {
+			b++
+		} else {
+			n++
+		}
+	}
+	if n == 0 {
+		return plural(b, "Bark target")
+	}
+	return fmt.Sprintf("%s (%d Bark, %d ntfy)", plural(b+n, "target"), b, n)
 }
 
 // plural is "1 file", "2 files".

@@ -49,7 +49,7 @@ func TestBarkSend(t *testing.T) {
 	if err == nil || out != "b.bark.env:1 failed: HTTP 400\n" || !strings.Contains(err.Error(), "every target failed") {
 		t.Errorf("all failed: %q, %v", out, err)
 	}
-	if _, _, err := runCLI(t, "bark", "send", "--bark.config-dir", barktest.ConfigDir(t, nil), "hello"); err == nil || !strings.Contains(err.Error(), "no Bark targets") {
+	if _, _, err := runCLI(t, "bark", "send", "--bark.config-dir", barktest.ConfigDir(t, nil), "hello"); err == nil || !strings.Contains(err.Error(), "bark send: no targets (*.bark.env or *.ntfy.env files)") {
 		t.Errorf("no targets: %v", err)
 	}
 	if _, _, err := runCLI(t, "bark", "send", "--bark.config-dir", dir, " "); err == nil || !strings.Contains(err.Error(), "message is empty") {
@@ -194,7 +194,7 @@ func TestShippedExampleIsNotConfigured(t *testing.T) {
 	}
 	var promised bool
 	for _, line := range strings.Split(string(readme), "\n") {
-		if strings.Contains(line, "lavender bark check") && strings.Contains(line, "#") {
+		if strings.Contains(line, "lavender check") && strings.Contains(line, "#") {
 			promised = true
 			if _, comment, _ := strings.Cut(line, "#"); !strings.Contains(comment, first) {
 				t.Errorf("README promises %q, but bark check of the configured example prints %q", strings.TrimSpace(comment), first)
@@ -202,7 +202,7 @@ func TestShippedExampleIsNotConfigured(t *testing.T) {
 		}
 	}
 	if !promised {
-		t.Error("README's Quick start shows no `lavender bark check  # <what it prints>` line")
+		t.Error("README's Quick start shows no `lavender check  # <what it prints>` line")
 	}
 }
 

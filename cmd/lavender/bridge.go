@@ -16,7 +16,7 @@ import (
 
 // barkDirFlags locate the Bark targets; every Bark command has them.
 type barkDirFlags struct {
-	BarkConfigDir string `name:"bark.config-dir" default:"${bark_config_dir}" type:"path" help:"Directory whose *.bark.env files hold the Bark URL templates, one a line, $0 where the message goes."`
+	BarkConfigDir string `name:"bark.config-dir" default:"${bark_config_dir}" type:"path" help:"Directory of the push targets: *.bark.env files (Bark URL templates, one a line, $0 where the message goes) and *.ntfy.env files (ntfy topic URLs with options)."`
 }
 
 // barkTargetFlags locate and time the Bark targets, for commands that push.

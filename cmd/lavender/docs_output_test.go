@@ -242,7 +242,7 @@ func TestDocsShowWhatTheUntouchedExampleGives(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": string(example)})
-	for _, args := range [][]string{{"bark", "check"}, {"bark", "send", "--test"}} {
+	for _, args := range [][]string{{"check"}, {"send", "--test"}, {"bark", "check"}, {"bark", "send", "--test"}} {
 		out, stderr, code := runBinary(t, dir, append(args, "--bark.config-dir=.")...)
 		if code == 0 || strings.Count(out+stderr, m[1]) != 1 || strings.Contains(out, " ok") {
 			t.Errorf("lavender %s of the untouched example: exit %d, stdout %q, stderr %q; README says %q",
@@ -251,18 +251,18 @@ func TestDocsShowWhatTheUntouchedExampleGives(t *testing.T) {
 	}
 }
 
-// TestDocsShowTheTestPush: `bark send --test` pushes the text the README
+// TestDocsShowTheTestPush: `send --test` pushes the text the README
 // shows, with the parameters bark.md says every push carries.
 func TestDocsShowTheTestPush(t *testing.T) {
-	m := regexp.MustCompile(`bark send --test +# the phone shows "([^"]+)"`).FindStringSubmatch(docPages(t)["README.md"])
+	m := regexp.MustCompile(`lavender send --test +# the phone shows "([^"]+)"`).FindStringSubmatch(docPages(t)["README.md"])
 	if m == nil {
-		t.Fatal(`README's Quick start shows no "lavender bark send --test   # the phone shows "…"" line`)
+		t.Fatal(`README's Quick start shows no "lavender send --test   # the phone shows "…"" line`)
 	}
 	bark := barktest.New(t)
 	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
-	out, stderr, code := runBinary(t, dir, "bark", "send", "--test", "--bark.config-dir=.")
+	out, stderr, code := runBinary(t, dir, "send", "--test", "--bark.config-dir=.")
 	if code != 0 || out != "phone.bark.env:1 ok\n" {
-		t.Fatalf("bark send --test: exit %d, %q %q", code, out, stderr)
+		t.Fatalf("send --test: exit %d, %q %q", code, out, stderr)
 	}
 	pushes := bark.Pushes()
 	if len(pushes) != 1 {
@@ -351,7 +351,7 @@ var envNameRE = regexp.MustCompile(`\bLAVENDER_[A-Z0-9_]+\b`)
 
 // testEnvironment are the LAVENDER_ variables that the tests and benchmarks
 // read, not the binary.
-var testEnvironment = map[string]bool{"LAVENDER_E2E": true, "LAVENDER_SLOW": true, "LAVENDER_SCREENSHOT_DIR": true, "LAVENDER_FRAMEWORKS": true}
+var testEnvironment = map[string]bool{"LAVENDER_E2E": true, "LAVENDER_NTFY_SERVER": true, "LAVENDER_SLOW": true, "LAVENDER_SCREENSHOT_DIR": true, "LAVENDER_FRAMEWORKS": true}
 
 // pythonClientEnvironment are the LAVENDER_ variables the Python client
 // (python/lavender) reads.

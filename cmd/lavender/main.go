@@ -47,7 +47,9 @@ type CLI struct {
 	Exporter ExporterCmd `cmd:"" help:"Serve swap and training-phase metrics and the heartbeat API."`
 	Phase    PhaseCmd    `cmd:"" help:"Report training phases, or run a command as a phase."`
 	Bridge   BridgeCmd   `cmd:"" help:"Serve the Alertmanager webhook that sends silent Bark pushes."`
-	Bark     BarkCmd     `cmd:"" help:"Send a Bark push now, or check the *.bark.env files."`
+	Send     SendCmd     `cmd:"" help:"Push a message, or --test, to every target now."`
+	Check    CheckCmd    `cmd:"" help:"Validate the *.bark.env and *.ntfy.env files."`
+	Bark     BarkCmd     `cmd:"" help:"bark send, bark check: send and check's first names."`
 }
 
 // VersionCmd prints build information the way Prometheus tools do.

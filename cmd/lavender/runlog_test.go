@@ -177,7 +177,7 @@ func TestBareCommandPrintsUsage(t *testing.T) {
 		}
 		names = append(names, fields[0])
 	}
-	if want := "serve version runlog exporter phase bridge bark"; strings.Join(names, " ") != want {
+	if want := "serve version runlog exporter phase bridge send check bark"; strings.Join(names, " ") != want {
 		t.Errorf("commands %q, want %q", names, want)
 	}
 }

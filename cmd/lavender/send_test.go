@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"lavender/internal/barktest"
+	"lavender/internal/ntfytest"
+)
+
+// TestSendReachesEveryChannel: `lavender send --test` (and its first
+// spelling, `bark send --test`) pushes the same test text to a Bark and an
+// ntfy target, the ntfy one with its token in the Authorization header
+// only; `check` lists both channels' targets and counts them.
+func TestSendReachesEveryChannel(t *testing.T) {
+	const token = "tk_abcdefghijklmnopqrstuvwxyz123"
+	bark, ntfy := barktest.New(t), ntfytest.New(t)
+	ntfy.RequireToken(token)
+	dir := barktest.ConfigDir(t, map[string]string{
+		"phone.bark.env": bark.URL + "/KEY/$0\n",
+		"phone.ntfy.env": ntfy.TopicURL(ntfytest.Topic) + " token_file=ntfy.token\n",
+	})
+	if err := os.WriteFile(filepath.Join(dir, "ntfy.token"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, args := range [][]string{{"send", "--test"}, {"bark", "send", "--test"}} {
+		out, stderr, err := runCLI(t, append(args, "--bark.config-dir", dir)...)
+		if err != nil || out != "phone.bark.env:1 ok\nphone.ntfy.env:1 ok\n" {
+			t.Fatalf("%v: %q %q %v", args, out, stderr, err)
+		}
+		if strings.Contains(out+stderr, token) {
+			t.Errorf("%v: the token is in the output", args)
+		}
+		b, n := bark.Pushes(), ntfy.Publishes()
+		if len(b) != i+1 || len(n) != i+1 {
+			t.Fatalf("%v: %d Bark pushes, %d ntfy publishes", args, len(b), len(n))
+		}
+		if got := n[i]; got.Message != b[i].Body || !strings.HasPrefix(got.Message, "[lavender-2] test push (not encrypted) at the longest") ||
+			got.Auth != "bearer" || got.Token != token || strings.Contains(got.RequestURI, token) || got.Priority != 2 || len(got.Tags) != 1 || got.Tags[0] != "test_tube" {
+			t.Errorf("%v: ntfy got %+v, Bark %q", args, got, b[i].Body)
+		}
+	}
+	out, _, err := runCLI(t, "check", "--bark.config-dir", dir)
+	if err != nil || !strings.HasPrefix(out, "phone.bark.env:1 ok (127.0.0.1:") || !strings.Contains(out, "\nphone.ntfy.env:1 ok (") ||
+		!strings.HasSuffix(out, "\n2 targets (1 Bark, 1 ntfy) in 2 files\n") || strings.Contains(out, token) {
+		t.Errorf("check: %q %v", out, err)
+	}
+	if _, _, err := runCLI(t, "send", "--bark.config-dir", t.TempDir(), "hi"); err == nil || !strings.HasPrefix(err.Error(), "send: no targets (*.bark.env or *.ntfy.env files) in ") {
+		t.Errorf("send without targets: %v", err)
+	}
+}
