@@ -17,6 +17,7 @@ import (
 
 	"lavender/delivery"
 	"lavender/diskguard"
+	"lavender/gpu"
 	"lavender/phaseapi"
 	"lavender/phaseserver"
 	"lavender/runlog"
@@ -68,6 +69,11 @@ type Config struct {
 	// (--watchdog.disk-min-free), for marking a disk under it.
 	Disks       func() diskguard.Snapshot
 	DiskMinFree watchdog.MinFree
+	// GPUs returns the last NVML pass (the gpu reader's Snapshot), and
+	// GPUsOff why there is none ("built without cgo: GPU telemetry off");
+	// both unset: the page has no GPU section.
+	GPUs    func() gpu.Snapshot
+	GPUsOff string
 
 	// Threshold is the swap ratio shown in the warning colour and drawn
 	// as the chart's line; default watchdog.DefaultThreshold.
@@ -130,6 +136,9 @@ type Status struct {
 	Sections  map[string]any `json:"sections,omitempty"` // "bark": the bridge's status; "watchdog": its rules
 	// Disks are the watched filesystems; absent where no disk guard runs.
 	Disks []Disk `json:"disks,omitempty"`
+	// GPUs are the GPUs of the last NVML pass, or why there are none;
+	// absent where the command reads no GPU.
+	GPUs *GPUs `json:"gpus,omitempty"`
 
 	// PressureThreshold is the memory pressure line, 0–1.
 	PressureThreshold float64 `json:"pressure_threshold"`
@@ -209,6 +218,12 @@ func (p *Page) Snapshot() Status {
 	}
 	if p.cfg.Disks != nil {
 		s.Disks = newDisks(p.cfg.Disks(), p.cfg.DiskMinFree)
+	}
+	switch {
+	case p.cfg.GPUs != nil:
+		s.GPUs = ptr(newGPUs(p.cfg.GPUs(), ""))
+	case p.cfg.GPUsOff != "":
+		s.GPUs = ptr(newGPUs(gpu.Snapshot{}, p.cfg.GPUsOff))
 	}
 	if p.cfg.Rules != nil {
 		rules := []RuleState{}
@@ -323,3 +338,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -17,6 +17,8 @@ import (
 var pageTemplate = template.Must(template.New("status.html").Funcs(template.FuncMap{
 	"percent":  func(r float64) string { return strconv.Itoa(int(math.Round(r*100))) + "%" },
 	"deref":    func(r *float64) float64 { return *r },
+	"bytesOf":  func(b *uint64) uint64 { return *b },
+	"watts":    func(w float64) string { return strconv.Itoa(int(math.Round(w))) + " W" },
 	"gib":      func(b uint64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<30)) },
 	"age":      func(now, t time.Time) string { return humanDuration(now.Sub(t)) },
 	"seconds":  func(s float64) string { return humanDuration(time.Duration(s * float64(time.Second))) },

@@ -67,16 +67,16 @@ var mayUse = map[string][]string{
 	// fan-out to the channels' notifiers, the run log's line, the history
 	// and the state file. It knows no Alertmanager and no watchdog (see
 	// neverUse), and no words but a storm summary's.
-	"delivery": {"bark", "notify", "runlog", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// Alertmanager's webhook: decodes alerts, words them with pushtext,
 	// hands them to delivery.
-	"webhook": {"delivery", "pushtext", "bark", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"webhook": {"delivery", "pushtext", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The watchdog's pushes: words them with pushtext, gives them their
 	// incident ids and levels, hands them to delivery.
-	"watchpush": {"delivery", "pushtext", "bark", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"watchpush": {"delivery", "pushtext", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"phaseserver", "delivery", "bark", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
+	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	// The watchdog reads its readings and the phase server hands it the
@@ -92,7 +92,7 @@ var mayUse = map[string][]string{
 	"cmd/lavender": {"*"},
 	// app wires the serving commands from plain options; it may use every
 	// product package, and only cmd uses it (see usedOnlyBy).
-	"app": {"bark", "delivery", "diskguard", "exporter", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
+	"app": {"bark", "ntfy", "gpu", "delivery", "diskguard", "exporter", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
 		"watchdog", "watchpush", "webguard", "webhook", "webserve", "notify", "proctree", "internal/textsafe", "internal/ring",
 		"internal/throttle", "internal/procfile"},
 	// Takes SIGHUP from the first instant of the process, so it must
@@ -148,7 +148,8 @@ var neverUse = map[string][]string{
 	// Delivery knows neither Alertmanager nor the watchdog, nor their words.
 	"delivery": {"webhook", "watchpush", "watchdog", "pushtext", "exporter", "phaseserver"},
 	// A channel's notifier knows nothing but its channel.
-	"bark": {"delivery", "webhook", "watchpush", "watchdog", "pushtext", "runlog"},
+	"bark": {"delivery", "webhook", "watchpush", "watchdog", "pushtext", "runlog", "ntfy"},
+	"ntfy": {"delivery", "webhook", "watchpush", "watchdog", "pushtext", "runlog", "bark"},
 }
 
 // TestNeverUseAgreesWithMayUse: a pair kept apart is not also allowed.
