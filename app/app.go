@@ -32,6 +32,14 @@ type Env struct {
 	OnReady  func()
 }
 
+// now is the command's clock.
+func (e Env) now() func() time.Time {
+	if e.Clock == nil {
+		return time.Now
+	}
+	return e.Clock
+}
+
 // WebOptions are exporter-toolkit's web flags and the write guard's.
 type WebOptions struct {
 	ListenAddresses []string
@@ -77,4 +85,7 @@ type HostOptions struct {
 	// DiskPaths are the fixed filesystems to watch, absolute; the phases'
 	// directories are watched too.
 	DiskPaths []string
+	// GPU reads NVIDIA GPUs through NVML where the build and the host
+	// allow (cgo, the driver); false: not even tried.
+	GPU bool
 }

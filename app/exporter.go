@@ -37,6 +37,11 @@ func RunExporter(ctx context.Context, o ExporterOptions, env Env) error {
 	klog := openKernelLog(o.Host.KmsgPath, env.Logger, srv.reg)
 	defer klog.close()
 	go klog.run(ctx, env.Logger)
+	gpus, err := openGPUs(o.Host.GPU, env, srv.reg)
+	if err != nil {
+		return err
+	}
+	defer gpus.close()
 	guard, err := openDiskGuard(o.Host.DiskPaths, exp, env, srv.reg)
 	if err != nil {
 		return err
@@ -58,6 +63,7 @@ func RunExporter(ctx context.Context, o ExporterOptions, env Env) error {
 		History: history, StallAfter: watchdog.DefaultStallAfter, KernelLog: klog.status,
 		// exporter has no disk rule; its page marks disks at serve's default floor.
 		Disks: guard.Latest, DiskMinFree: watchdog.DefaultMinFree(),
+		GPUs: gpus.snapshot(), GPUsOff: gpus.off,
 	}); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"lavender/delivery"
 	"lavender/diskguard"
 	"lavender/exporter"
+	"lavender/gpu"
 	"lavender/phaseserver"
 	"lavender/runlog"
 	"lavender/statuspage"
@@ -67,6 +68,11 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 	defer stopStorm()
 	klog := openKernelLog(o.Host.KmsgPath, env.Logger, srv.reg)
 	defer klog.close()
+	gpus, err := openGPUs(o.Host.GPU, env, srv.reg)
+	if err != nil {
+		return err
+	}
+	defer gpus.close()
 	guard, err := openDiskGuard(o.Host.DiskPaths, exp, env, srv.reg)
 	if err != nil {
 		return err
@@ -76,7 +82,12 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 	if err != nil {
 		return err
 	}
-	klog.handlers = append(klog.handlers, watchFaults(exp, wd, env.Clock))
+	// The kernel log and NVML both report an Xid; the first report of one
+	// reaches the watchdog.
+	var xids gpu.XidDedup
+	faults := watchFaults(exp, wd, env.Clock)
+	klog.handlers = append(klog.handlers, firstXids(&xids, env.now(), faults))
+	gpus.watchXids(ctx, &xids, faults, env.Logger)
 
 	openRun(o, exp, env)
 	exp.Register(srv.mux)
@@ -84,6 +95,7 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 	page := statusPage(o, wd, p.delivery, history)
 	page.KernelLog = klog.status
 	page.Disks = guard.Latest
+	page.GPUs, page.GPUsOff = gpus.snapshot(), gpus.off
 	if err := registerStatusPage(srv.mux, exp, page); err != nil {
 		return err
 	}

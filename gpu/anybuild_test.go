@@ -20,10 +20,11 @@ func TestCollectorDisabled(t *testing.T) {
 		{ErrNoCgo, "no_cgo"},
 		{fmt.Errorf("%w: nvml.Init: ERROR_LIBRARY_NOT_FOUND", ErrNoDriver), "no_driver"},
 		{ErrNoGPU, "no_gpu"},
+		{ErrDisabled, "disabled"},
 		{fmt.Errorf("nvml.Init: ERROR_LIB_RM_VERSION_MISMATCH"), "nvml_error"},
 	} {
 		want := `
-# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, nvml_error, closed) when it does not.
+# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, disabled, nvml_error, closed) when it does not.
 # TYPE lavender_gpu_telemetry_enabled gauge
 lavender_gpu_telemetry_enabled{reason="` + tc.reason + `"} 0
 `

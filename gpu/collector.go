@@ -35,7 +35,7 @@ var (
 	deviceLabels = []string{"gpu", "uuid", "pci_bus_id"}
 
 	descEnabled = prometheus.NewDesc("lavender_gpu_telemetry_enabled",
-		"1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, nvml_error, closed) when it does not.",
+		"1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, disabled, nvml_error, closed) when it does not.",
 		[]string{"reason"}, nil)
 	descScrapeDuration = prometheus.NewDesc("lavender_gpu_scrape_duration_seconds",
 		"How long the NVML pass over all GPUs that this scrape reports took (passes are shared for up to the cache TTL).",

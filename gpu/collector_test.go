@@ -111,7 +111,7 @@ lavender_gpu_remapped_rows_total{cause="uncorrectable",` + l0 + `} 1
 # HELP lavender_gpu_scrape_success 1 when the NVML pass read every supported reading of every GPU that is not lost, 0 when a call failed.
 # TYPE lavender_gpu_scrape_success gauge
 lavender_gpu_scrape_success 1
-# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, nvml_error, closed) when it does not.
+# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, disabled, nvml_error, closed) when it does not.
 # TYPE lavender_gpu_telemetry_enabled gauge
 lavender_gpu_telemetry_enabled{reason=""} 1
 # HELP lavender_gpu_temperature_celsius The GPU die's temperature.
@@ -184,7 +184,7 @@ func TestCollectorAfterClose(t *testing.T) {
 	c := NewCollector(r, nil)
 	r.Close()
 	want := `
-# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, nvml_error, closed) when it does not.
+# HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, disabled, nvml_error, closed) when it does not.
 # TYPE lavender_gpu_telemetry_enabled gauge
 lavender_gpu_telemetry_enabled{reason="closed"} 0
 `

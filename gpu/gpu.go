@@ -30,11 +30,15 @@ var (
 	ErrNoGPU = errors.New("NVML sees no GPU: GPU telemetry off")
 	// ErrClosed: the Reader was closed.
 	ErrClosed = errors.New("gpu reader closed")
+	// ErrDisabled: the user turned GPU telemetry off (--no-gpu), so NVML
+	// was never loaded.
+	ErrDisabled = errors.New("turned off (--no-gpu): GPU telemetry off")
 )
 
 // Reason is the reason label of lavender_gpu_telemetry_enabled for an
 // error from Open: "" for none, "no_cgo", "no_driver", "no_gpu", "closed"
-// (after Close), or "nvml_error" for any other failure.
+// (after Close), "disabled" (ErrDisabled), or "nvml_error" for any other
+// failure.
 func Reason(openErr error) string {
 	switch {
 	case openErr == nil:
@@ -47,6 +51,8 @@ func Reason(openErr error) string {
 		return "no_gpu"
 	case errors.Is(openErr, ErrClosed):
 		return "closed"
+	case errors.Is(openErr, ErrDisabled):
+		return "disabled"
 	}
 	return "nvml_error"
 }

@@ -17,6 +17,7 @@ type ExporterCmd struct {
 	procfsFlags
 	diskFlags
 	kernelLogFlags
+	gpuFlags
 }
 
 // procfsFlags point the swap readers at another procfs, as node_exporter's
@@ -50,7 +51,7 @@ func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net
 	if err := c.checkKmsgPath(); err != nil {
 		return err
 	}
-	host, err := hostOptions(c.procfsFlags, c.kernelLogFlags, c.diskFlags)
+	host, err := hostOptions(c.procfsFlags, c.kernelLogFlags, c.diskFlags, c.gpuFlags)
 	if err != nil {
 		return err
 	}

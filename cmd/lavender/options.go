@@ -28,14 +28,19 @@ func (f runlogFlags) runlogOptions() app.RunlogOptions {
 
 // hostOptions are the host flags as app takes them: procfs, the status
 // page's step, the kernel log, the fixed disks (absolute).
-func hostOptions(p procfsFlags, k kernelLogFlags, d diskFlags) (app.HostOptions, error) {
+func hostOptions(p procfsFlags, k kernelLogFlags, d diskFlags, g gpuFlags) (app.HostOptions, error) {
 	paths, err := d.paths()
 	if err != nil {
 		return app.HostOptions{}, err
 	}
-	return app.HostOptions{ProcFS: p.ProcFS, HistoryStep: p.HistoryStep, KmsgPath: k.KmsgPath, DiskPaths: paths}, nil
+	return app.HostOptions{ProcFS: p.ProcFS, HistoryStep: p.HistoryStep, KmsgPath: k.KmsgPath, DiskPaths: paths, GPU: g.GPU}, nil
 }
 
 func (c *ServeCmd) hostOptions() (app.HostOptions, error) {
-	return hostOptions(c.procfsFlags, c.kernelLogFlags, c.diskFlags)
+	return hostOptions(c.procfsFlags, c.kernelLogFlags, c.diskFlags, c.gpuFlags)
+}
+
+// gpuFlags turn NVML off, for a host where it should not be loaded.
+type gpuFlags struct {
+	GPU bool `name:"gpu" default:"true" negatable:"" help:"Read NVIDIA GPUs through NVML (builds with cgo, hosts with the driver): metrics, the status page's GPUs, Xid events beside the kernel log's. --no-gpu: never load NVML."`
 }

@@ -16,6 +16,7 @@ type ServeCmd struct {
 	barkFlags
 	watchdogFlags
 	kernelLogFlags
+	gpuFlags
 	diskFlags
 	diskRuleFlags
 	barkLevelFlags
