@@ -386,3 +386,89 @@ func TestGPUFaultPushesOnceAndResolvesOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestGPURulesRetryAndHold: a push no target accepted is retried with a
+// backoff, never as a new incident; a poll that read no GPUs starts a
+// streak over but leaves a pushed incident as it is.
+func TestGPURulesRetryAndHold(t *testing.T) {
+	cfg := DefaultGPUConfig
+	cfg.Retry = 5 * time.Second
+	rules, err := NewGPURules(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost Rule
+	for _, r := range rules {
+		if r.Name() == RuleGPULost {
+			lost = r
+		}
+	}
+	dev := func(isLost bool) Sample {
+		return Sample{GPUs: []gpu.Device{{Index: 0, BusID: "0000:18:00", Lost: isLost}}}
+	}
+	noGPUs := Sample{GPUErr: gpu.ErrClosed}
+	s := 5 * time.Second
+	runScript(t, lost, []step{
+		{0, dev(false), false, "", "healthy"},
+		{s, dev(true), true, "gpu-lost firing began+5s", "lost; every target fails"},
+		{s, dev(true), true, "gpu-lost firing began+5s", "retried after 5s, fails again"},
+		{s, noGPUs, false, "", "a pass that failed: the incident stays, the retry waits for a reading"},
+		{s, dev(true), false, "gpu-lost firing began+5s", "retried after its 10s backoff, delivered"},
+		{s, dev(true), false, "", "no reminder"},
+		{s, noGPUs, false, "", "no reading ends nothing"},
+		{s, dev(false), false, "gpu-lost resolved began+5s", "answers again"},
+		{s, dev(false), false, "", "resolved once"},
+	})
+
+	cfg.HangAfter = time.Minute
+	rules, _ = NewGPURules(cfg)
+	var hang Rule
+	for _, r := range rules {
+		if r.Name() == RuleGPUHang {
+			hang = r
+		}
+	}
+	p := phaseapi.Phase{Name: "A", Status: phaseapi.StatusActive, Started: t0}
+	spinning := Sample{Phases: []phaseapi.Phase{p}, PhaseGPUs: map[string][]int{"A": {0}},
+		GPUs: []gpu.Device{{Index: 0, Supported: gpu.FieldUtilization | gpu.FieldPower | gpu.FieldPowerLimit, SMUtil: 100, PowerW: 70, PowerLimitW: 400}}}
+	noLimit := spinning
+	noLimit.GPUs = []gpu.Device{spinning.GPUs[0]}
+	noLimit.GPUs[0].Supported &^= gpu.FieldPowerLimit
+	var script []step
+	for range 11 {
+		script = append(script, step{s, spinning, false, "", "spinning, under a minute"})
+	}
+	script = append(script,
+		step{s, noGPUs, false, "", "no reading: the streak starts over"},
+		step{s, spinning, false, "", "streak from here"},
+		step{55 * time.Second, noLimit, false, "", "without the power limit nothing is judged"},
+		step{s, spinning, false, "", "streak from here again"},
+		step{time.Minute, spinning, false, "gpu-hang firing began+2m5s phase=\"A\"", "a minute of spinning"},
+		step{s, noGPUs, false, "", "a pushed incident waits out a failed pass"},
+		step{time.Minute, noLimit, false, "", "not judged: the clear time starts"},
+		step{time.Minute, noLimit, false, "gpu-hang resolved began+2m5s phase=\"A\"", "a minute without the signature"},
+	)
+	runScript(t, hang, script)
+}
+
+// TestGPUFlagsRefused: each duration is at least a minute, or 0.
+func TestGPUFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		change func(*RuleFlags)
+		want   string
+	}{
+		{func(f *RuleFlags) { f.GPUHangAfter = 30 * time.Second }, "--watchdog.gpu-hang-after must be at least 1m (or 0 to turn it off), not 30s"},
+		{func(f *RuleFlags) { f.GPUIdleAfter = -time.Minute }, "--watchdog.gpu-idle-after must be at least 1m"},
+		{func(f *RuleFlags) { f.GPUSlowdownAfter = time.Second }, "--watchdog.gpu-slowdown-after must be at least 1m"},
+	} {
+		f := DefaultRuleFlags
+		tc.change(&f)
+		if _, err := NewRules(f); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want one containing %q", err, tc.want)
+		}
+		f.GPU = false
+		if _, err := NewRules(f); err != nil {
+			t.Errorf("GPU rules off, yet %v", err)
+		}
+	}
+}
