@@ -202,7 +202,16 @@ var exportedMetrics = map[string]bool{
 	"lavender_disk_files_free":                            true,
 	"lavender_disk_error":                                 true,
 	"lavender_disk_save_bytes":                            true,
-	"up":                                                  true,
+	// The GPU collector's (gpu/collector.go), for the GPU alerts.
+	"lavender_gpu_lost":                                  true,
+	"lavender_gpu_utilization_ratio":                     true,
+	"lavender_gpu_power_watts":                           true,
+	"lavender_gpu_power_limit_watts":                     true,
+	"lavender_gpu_clock_event_reason_active":             true,
+	"lavender_gpu_ecc_uncorrected_volatile_errors_total": true,
+	"lavender_gpu_remapped_rows_pending":                 true,
+	"lavender_gpu_remapped_rows_failed":                  true,
+	"up":                                                 true,
 }
 
 var lavenderMetricRE = regexp.MustCompile(`\blavender_[a-z0-9_]+`)

@@ -29,6 +29,12 @@ var wordings = []wording{
 	{watchdog.RuleDone, "phase done", watchdogPhase},
 	{watchdog.RuleLoss, "loss diverged", watchdogLoss},
 	{watchdog.RuleGPU, "GPU fault", kernelFault},
+	{watchdog.RuleGPULost, "GPU lost", watchdogGPULost},
+	{watchdog.RuleGPUECC, "GPU ECC errors", watchdogGPUECC},
+	{watchdog.RuleGPURemap, "GPU row remap", watchdogGPURemap},
+	{watchdog.RuleGPUHang, "GPUs hung", watchdogGPUHang},
+	{watchdog.RuleGPUIdle, "GPUs idle", watchdogGPUIdle},
+	{watchdog.RuleGPUSlowdown, "GPU slowdown", watchdogGPUSlowdown},
 	{watchdog.RuleDisk, "storage fault", kernelFault},
 	{watchdog.RuleDiskSpace, "disk space", DiskSpace},
 }

@@ -53,7 +53,7 @@ func TestEveryRuleIsWorded(t *testing.T) {
 			t.Errorf("%q's summary name %q has no space: an alert name could pass for it", w.rule, w.summary)
 		}
 	}
-	if got, want := EventList(), "swap, pressure, oom, failed, stalled, done, loss, gpu, disk, disk-space"; got != want {
+	if got, want := EventList(), "swap, pressure, oom, failed, stalled, done, loss, gpu, gpu-lost, gpu-ecc, gpu-remap, gpu-hang, gpu-idle, gpu-slowdown, disk, disk-space"; got != want {
 		t.Errorf("EventList() = %q, want %q", got, want)
 	}
 }

@@ -47,7 +47,8 @@ func (h *History) Window() time.Duration { return h.step * HistorySamples }
 // Record makes s the latest reading, and keeps it in the ring if a step has
 // passed since the last kept sample. The ring drops the phase table: 360
 // copies of up to 64 phases would cost megabytes, and the page reads the
-// phases from the phase server.
+// phases from the phase server. It drops the disks and the GPUs (with
+// their process lists) for the same reason: the latest sample has them.
 func (h *History) Record(s Sample) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -56,6 +57,7 @@ func (h *History) Record(s Sample) {
 		return
 	}
 	s.Phases, s.Disks, s.UnreadableDisks = nil, nil, nil
+	s.GPUs, s.PhaseGPUs = nil, nil
 	h.ring.Push(s)
 }
 

@@ -15,7 +15,14 @@ const (
 	RuleLoss     RuleName = "loss"     // a phase's training loss turned NaN or infinite
 	RuleDone     RuleName = "done"     // a phase ended ok
 	RuleGPU      RuleName = "gpu"      // Xid errors and GPUs fallen off the bus
-	RuleDisk     RuleName = "disk"     // the kernel log's storage faults: filesystem errors, read-only remounts, I/O errors, NVMe faults
+	// The GPU telemetry rules, from NVML's pass of each poll.
+	RuleGPULost     RuleName = "gpu-lost"     // NVML answers GPU_IS_LOST for a GPU
+	RuleGPUECC      RuleName = "gpu-ecc"      // a GPU's volatile uncorrected ECC count rose
+	RuleGPURemap    RuleName = "gpu-remap"    // a GPU's row remap is pending (reset) or failed (replace)
+	RuleGPUHang     RuleName = "gpu-hang"     // a phase's GPUs busy at little power with no progress: a hung collective
+	RuleGPUIdle     RuleName = "gpu-idle"     // a phase's GPUs idle with no progress
+	RuleGPUSlowdown RuleName = "gpu-slowdown" // a hardware slowdown (thermal, power brake) lasting minutes
+	RuleDisk        RuleName = "disk"         // the kernel log's storage faults: filesystem errors, read-only remounts, I/O errors, NVMe faults
 	// RuleDiskSpace is the disk guard's: free space, inodes, the next
 	// save, unreadable watched paths.
 	RuleDiskSpace RuleName = "disk-space"

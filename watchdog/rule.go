@@ -90,6 +90,11 @@ type Alert struct {
 	MinFree  MinFree       // disk-space floor: the floor in force
 
 	Stall StallKind // stalled: what the phase stopped on
+
+	// gpu-lost, gpu-ecc, gpu-remap, gpu-hang, gpu-idle, gpu-slowdown:
+	// the GPUs the incident is about, as the poll that raised it read
+	// them; Phase names the phase they served, if one.
+	GPU GPUFacts
 }
 
 // Lasted is how long the incident had lasted when the alert was raised.

@@ -11,6 +11,12 @@ type RuleFlags struct {
 	Repeat            time.Duration // --watchdog.repeat
 	PressureThreshold float64       // --watchdog.pressure-threshold; 0: no pressure rule
 	OOM               bool          // --watchdog.oom
+	// GPU turns on the GPU telemetry rules (NewGPURules), which read
+	// Sample.GPUs; the durations are theirs, 0 turning one off.
+	GPU              bool          // --watchdog.gpu
+	GPUHangAfter     time.Duration // --watchdog.gpu-hang-after
+	GPUIdleAfter     time.Duration // --watchdog.gpu-idle-after
+	GPUSlowdownAfter time.Duration // --watchdog.gpu-slowdown-after
 }
 
 // DefaultRuleFlags are the flags' defaults.
@@ -21,10 +27,15 @@ var DefaultRuleFlags = RuleFlags{
 	Repeat:            DefaultRepeat,
 	PressureThreshold: DefaultPressureThreshold,
 	OOM:               true,
+	GPU:               true,
+	GPUHangAfter:      DefaultGPUHangAfter,
+	GPUIdleAfter:      DefaultGPUIdleAfter,
+	GPUSlowdownAfter:  DefaultGPUSlowdownAfter,
 }
 
 // NewRules builds the rules the flags ask for, in the order their alerts
-// appear in a push: swap, pressure, oom, gpu, disk. Errors name the flag
+// appear in a push: swap, pressure, oom, gpu (the kernel log's), the GPU
+// telemetry rules (gpu-lost … gpu-slowdown), disk. Errors name the flag
 // at fault.
 func NewRules(f RuleFlags) ([]Rule, error) {
 	swap, err := NewSwapRule(SwapConfig{Threshold: f.Threshold, Hysteresis: f.Hysteresis, Repeat: f.Repeat, Retry: f.Interval})
@@ -53,5 +64,16 @@ func NewRules(f RuleFlags) ([]Rule, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(rules, kernel...), nil
+	// kernel is the GPU rule, then the disk rule: the GPU telemetry's
+	// rules go between, beside the kernel log's GPU faults.
+	rules = append(rules, kernel[0])
+	if f.GPU {
+		gpuRules, err := NewGPURules(GPUConfig{HangAfter: f.GPUHangAfter, IdleAfter: f.GPUIdleAfter,
+			SlowdownAfter: f.GPUSlowdownAfter, Repeat: f.Repeat, Retry: f.Interval})
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, gpuRules...)
+	}
+	return append(rules, kernel[1:]...), nil
 }

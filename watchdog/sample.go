@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"lavender/gpu"
 	"lavender/phaseapi"
 )
 
@@ -31,7 +32,27 @@ type Sample struct {
 	// phases.
 	Disks           []Disk
 	UnreadableDisks []Disk
+	// GPUs is NVML's pass over the GPUs at the poll (gpu.Snapshot's
+	// Devices); empty when the host has none to read. GPUErr says why
+	// they are missing: the telemetry is off (gpu.Open's error:
+	// gpu.ErrNoCgo, ErrNoDriver, ErrNoGPU, …) or the pass failed
+	// (Snapshot.Err). A poll without GPUs neither starts nor ends a GPU
+	// incident: nothing was seen.
+	GPUs   []gpu.Device
+	GPUErr error
+	// PhaseGPUs maps each active phase to the indexes of the GPUs its
+	// process, or a descendant of it, runs on (see PhaseGPUs), in
+	// ascending order; a phase on no GPU, or whose process cannot be
+	// judged here, is absent. The hang and idle rules judge a phase by
+	// its GPUs alone, and the other GPU rules name the phase a GPU was
+	// serving. The history keeps GPUs and PhaseGPUs only in the latest
+	// sample, as the phases.
+	PhaseGPUs map[string][]int
 }
+
+// GPUsRead reports whether the poll read the GPUs: telemetry on, the
+// pass whole, at least one GPU.
+func (s Sample) GPUsRead() bool { return s.GPUErr == nil && len(s.GPUs) > 0 }
 
 // Swap is the host's swap use. TotalBytes == 0 means the host has no swap;
 // Ratio is then 0 and no rule pages on it.

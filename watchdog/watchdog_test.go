@@ -297,13 +297,18 @@ func TestNewRulesFollowsTheFlags(t *testing.T) {
 		}
 		return strings.Join(n, ",")
 	}
-	if got := names(DefaultRuleFlags); got != "swap,pressure,oom,gpu,disk" {
+	if got := names(DefaultRuleFlags); got != "swap,pressure,oom,gpu,gpu-lost,gpu-ecc,gpu-remap,gpu-hang,gpu-idle,gpu-slowdown,disk" {
 		t.Errorf("defaults give rules %s", got)
 	}
 	f := DefaultRuleFlags
-	f.PressureThreshold, f.OOM = 0, false
+	f.PressureThreshold, f.OOM, f.GPU = 0, false, false
 	if got := names(f); got != "swap,gpu,disk" {
-		t.Errorf("pressure 0 and no oom give rules %s, want swap,gpu,disk", got)
+		t.Errorf("pressure 0, no oom and no GPU rules give rules %s, want swap,gpu,disk", got)
+	}
+	f = DefaultRuleFlags
+	f.GPUHangAfter, f.GPUIdleAfter, f.GPUSlowdownAfter = 0, 0, 0
+	if got := names(f); got != "swap,pressure,oom,gpu,gpu-lost,gpu-ecc,gpu-remap,disk" {
+		t.Errorf("GPU durations 0 give rules %s, want the GPU faults alone", got)
 	}
 }
 
@@ -390,7 +395,7 @@ oom firing kills=1 victim=python3/4242 phase=""`
 		t.Errorf("alerts:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}
 	for _, st := range r.wd.State() {
-		if st.Name != RuleOOM && st.Name != RuleGPU && st.Name != RuleDisk && (st.Armed || !st.Since.Equal(r.now)) {
+		if (st.Name == RuleSwap || st.Name == RulePressure) && (st.Armed || !st.Since.Equal(r.now)) {
 			t.Errorf("state after the push: %+v", st)
 		}
 	}
@@ -433,6 +438,12 @@ lavender_watchdog_polls_total 1
 # TYPE lavender_watchdog_rule_armed gauge
 lavender_watchdog_rule_armed{rule="disk"} 1
 lavender_watchdog_rule_armed{rule="gpu"} 1
+lavender_watchdog_rule_armed{rule="gpu-ecc"} 1
+lavender_watchdog_rule_armed{rule="gpu-hang"} 1
+lavender_watchdog_rule_armed{rule="gpu-idle"} 1
+lavender_watchdog_rule_armed{rule="gpu-lost"} 1
+lavender_watchdog_rule_armed{rule="gpu-remap"} 1
+lavender_watchdog_rule_armed{rule="gpu-slowdown"} 1
 lavender_watchdog_rule_armed{rule="oom"} 1
 lavender_watchdog_rule_armed{rule="pressure"} 1
 lavender_watchdog_rule_armed{rule="swap"} 0

@@ -24,7 +24,7 @@ var mayUse = map[string][]string{
 	// The watchdog reads the phases and their ends in phaseapi's types,
 	// the ones the phase server keeps and the status page shows; it never
 	// uses phaseapi's text cleaning (textsafe) to word anything.
-	"watchdog": {"kmsg", "diskguard", "internal/ring", "phaseapi", "internal/textsafe"},
+	"watchdog": {"kmsg", "diskguard", "gpu", "internal/ring", "phaseapi", "internal/textsafe"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
@@ -39,7 +39,8 @@ var mayUse = map[string][]string{
 	// kernel log, nothing of phases.
 	"exporter": {"kmsg", "internal/throttle", "internal/procfile"},
 	// NVML's GPU telemetry, its collector and its Xid events: a leaf,
-	// so the exporter, the watchdog and cmd can each read it.
+	// so the exporter, the watchdog, the texts and cmd can each read it
+	// (the watchdog and pushtext hold its Device, never NVML).
 	"gpu": {},
 	// The heartbeat API's server side and the phase table: it judges the
 	// phases' processes and hands the disk guard their directories, and
@@ -62,7 +63,7 @@ var mayUse = map[string][]string{
 	// watchdog → pushtext → (watchpush, webhook) → delivery → (bark, …), so
 	// the watchdog knows no text and no channel, and the texts know no
 	// delivery.
-	"pushtext": {"watchdog", "phaseapi", "kmsg", "diskguard", "internal/ring", "internal/textsafe"},
+	"pushtext": {"watchdog", "phaseapi", "kmsg", "diskguard", "gpu", "internal/ring", "internal/textsafe"},
 	// The one pipeline of every push: dedup, incidents, storm control,
 	// fan-out to the channels' notifiers, the run log's line, the history
 	// and the state file. It knows no Alertmanager and no watchdog (see
@@ -70,10 +71,10 @@ var mayUse = map[string][]string{
 	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// Alertmanager's webhook: decodes alerts, words them with pushtext,
 	// hands them to delivery.
-	"webhook": {"delivery", "pushtext", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The watchdog's pushes: words them with pushtext, gives them their
 	// incident ids and levels, hands them to delivery.
-	"watchpush": {"delivery", "pushtext", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
 	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
