@@ -51,7 +51,7 @@ func RunExporter(ctx context.Context, o ExporterOptions, env Env) error {
 	// The status page's history, sampled as serve's watchdog does when
 	// it is off: no rules, no watchdog metrics.
 	history := watchdog.NewHistory(o.Host.HistoryStep)
-	sampler, err := watchdog.New(watchdog.Config{Interval: history.Step(), Read: hostReader(o.Host.ProcFS, nil, exp), History: history})
+	sampler, err := watchdog.New(watchdog.Config{Interval: history.Step(), Read: hostReader(o.Host.ProcFS, nil, exp, gpus), History: history})
 	if err != nil {
 		return err
 	}

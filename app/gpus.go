@@ -54,6 +54,16 @@ func openGPUs(on bool, env Env, reg prometheus.Registerer) (*gpus, error) {
 	return g, nil
 }
 
+// read is the watchdog's view of the GPUs: the pass's devices, or why
+// there are none (telemetry off, or the pass failed).
+func (g *gpus) read() ([]gpu.Device, error) {
+	if g.r == nil {
+		return nil, errors.New(g.off)
+	}
+	snap := g.r.Snapshot()
+	return snap.Devices, snap.Err
+}
+
 // snapshot is the reader's last pass, for the status page; nil without one.
 func (g *gpus) snapshot() func() gpu.Snapshot {
 	if g == nil || g.r == nil {

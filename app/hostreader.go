@@ -4,15 +4,19 @@ import (
 	"context"
 
 	"lavender/exporter"
+	"lavender/gpu"
+	"lavender/phaseapi"
 	"lavender/phaseserver"
+	"lavender/proctree"
 	"lavender/watchdog"
 )
 
 // hostReader reads the host for the watchdog: swap, pressure and OOM kills
 // from procfs, the victim from the kernel log, the phases from the
-// phase server's table.
-func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server) watchdog.Reader {
+// phase server's table, and the GPUs, with the phases they serve.
+func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server, gpus *gpus) watchdog.Reader {
 	var judged victimJudge
+	onGPU := phaseGPUs(procfs)
 	return func(ctx context.Context) (watchdog.Sample, error) {
 		h, err := exporter.ReadHost(ctx, procfs)
 		if err != nil {
@@ -31,9 +35,42 @@ func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server) watchdo
 		_, phases := exp.Snapshot()
 		s.Phases = phases
 		s.Ends = exp.Ends()
+		if gpus != nil {
+			s.GPUs, s.GPUErr = gpus.read()
+			if len(s.GPUs) > 0 {
+				s.PhaseGPUs = onGPU(s.Phases, s.GPUs)
+			}
+		}
 		return s, nil
 	}
 }
+
+// phaseGPUs maps the running phases to their GPUs by the processes NVML
+// lists, walking each up procfs's parents to a phase's pid. NVML names
+// processes in the host's first pid namespace, so only a phase whose pid
+// was taken there, on this boot, can be matched; elsewhere (lavender or
+// the phase in a container of its own) the map stays empty and the rules
+// that need it stay silent rather than guess.
+func phaseGPUs(procfs string) func([]phaseapi.Phase, []gpu.Device) map[string][]int {
+	host, err := proctree.ReadHost(procfs)
+	judged := func(p phaseapi.Process) bool {
+		return err == nil && host.Known() && host.PIDNS == initialPIDNamespace && p.BootID == host.BootID && p.PIDNS == host.PIDNS
+	}
+	parent := func(pid int) int {
+		st, err := proctree.ReadStat(procfs, pid)
+		if err != nil {
+			return 0
+		}
+		return st.PPID
+	}
+	return func(phases []phaseapi.Phase, devices []gpu.Device) map[string][]int {
+		return watchdog.PhaseGPUs(phases, devices, judged, parent)
+	}
+}
+
+// initialPIDNamespace is the Linux kernel's first pid namespace (its inode
+// is fixed, PROC_PID_INIT_INO), the one NVML's process ids are in.
+const initialPIDNamespace = "pid:[4026531836]"
 
 // victimJudge says whose process an OOM victim was, once per kernel log
 // record: at the first poll that sees it, the closest to the kill.

@@ -78,7 +78,7 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 		return err
 	}
 	history := watchdog.NewHistory(o.Host.HistoryStep)
-	wd, err := newWatchdog(o.Watchdog, watchdog.WithDisks(hostReader(o.Host.ProcFS, klog, exp), guard.Latest), history, p.watchdog, env, srv)
+	wd, err := newWatchdog(o.Watchdog, watchdog.WithDisks(hostReader(o.Host.ProcFS, klog, exp, gpus), guard.Latest), history, p.watchdog, env, srv)
 	if err != nil {
 		return err
 	}

@@ -6,16 +6,22 @@ import "lavender/watchdog"
 // ntfy shows before the title (Bark has no tags). A kind not listed gets
 // DefaultTag.
 var ruleTags = map[watchdog.RuleName]string{
-	watchdog.RuleSwap:      "warning",
-	watchdog.RulePressure:  "warning",
-	watchdog.RuleOOM:       "skull",
-	watchdog.RuleFailed:    "x",
-	watchdog.RuleStalled:   "hourglass",
-	watchdog.RuleDone:      "white_check_mark",
-	watchdog.RuleLoss:      "chart_with_downwards_trend",
-	watchdog.RuleGPU:       "rotating_light",
-	watchdog.RuleDisk:      "rotating_light",
-	watchdog.RuleDiskSpace: "floppy_disk",
+	watchdog.RuleSwap:        "warning",
+	watchdog.RulePressure:    "warning",
+	watchdog.RuleOOM:         "skull",
+	watchdog.RuleFailed:      "x",
+	watchdog.RuleStalled:     "hourglass",
+	watchdog.RuleDone:        "white_check_mark",
+	watchdog.RuleLoss:        "chart_with_downwards_trend",
+	watchdog.RuleGPU:         "rotating_light",
+	watchdog.RuleGPULost:     "rotating_light",
+	watchdog.RuleGPUECC:      "rotating_light",
+	watchdog.RuleGPURemap:    "wrench",
+	watchdog.RuleGPUHang:     "hourglass",
+	watchdog.RuleGPUIdle:     "zzz",
+	watchdog.RuleGPUSlowdown: "thermometer",
+	watchdog.RuleDisk:        "rotating_light",
+	watchdog.RuleDiskSpace:   "floppy_disk",
 }
 
 // DefaultTag is the tag of a push of a kind without its own, an

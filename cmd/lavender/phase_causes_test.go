@@ -294,7 +294,7 @@ func TestServeBarkLevels(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ flag, want string }{
-		{"--bark.level=crashed=critical", `--bark.level: unknown event "crashed"; the events are swap, pressure, oom, failed, stalled, done, loss, gpu, disk, disk-space`},
+		{"--bark.level=crashed=critical", `--bark.level: unknown event "crashed"; the events are swap, pressure, oom, failed, stalled, done, loss, gpu, gpu-lost, gpu-ecc, gpu-remap, gpu-hang, gpu-idle, gpu-slowdown, disk, disk-space`},
 		{"--bark.level=failed=loud", `--bark.level: unknown level "loud" for failed; the levels are passive, active, timeSensitive, critical`},
 		{"--bark.level=failed", `--bark.level: "failed" is not EVENT=LEVEL`},
 	} {

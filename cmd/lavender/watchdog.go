@@ -22,6 +22,11 @@ type watchdogFlags struct {
 	WatchdogRepeat            time.Duration `name:"watchdog.repeat" default:"${watchdog_repeat}" help:"Reminder interval while swap or pressure stays above its threshold, or a phase stays stalled; 0 for none."`
 	WatchdogHysteresis        float64       `name:"watchdog.hysteresis" default:"${watchdog_hysteresis}" help:"The watchdog re-arms once swap or pressure falls this far below its threshold."`
 
+	WatchdogGPU              bool          `name:"watchdog.gpu" default:"true" negatable:"" help:"Push what the GPUs themselves show (NVML; needs --gpu): a hung collective, idle GPUs, a lost GPU, row remapping, new uncorrectable ECC errors, a hardware slowdown; --no-watchdog.gpu turns these rules off."`
+	WatchdogGPUHangAfter     time.Duration `name:"watchdog.gpu-hang-after" default:"${watchdog_gpu_hang_after}" help:"How long a running phase's GPUs may be busy while drawing near-idle power with no new step before it counts as a hung collective (at least 1m); 0 turns it off."`
+	WatchdogGPUIdleAfter     time.Duration `name:"watchdog.gpu-idle-after" default:"${watchdog_gpu_idle_after}" help:"How long a running phase's GPUs may sit idle with no progress (evaluation and saving pings count) before it pushes (at least 1m); 0 turns it off."`
+	WatchdogGPUSlowdownAfter time.Duration `name:"watchdog.gpu-slowdown-after" default:"${watchdog_gpu_slowdown_after}" help:"How long a GPU may be held in a hardware, thermal or power-brake slowdown before it pushes (at least 1m); 0 turns it off. A power cap alone never pushes."`
+
 	PhaseNotify     []string      `name:"phase.notify" default:"${phase_notify}" help:"Phase events the watchdog pushes: failed (a phase ends failed), stalled (no heartbeat, or no new step, for --phase.stall-after), loss (a phase's loss turns NaN or infinite), done (a phase ends ok). Empty: none."`
 	PhaseStallAfter time.Duration `name:"phase.stall-after" default:"${phase_stall_after}" help:"How long an active phase may send no heartbeat, or ping without a new step, before it counts as stalled (at least 1m); 0 turns the stalled push off."`
 }
@@ -36,6 +41,9 @@ var watchdogVars = kong.Vars{
 	"kmsg_path":                   kmsg.DefaultPath,
 	"phase_notify":                strings.Join(watchdog.DefaultPhaseNotify, ","),
 	"phase_stall_after":           flagDuration(watchdog.DefaultStallAfter),
+	"watchdog_gpu_hang_after":     flagDuration(watchdog.DefaultGPUHangAfter),
+	"watchdog_gpu_idle_after":     flagDuration(watchdog.DefaultGPUIdleAfter),
+	"watchdog_gpu_slowdown_after": flagDuration(watchdog.DefaultGPUSlowdownAfter),
 }
 
 // flagDuration writes a default as a person would type it: "10m", not
@@ -83,6 +91,10 @@ func (c *ServeCmd) watchdogOptions() (app.WatchdogOptions, error) {
 			Repeat:            f.WatchdogRepeat,
 			PressureThreshold: f.WatchdogPressureThreshold,
 			OOM:               f.WatchdogOOM,
+			GPU:               f.WatchdogGPU,
+			GPUHangAfter:      f.WatchdogGPUHangAfter,
+			GPUIdleAfter:      f.WatchdogGPUIdleAfter,
+			GPUSlowdownAfter:  f.WatchdogGPUSlowdownAfter,
 		},
 		Phase: watchdog.PhaseConfig{
 			Notify:     notify,
