@@ -7,6 +7,8 @@ import (
 
 	"lavender/internal/barktest"
 	"lavender/internal/ntfytest"
+
+	"github.com/prometheus/alertmanager/template"
 )
 
 // TestWebhookPushesToNtfyToo: an Alertmanager alert reaches an ntfy target
@@ -73,5 +75,37 @@ func TestStormBudgetIsPerPhone(t *testing.T) {
 	}
 	if bp[1].Body != np[1].Message || bp[1].Body != "[lavender-2] 1 more alert in the last minute: SwapUsageHigh ×1" {
 		t.Errorf("alice's summary: Bark %q, ntfy %q", bp[1].Body, np[1].Message)
+	}
+}
+
+// TestGPUTelemetryAlertsAreWordedAsServe: GPULost and the row-remap alerts
+// of alerts.yml push serve's words from the collector's labels; labels the
+// collector never writes fall back to the alert's summary; each is tagged
+// as serve's push of the same kind.
+func TestGPUTelemetryAlertsAreWordedAsServe(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	for _, tc := range []struct {
+		name   string
+		labels template.KV
+		body   string
+		tag    string
+	}{
+		{"GPULost", template.KV{"gpu": "5", "pci_bus_id": "0000:68:00"}, "[lavender-2] GPU 5 (0000:68:00) lost: fallen off the bus — reboot the host", "rotating_light"},
+		{"GPURowRemapFailed", template.KV{"gpu": "2", "pci_bus_id": "0000:38:00"}, "[lavender-2] GPU 2 (0000:38:00): a memory row remap failed — replace the GPU", "wrench"},
+		{"GPULost", template.KV{"gpu": "x", "pci_bus_id": "0000:68:00"}, "[lavender-2] GPULost: GPU x is lost", "rotating_light"},
+		{"GPUHung", template.KV{"gpu": "0", "pci_bus_id": "0000:18:00"}, "[lavender-2] GPUHung: GPU x is lost", "hourglass"},
+	} {
+		labels := template.KV{"alertname": tc.name, "instance": "gpu-3:9877"}
+		for k, v := range tc.labels {
+			labels[k] = v
+		}
+		d := f.hook.planAlert(template.Alert{Status: "firing", Labels: labels, Annotations: template.KV{"summary": "GPU x is lost"}})
+		if d == nil || d.Text != tc.body {
+			t.Errorf("%s %v: pushes %+v, want %q", tc.name, tc.labels, d, tc.body)
+			continue
+		}
+		if got := tags(tc.name, false); got[0] != tc.tag {
+			t.Errorf("%s: tags %q, want %q first", tc.name, got, tc.tag)
+		}
 	}
 }

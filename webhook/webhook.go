@@ -164,6 +164,10 @@ func (b *Handler) planAlert(a template.Alert) *delivery.Push {
 		if t, ok := kernelFaultText(name, a); ok {
 			return b.push(t)
 		}
+	case name == GPULostAlertname, name == GPURemapPendingAlertname, name == GPURemapFailedAlertname:
+		if t, ok := gpuTelemetryText(name, a); ok {
+			return b.push(t)
+		}
 	}
 	return b.push(pushtext.Named(name, summary))
 }
