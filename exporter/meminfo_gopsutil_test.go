@@ -131,7 +131,7 @@ func TestGopsutilPanicIsAReadError(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, err := readVirtualMemory(context.Background(), dir, mem.VirtualMemoryWithContext)
+		_, err := readVirtualMemory(withProcRoot(context.Background(), dir), mem.VirtualMemoryWithContext)
 		if err == nil || !strings.Contains(err.Error(), "gopsutil panicked") || !strings.Contains(err.Error(), "index out of range") {
 			t.Fatalf("err = %v, want the recovered index panic", err)
 		}

@@ -48,7 +48,11 @@ func readPressure(procfs string, read procFileReader) (Pressure, error) {
 	if procfs == "" {
 		procfs = DefaultProcFS
 	}
-	path := filepath.Join(procfs, pressureFile)
+	return readPressureFrom(filepath.Join(procfs, pressureFile), read)
+}
+
+// readPressureFrom is readPressure of the PSI file at path.
+func readPressureFrom(path string, read procFileReader) (Pressure, error) {
 	buf := procBufs.Get().(*[]byte)
 	defer procBufs.Put(buf)
 	data, err := read(path, buf)

@@ -66,9 +66,14 @@ func readSwap(ctx context.Context, procfs string, virtualMemory virtualMemoryRea
 	if procfs == "" {
 		procfs = DefaultProcFS
 	}
-	path := filepath.Join(procfs, "meminfo")
+	return readSwapFrom(withProcRoot(ctx, procfs), filepath.Join(procfs, "meminfo"), readProcFile, virtualMemory)
+}
+
+// readSwapFrom is readSwap of the meminfo at path, read with read; ctx
+// carries path's proc root for gopsutil (withProcRoot).
+func readSwapFrom(ctx context.Context, path string, read procFileReader, virtualMemory virtualMemoryReader) (Swap, error) {
 	buf := procBufs.Get().(*[]byte)
-	data, err := readProcFile(path, buf)
+	data, err := read(path, buf)
 	if err != nil {
 		procBufs.Put(buf)
 		return Swap{}, fmt.Errorf("exporter: read meminfo: %w", err)
@@ -85,7 +90,7 @@ func readSwap(ctx context.Context, procfs string, virtualMemory virtualMemoryRea
 		}
 		return s, nil
 	}
-	vm, err := readVirtualMemory(ctx, procfs, virtualMemory)
+	vm, err := readVirtualMemory(ctx, virtualMemory)
 	if err != nil {
 		return Swap{}, fmt.Errorf("exporter: read %s through gopsutil: %w", path, err)
 	}
@@ -101,16 +106,20 @@ func readSwap(ctx context.Context, procfs string, virtualMemory virtualMemoryRea
 	return s, nil
 }
 
-// readVirtualMemory calls gopsutil with procfs as its proc root. A panic
-// inside gopsutil is returned as an error, so a malformed file costs one
-// reading, not the process.
-func readVirtualMemory(ctx context.Context, procfs string, virtualMemory virtualMemoryReader) (vm *mem.VirtualMemoryStat, err error) {
+// withProcRoot returns ctx telling gopsutil that procfs is its proc root.
+func withProcRoot(ctx context.Context, procfs string) context.Context {
+	return context.WithValue(ctx, common.EnvKey, common.EnvMap{common.HostProcEnvKey: procfs})
+}
+
+// readVirtualMemory calls gopsutil with the proc root ctx carries
+// (withProcRoot). A panic inside gopsutil is returned as an error, so a
+// malformed file costs one reading, not the process.
+func readVirtualMemory(ctx context.Context, virtualMemory virtualMemoryReader) (vm *mem.VirtualMemoryStat, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			vm, err = nil, fmt.Errorf("gopsutil panicked: %v", p)
 		}
 	}()
-	ctx = context.WithValue(ctx, common.EnvKey, common.EnvMap{common.HostProcEnvKey: procfs})
 	vm, err = virtualMemory(ctx)
 	if err == nil && vm == nil {
 		err = errors.New("gopsutil returned no reading")
@@ -168,10 +177,15 @@ func readSwapActivity(procfs string) (swapActivity, error) {
 	if procfs == "" {
 		procfs = DefaultProcFS
 	}
-	path := filepath.Join(procfs, "vmstat")
+	return readSwapActivityFrom(filepath.Join(procfs, "vmstat"), readProcFile)
+}
+
+// readSwapActivityFrom is readSwapActivity of the vmstat at path, read
+// with read.
+func readSwapActivityFrom(path string, read procFileReader) (swapActivity, error) {
 	buf := procBufs.Get().(*[]byte)
 	defer procBufs.Put(buf)
-	data, err := readProcFile(path, buf)
+	data, err := read(path, buf)
 	if err != nil {
 		return swapActivity{}, fmt.Errorf("exporter: read vmstat: %w", err)
 	}
@@ -220,6 +234,14 @@ var procBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // is correct but not atomic, as with os.ReadFile).
 func readProcFile(path string, buf *[]byte) ([]byte, error) {
 	return procfile.Read(path, buf, procfile.MaxBytes)
+}
+
+// heldReader reads path as readProcFile does, through a procfile.File: on
+// a real procfs the file stays open between reads (see procfile.File).
+// The reader reads that path whatever path it is given.
+func heldReader(path string) procFileReader {
+	f := procfile.NewFile(path)
+	return func(_ string, buf *[]byte) ([]byte, error) { return f.Read(buf, procfile.MaxBytes) }
 }
 
 // Sources of swap figures, the values of the "file" label on
@@ -277,7 +299,13 @@ type swapCollector struct {
 	procfs   string
 	pageSize uint64
 	logger   *slog.Logger
-	read     procFileReader // of pressure/memory; readProcFile but in tests
+	// The three files' paths and readers, made once: each reader keeps
+	// its file open on a real procfs (heldReader).
+	meminfoPath, vmstatPath, pressurePath string
+	readMeminfo, readVmstat               procFileReader
+	read                                  procFileReader // of pressure/memory; heldReader but in tests
+	// gopsutilCtx tells gopsutil the proc root (withProcRoot).
+	gopsutilCtx context.Context
 	// virtualMemory is gopsutil's meminfo reader but in tests.
 	virtualMemory virtualMemoryReader
 
@@ -308,15 +336,21 @@ func newSwapCollector(procfs string, pageSize int, logger *slog.Logger) *swapCol
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &swapCollector{
+	c := &swapCollector{
 		procfs:   procfs,
 		pageSize: uint64(pageSize),
 		logger:   logger,
-		read:     readProcFile,
 		lastErr:  map[string]string{},
+
+		meminfoPath:  filepath.Join(procfs, "meminfo"),
+		vmstatPath:   filepath.Join(procfs, "vmstat"),
+		pressurePath: filepath.Join(procfs, pressureFile),
+		gopsutilCtx:  withProcRoot(context.Background(), procfs),
 
 		virtualMemory: mem.VirtualMemoryWithContext,
 	}
+	c.readMeminfo, c.readVmstat, c.read = heldReader(c.meminfoPath), heldReader(c.vmstatPath), heldReader(c.pressurePath)
+	return c
 }
 
 func (c *swapCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -329,7 +363,7 @@ func (c *swapCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
-	s, err := readSwap(context.Background(), c.procfs, c.virtualMemory)
+	s, err := readSwapFrom(c.gopsutilCtx, c.meminfoPath, c.readMeminfo, c.virtualMemory)
 	c.noteResult(sourceMeminfo, err, &c.meminfoErrors)
 	if err == nil {
 		ch <- prometheus.MustNewConstMetric(swapTotalDesc, prometheus.GaugeValue, float64(s.TotalBytes))
@@ -339,7 +373,7 @@ func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(swapUsedRatioDesc, prometheus.GaugeValue, s.UsedRatio)
 		ch <- prometheus.MustNewConstMetric(memAvailableRatioDesc, prometheus.GaugeValue, s.MemAvailableRatio)
 	}
-	a, err := readSwapActivity(c.procfs)
+	a, err := readSwapActivityFrom(c.vmstatPath, c.readVmstat)
 	c.noteResult(sourceVmstat, err, &c.vmstatErrors)
 	if err == nil {
 		ch <- prometheus.MustNewConstMetric(swapInDesc, prometheus.CounterValue, float64(a.InPages*c.pageSize))
@@ -348,7 +382,7 @@ func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(oomKillsDesc, prometheus.CounterValue, float64(a.OOMKills))
 		}
 	}
-	p, err := readPressure(c.procfs, c.read)
+	p, err := readPressureFrom(c.pressurePath, c.read)
 	c.noteResult(sourcePressure, err, &c.pressureErrors)
 	switch {
 	case err != nil:
@@ -368,7 +402,7 @@ func (c *swapCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *swapCollector) noteNoPSI() {
 	if c.noPSILogged.CompareAndSwap(false, true) {
 		c.logger.Info("no memory pressure metrics: the kernel has no PSI (no "+pressureFile+" or EOPNOTSUPP)",
-			"path", filepath.Join(c.procfs, pressureFile))
+			"path", c.pressurePath)
 	}
 }
 

@@ -44,6 +44,13 @@ func Read(path string, buf *[]byte, limit int) ([]byte, error) {
 		return nil, err
 	}
 	defer syscall.Close(fd)
+	return readFD(fd, path, buf, limit, false)
+}
+
+// readFD reads fd to its end as Read does; with pread it reads from
+// offset 0 with pread(2), leaving the descriptor's offset alone, which on
+// procfs makes the kernel render the file anew.
+func readFD(fd int, path string, buf *[]byte, limit int, pread bool) ([]byte, error) {
 	if cap(*buf) == 0 {
 		*buf = make([]byte, min(limit+1, 32<<10))
 	}
@@ -57,7 +64,13 @@ func Read(path string, buf *[]byte, limit int) ([]byte, error) {
 			*buf = append(*buf, make([]byte, min(len(*buf), limit+1-n))...)
 			*buf = (*buf)[:cap(*buf)]
 		}
-		m, err := syscall.Read(fd, (*buf)[n:])
+		var m int
+		var err error
+		if pread {
+			m, err = syscall.Pread(fd, (*buf)[n:], int64(n))
+		} else {
+			m, err = syscall.Read(fd, (*buf)[n:])
+		}
 		switch {
 		case err == syscall.EINTR:
 			continue

@@ -33,6 +33,7 @@ func runScrape(ctx context.Context, args []string) error {
 	gzip := fs.Bool("gzip", true, "also measure with Accept-Encoding: gzip, as Prometheus scrapes")
 	scrapes := fs.Int("scrapes", 10000, "scrapes before the RSS reading")
 	lavEnv := fs.String("lavender-env", "", "extra environment for lavender, comma-separated KEY=VALUE")
+	baseline := fs.String("baseline", "", "a second lavender binary (say, the previous commit's) measured in the same run, as lavender-baseline")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func runScrape(ctx context.Context, args []string) error {
 	if *lavEnv != "" {
 		env = strings.Split(*lavEnv, ",")
 	}
-	peers, err := startPeers(ctx, dir, *lavender, *nodeExporter, env)
+	peers, err := startPeers(ctx, dir, *lavender, *baseline, *nodeExporter, env)
 	if err != nil {
 		return err
 	}
@@ -113,8 +114,10 @@ func runScrape(ctx context.Context, args []string) error {
 		anon[pr.name], _ = anonKiB(pr.p.pid())
 		fmt.Printf("| %s | %s | %s | %.0f |\n", pr.name, mib(rss[pr.name]), mib(anon[pr.name]), float64(*scrapes)/elapsed[pr.name].Seconds())
 	}
-	fmt.Printf("\nRSS ratio lavender/node_exporter after %d scrapes: %.2f (target <= 0.75); RssAnon ratio %.2f (target <= 0.8)\n",
-		*scrapes, float64(rss["lavender"])/float64(rss["node_exporter"]), float64(anon["lavender"])/float64(anon["node_exporter"]))
+	for _, pr := range peers[:len(peers)-1] {
+		fmt.Printf("\nRSS ratio %s/node_exporter after %d scrapes: %.2f (target <= 0.75); RssAnon ratio %.2f (target <= 0.8)\n",
+			pr.name, *scrapes, float64(rss[pr.name])/float64(rss["node_exporter"]), float64(anon[pr.name])/float64(anon["node_exporter"]))
+	}
 
 	type key struct {
 		conns int
@@ -130,10 +133,8 @@ func runScrape(ctx context.Context, args []string) error {
 	for r := range *rounds {
 		for _, c := range conns {
 			for _, gz := range encodings {
-				order := []peer{peers[0], peers[1]}
-				if r%2 == 1 {
-					order[0], order[1] = order[1], order[0]
-				}
+				// Each round starts with the next program.
+				order := append(append([]peer{}, peers[r%len(peers):]...), peers[:r%len(peers)]...)
 				for _, pr := range order {
 					t0, err := cpuTicks(pr.p.pid())
 					if err != nil {
@@ -154,7 +155,7 @@ func runScrape(ctx context.Context, args []string) error {
 		}
 	}
 	fmt.Println()
-	fmt.Println("| clients | encoding | program | req/s median (min-max) | p50 median | p99 median (min-max) | server CPU per request, median | ratio lavender/node_exporter (medians) |")
+	fmt.Println("| clients | encoding | program | req/s median (min-max) | p50 median | p99 median (min-max) | server CPU per request, median | ratio to node_exporter (medians) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, c := range conns {
 		for _, gz := range encodings {
@@ -162,22 +163,30 @@ func runScrape(ctx context.Context, args []string) error {
 			if gz {
 				enc = "gzip"
 			}
-			var med [2]float64
+			rpsOf := func(name string) []float64 {
+				var rps []float64
+				for _, x := range results[key{c, gz, name}] {
+					rps = append(rps, x.rps)
+				}
+				return rps
+			}
+			node := median(rpsOf("node_exporter"))
+			med := make([]float64, len(peers))
 			for i, pr := range peers {
 				rs := results[key{c, gz, pr.name}]
-				var rps, p50, p99, cpu []float64
+				var p50, p99, cpu []float64
 				for _, x := range rs {
-					rps = append(rps, x.rps)
 					p50 = append(p50, x.p50)
 					p99 = append(p99, x.p99)
 					cpu = append(cpu, x.cpuPerReq)
 				}
+				rps := rpsOf(pr.name)
 				med[i] = median(rps)
 				lo, hi := minMax(rps)
 				lo99, hi99 := minMax(p99)
 				ratio := ""
-				if i == 1 {
-					ratio = fmt.Sprintf("**%.2f×**", med[0]/med[1])
+				if pr.name != "node_exporter" {
+					ratio = fmt.Sprintf("**%.2f×**", med[i]/node)
 				}
 				fmt.Printf("| %d | %s | %s | %.0f (%.0f-%.0f) | %.3f ms | %.3f ms (%.3f-%.3f) | %.0f µs | %s |\n",
 					c, enc, pr.name, med[i], lo, hi, median(p50), median(p99), lo99, hi99, median(cpu), ratio)
@@ -198,15 +207,24 @@ func runScrape(ctx context.Context, args []string) error {
 	return nil
 }
 
-func startPeers(ctx context.Context, dir, lavender, nodeExporter string, env []string) ([]peer, error) {
-	lavAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	lav, err := start(dir, "lavender", env, lavender, "exporter",
-		"--web.listen-address="+lavAddr, "--runlog.dir="+filepath.Join(dir, "logs"), "--path.procfs=/proc")
-	if err != nil {
-		return nil, err
+// startPeers starts lavender, the baseline lavender if there is one, and
+// node_exporter, in that order, which the tables keep (node_exporter last).
+func startPeers(ctx context.Context, dir, lavender, baseline, nodeExporter string, env []string) ([]peer, error) {
+	var peers []peer
+	for _, l := range []struct{ name, bin string }{{"lavender", lavender}, {"lavender-baseline", baseline}} {
+		if l.bin == "" {
+			continue
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p, err := start(dir, l.name, env, l.bin, "exporter",
+			"--web.listen-address="+addr, "--runlog.dir="+filepath.Join(dir, l.name+"-logs"), "--path.procfs=/proc")
+		if err != nil {
+			return nil, err
+		}
+		peers = append(peers, peer{l.name, p, "http://" + addr + "/metrics"})
 	}
 	neAddr, err := freeAddr()
 	if err != nil {
@@ -217,7 +235,7 @@ func startPeers(ctx context.Context, dir, lavender, nodeExporter string, env []s
 	if err != nil {
 		return nil, err
 	}
-	peers := []peer{{"lavender", lav, "http://" + lavAddr + "/metrics"}, {"node_exporter", ne, "http://" + neAddr + "/metrics"}}
+	peers = append(peers, peer{"node_exporter", ne, "http://" + neAddr + "/metrics"})
 	for _, pr := range peers {
 		if err := waitHTTP(ctx, pr.p, pr.url, 20*time.Second); err != nil {
 			return nil, err
