@@ -202,7 +202,8 @@ var exportedMetrics = map[string]bool{
 	"lavender_disk_files_free":                            true,
 	"lavender_disk_error":                                 true,
 	"lavender_disk_save_bytes":                            true,
-	// The GPU collector's (gpu/collector.go), for the GPU alerts.
+	// The GPU collector's (gpu/collector.go), for the GPU alerts and the
+	// dashboard's GPU row.
 	"lavender_gpu_lost":                                  true,
 	"lavender_gpu_utilization_ratio":                     true,
 	"lavender_gpu_power_watts":                           true,
@@ -211,6 +212,10 @@ var exportedMetrics = map[string]bool{
 	"lavender_gpu_ecc_uncorrected_volatile_errors_total": true,
 	"lavender_gpu_remapped_rows_pending":                 true,
 	"lavender_gpu_remapped_rows_failed":                  true,
+	"lavender_gpu_memory_used_bytes":                     true,
+	"lavender_gpu_memory_total_bytes":                    true,
+	"lavender_gpu_temperature_celsius":                   true,
+	"lavender_gpu_telemetry_enabled":                     true,
 	"up":                                                 true,
 }
 
