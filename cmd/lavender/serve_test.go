@@ -11,6 +11,7 @@ import (
 
 	"lavender/diskguard"
 	"lavender/internal/barktest"
+	"lavender/internal/ntfytest"
 	"lavender/internal/runlogtest"
 	"lavender/internal/testkit"
 	"lavender/runlog"
@@ -23,6 +24,7 @@ type serveRig struct {
 	*inProcess
 	t      *testing.T
 	bark   *barktest.Server
+	ntfy   *ntfytest.Server // nil unless serveOpts.ntfy
 	procfs *testkit.Procfs
 	logDir string
 }
@@ -39,6 +41,7 @@ type serveOpts struct {
 	logDir string           // "": a new temporary dir
 	clock  func() time.Time // nil: time.Now
 	statfs diskguard.StatFunc
+	ntfy   bool // an ntfy target too, beside the Bark one
 }
 
 // startServeOpts is startServe with a run-log dir to resume and a clock of
@@ -49,7 +52,12 @@ func startServeOpts(t *testing.T, procfs *testkit.Procfs, o serveOpts, args ...s
 		o.logDir = t.TempDir()
 	}
 	r := &serveRig{t: t, bark: barktest.New(t), procfs: procfs, logDir: o.logDir}
-	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": r.bark.Template(barktest.Key) + "\n"})
+	targets := map[string]string{"phone.bark.env": r.bark.Template(barktest.Key) + "\n"}
+	if o.ntfy {
+		r.ntfy = ntfytest.New(t)
+		targets["phone.ntfy.env"] = r.ntfy.TopicURL(ntfytest.Topic) + "\n"
+	}
+	barkDir := barktest.ConfigDir(t, targets)
 	r.inProcess = startInProcessWith(t, Globals{Clock: o.clock, Statfs: o.statfs}, append([]string{"serve", "--path.procfs=" + procfs.Dir,
 		"--runlog.dir=" + r.logDir, "--bark.config-dir=" + barkDir}, args...)...)
 	return r
@@ -77,6 +85,34 @@ func (r *serveRig) pushes() []string {
 		msgs = append(msgs, p.Body)
 	}
 	return msgs
+}
+
+// TestServePushesToNtfyToo: serve's watchdog pushes reach an ntfy target
+// beside the Bark one, with the same words, silent (priority 2), tagged as
+// a swap warning, and the resolution replaces the push (one sequence id).
+func TestServePushesToNtfyToo(t *testing.T) {
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.20)})
+	r := startServeOpts(t, procfs, serveOpts{ntfy: true}, "--watchdog.interval=20ms", "--watchdog.repeat=1h")
+	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.54))
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.bark.Count() >= 1 && r.ntfy.Count() >= 1 }, "the push on both channels")
+	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.20))
+	testkit.WaitFor(t, 20*time.Second, func() bool { return r.bark.Count() >= 2 && r.ntfy.Count() >= 2 }, "the resolution on both channels")
+	b, n := r.bark.Pushes(), r.ntfy.Publishes()
+	for i := range 2 {
+		if b[i].Body != n[i].Message {
+			t.Errorf("push %d: Bark %q, ntfy %q", i, b[i].Body, n[i].Message)
+		}
+	}
+	if n[0].Message != "[lavender-2] swap 54% full (17.3/32.0 GB) — consider intervening" || n[0].Priority != 2 ||
+		len(n[0].Tags) != 2 || n[0].Tags[0] != "warning" || n[0].Tags[1] != "swap" {
+		t.Errorf("ntfy got %q priority %d tags %q", n[0].Message, n[0].Priority, n[0].Tags)
+	}
+	if n[1].SequenceID == "" || n[1].SequenceID != n[0].SequenceID || n[1].Tags[0] != "white_check_mark" {
+		t.Errorf("the resolution: sequence ids %q then %q, tags %q", n[0].SequenceID, n[1].SequenceID, n[1].Tags)
+	}
+	if log := runlogtest.Text(t, r.logDir); !strings.Contains(log, " BARK swap 54% sent ok=2 fail=0\n") {
+		t.Errorf("run log, want the push counted on both channels:\n%s", log)
+	}
 }
 
 func TestServeWatchdogPushes(t *testing.T) {
