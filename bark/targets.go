@@ -6,17 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
+	"lavender/internal/targetfile"
 	"lavender/notify"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"unicode"
 )
 
@@ -90,48 +86,24 @@ type LoadResult struct {
 }
 
 // LineError is a line of a target file that was refused: "phone.bark.env:7:
-// not configured: …". Reason is a fixed text (with numbers and names of
-// settings at most), never any part of the line, which holds a key.
-type LineError struct {
-	File   string
-	Line   int
-	Reason string
-}
-
-func (e *LineError) Error() string { return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Reason }
+// not configured: …". Reason is a fixed text, never any part of the line,
+// which holds a key.
+type LineError = targetfile.LineError
 
 // Report is one line per template line, good and bad alike, in file and
 // line order: "phone.bark.env:3 ok (api.day.app, aes-256-gcm)" or
 // "phone.bark.env:7: not configured: …". What `bark check` prints: one bad
 // line must not hide the good ones.
 func (r LoadResult) Report() []string {
-	type entry struct {
-		file string
-		line int
-		text string
-	}
-	entries := make([]entry, 0, len(r.Targets)+len(r.Bad))
+	lines := make([]targetfile.Line, 0, len(r.Targets))
 	for _, t := range r.Targets {
 		detail := t.Host()
 		if alg := t.Encryption(); alg != "" {
 			detail += ", " + alg
 		}
-		entries = append(entries, entry{t.File, t.Line, t.Name() + " ok (" + detail + ")"})
+		lines = append(lines, targetfile.Line{File: t.File, Line: t.Line, Text: t.Name() + " ok (" + detail + ")"})
 	}
-	for _, e := range r.Bad {
-		entries = append(entries, entry{e.File, e.Line, e.Error()})
-	}
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		if c := strings.Compare(a.file, b.file); c != 0 {
-			return c
-		}
-		return a.line - b.line
-	})
-	out := make([]string, len(entries))
-	for i, e := range entries {
-		out[i] = e.text
-	}
-	return out
+	return targetfile.Report(lines, r.Bad)
 }
 
 // LoadTargets reads every *.bark.env file in dir. Each non-blank line not
@@ -142,31 +114,17 @@ func (r LoadResult) Report() []string {
 // *ConfigDirError and returns none.
 func LoadTargets(dir string) (LoadResult, error) {
 	var res LoadResult
+	names, err := targetfile.List(dir, ChannelName, ConfigSuffix)
+	if err != nil {
+		return res, err
+	}
 	if dir == "" {
 		dir = "."
 	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return res, &ConfigDirError{err}
-	}
-	if !st.IsDir() {
-		return res, &ConfigDirError{fmt.Errorf("%s is not a directory", dir)}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return res, &ConfigDirError{err}
-	}
-	var names []string
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ConfigSuffix) {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
 	var errs []error
 	for _, name := range names {
 		path := filepath.Join(dir, name)
-		data, perm, err := readConfigFile(path)
+		data, perm, err := targetfile.Read(path, maxConfigFileBytes)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -192,38 +150,7 @@ func LoadTargets(dir string) (LoadResult, error) {
 
 // ConfigDirError is a LoadTargets failure of the directory itself, as
 // opposed to bad lines in its files.
-type ConfigDirError struct{ err error }
-
-func (e *ConfigDirError) Error() string { return "bark config dir: " + e.err.Error() }
-func (e *ConfigDirError) Unwrap() error { return e.err }
-
-// readConfigFile reads a target file, following a symlink as a user would
-// expect, and returns its permissions; data is nil for anything but a
-// regular file. The file is opened without waiting (a FIFO opens at once)
-// and judged by what was opened, so one swapped for a FIFO or a device
-// after a look at its name can neither hang a reload nor be read.
-func readConfigFile(path string) (data []byte, perm os.FileMode, err error) {
-	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, 0, nil
-	}
-	data, err = io.ReadAll(io.LimitReader(fh, maxConfigFileBytes+1))
-	if err != nil {
-		return nil, 0, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxConfigFileBytes {
-		return nil, 0, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFileBytes)
-	}
-	return data, fi.Mode().Perm(), nil
-}
+type ConfigDirError = targetfile.DirError
 
 // parseTargets parses one file's content; name is used in Target.File and
 // in errors. It returns the good targets even when some lines are bad.
@@ -260,7 +187,7 @@ func parseLines(name string, data []byte) ([]Target, []*LineError) {
 		if value, ok := encryptionSetting(line); ok {
 			e, err := parseEncryption(value)
 			if err != nil {
-				errs = append(errs, &LineError{name, i + 1, err.Error()})
+				errs = append(errs, &LineError{File: name, Line: i + 1, Reason: err.Error()})
 				enc, encKey, badEnc = nil, "", i+1
 				continue
 			}
@@ -270,19 +197,19 @@ func parseLines(name string, data []byte) ([]Target, []*LineError) {
 		}
 		if value, ok := phoneSetting(line); ok {
 			if !notify.ValidPhone(value) {
-				errs = append(errs, &LineError{name, i + 1, reasonPhone})
+				errs = append(errs, &LineError{File: name, Line: i + 1, Reason: reasonPhone})
 				continue
 			}
 			phone = value
 			continue
 		}
 		if badEnc != 0 {
-			errs = append(errs, &LineError{name, i + 1, fmt.Sprintf("not loaded: the %s setting on line %d above it is bad, and this template must not go in clear", EncryptionKey, badEnc)})
+			errs = append(errs, &LineError{File: name, Line: i + 1, Reason: fmt.Sprintf("not loaded: the %s setting on line %d above it is bad, and this template must not go in clear", EncryptionKey, badEnc)})
 			continue
 		}
 		t, reason := parseTemplate(line)
 		if reason != "" {
-			errs = append(errs, &LineError{name, i + 1, reason})
+			errs = append(errs, &LineError{File: name, Line: i + 1, Reason: reason})
 			continue
 		}
 		t.File, t.Line, t.phone = name, i+1, phone
@@ -292,7 +219,7 @@ func parseLines(name string, data []byte) ([]Target, []*LineError) {
 			// wins inside the ciphertext.
 			shape, reason := shapeEncrypted(t.unleveled)
 			if reason != "" {
-				errs = append(errs, &LineError{name, i + 1, reason})
+				errs = append(errs, &LineError{File: name, Line: i + 1, Reason: reason})
 				continue
 			}
 			t.enc, t.shape = enc, shape

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lavender/internal/targetfile"
 	"lavender/notify"
 	"log/slog"
 	"net/url"
@@ -15,10 +16,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"unicode"
 )
 
@@ -148,55 +147,28 @@ type LoadResult struct {
 // token_file: the file does not exist". Reason is a fixed text (with the
 // names of options at most), never any part of the line's values, which
 // may hold a credential pasted in the wrong place.
-type LineError struct {
-	File   string
-	Line   int
-	Reason string
-}
-
-func (e *LineError) Error() string { return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Reason }
+type LineError = targetfile.LineError
 
 // Report is one line per target line, good and bad alike, in file and line
 // order: "phone.ntfy.env:3 ok (ntfy.sh, topic alerts, token, sequence auto)"
 // or "phone.ntfy.env:7: …". What a `check` prints: one bad line must not
 // hide the good ones.
 func (r LoadResult) Report() []string {
-	type entry struct {
-		file string
-		line int
-		text string
-	}
-	entries := make([]entry, 0, len(r.Targets)+len(r.Bad))
+	lines := make([]targetfile.Line, 0, len(r.Targets))
 	for _, t := range r.Targets {
 		auth := t.authKind
 		if auth == "" {
 			auth = "no auth"
 		}
 		detail := t.Host() + ", topic " + t.topic + ", " + auth + ", sequence " + t.sequence
-		entries = append(entries, entry{t.File, t.Line, t.Name() + " ok (" + detail + ")"})
+		lines = append(lines, targetfile.Line{File: t.File, Line: t.Line, Text: t.Name() + " ok (" + detail + ")"})
 	}
-	for _, e := range r.Bad {
-		entries = append(entries, entry{e.File, e.Line, e.Error()})
-	}
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		if c := strings.Compare(a.file, b.file); c != 0 {
-			return c
-		}
-		return a.line - b.line
-	})
-	out := make([]string, len(entries))
-	for i, e := range entries {
-		out[i] = e.text
-	}
-	return out
+	return targetfile.Report(lines, r.Bad)
 }
 
 // ConfigDirError is a LoadTargets failure of the directory itself, as
 // opposed to bad lines in its files.
-type ConfigDirError struct{ err error }
-
-func (e *ConfigDirError) Error() string { return "ntfy config dir: " + e.err.Error() }
-func (e *ConfigDirError) Unwrap() error { return e.err }
+type ConfigDirError = targetfile.DirError
 
 // LoadTargets reads every *.ntfy.env file in dir. Each non-blank line not
 // starting with "#" is a topic URL and its options (see parseLine). Token
@@ -206,31 +178,17 @@ func (e *ConfigDirError) Unwrap() error { return e.err }
 // then; a failure of dir itself is a *ConfigDirError and returns none.
 func LoadTargets(dir string) (LoadResult, error) {
 	var res LoadResult
+	names, err := targetfile.List(dir, ChannelName, ConfigSuffix)
+	if err != nil {
+		return res, err
+	}
 	if dir == "" {
 		dir = "."
 	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return res, &ConfigDirError{err}
-	}
-	if !st.IsDir() {
-		return res, &ConfigDirError{fmt.Errorf("%s is not a directory", dir)}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return res, &ConfigDirError{err}
-	}
-	var names []string
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ConfigSuffix) {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
 	var errs []error
 	for _, name := range names {
 		path := filepath.Join(dir, name)
-		data, perm, err := readRegularFile(path, maxConfigFileBytes)
+		data, perm, err := targetfile.Read(path, maxConfigFileBytes)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -270,37 +228,6 @@ func parseTargets(dir, name string, data []byte) ([]Target, error) {
 		errs[i] = e
 	}
 	return p.targets, errors.Join(errs...)
-}
-
-// readRegularFile reads a file, following a symlink as a user would expect,
-// and returns its permissions; data is nil for anything but a regular file.
-// The file is opened without waiting (a FIFO opens at once) and judged by
-// what was opened, so one swapped for a FIFO or a device after a look at
-// its name can neither hang a reload nor be read.
-func readRegularFile(path string, limit int64) (data []byte, perm os.FileMode, err error) {
-	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, 0, nil
-	}
-	data, err = io.ReadAll(io.LimitReader(fh, limit+1))
-	if err != nil {
-		return nil, 0, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, 0, fmt.Errorf("%s: larger than %d bytes", path, limit)
-	}
-	if data == nil {
-		data = []byte{}
-	}
-	return data, fi.Mode().Perm(), nil
 }
 
 // The reasons a line is refused. They are fixed texts on purpose: nothing
@@ -361,7 +288,7 @@ func (p *parser) parse(data []byte) {
 		}
 		t, reason := p.parseLine(line)
 		if reason != "" {
-			p.bad = append(p.bad, &LineError{p.file, i + 1, reason})
+			p.bad = append(p.bad, &LineError{File: p.file, Line: i + 1, Reason: reason})
 			continue
 		}
 		t.File, t.Line = p.file, i+1
@@ -625,7 +552,7 @@ func (p *parser) readSecret(option, path string) (string, string) {
 	if looksLikeToken(path) {
 		return "", option + " " + reasonSecretInPlace
 	}
-	data, perm, err := readRegularFile(p.resolve(path), maxSecretFileBytes)
+	data, perm, err := targetfile.Read(p.resolve(path), maxSecretFileBytes)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return "", option + ": " + reasonFileMissing

@@ -52,10 +52,10 @@ var mayUse = map[string][]string{
 	// The Bark client alone: targets, templates, encryption, sending,
 	// redaction. It knows nothing of Alertmanager, the watchdog, phases
 	// or the run log.
-	"bark": {"notify", "internal/textsafe"},
+	"bark": {"notify", "internal/targetfile", "internal/textsafe"},
 	// The ntfy client alone, the same shape as the Bark client's: targets,
 	// headers, sending, sequence ids, redaction.
-	"ntfy": {"notify", "internal/textsafe"},
+	"ntfy": {"notify", "internal/targetfile", "internal/textsafe"},
 	// The contract between delivery and the channels: one message, the
 	// notifier interface, the failure classes. A leaf.
 	"notify": {},
@@ -68,16 +68,16 @@ var mayUse = map[string][]string{
 	// fan-out to the channels' notifiers, the run log's line, the history
 	// and the state file. It knows no Alertmanager and no watchdog (see
 	// neverUse), and no words but a storm summary's.
-	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe"},
 	// Alertmanager's webhook: decodes alerts, words them with pushtext,
 	// hands them to delivery.
-	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe"},
 	// The watchdog's pushes: words them with pushtext, gives them their
 	// incident ids and levels, hands them to delivery.
-	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/textsafe"},
+	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/textsafe", "internal/procfile", "diskguard"},
+	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/procfile", "diskguard"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	// The watchdog reads its readings and the phase server hands it the
@@ -94,7 +94,7 @@ var mayUse = map[string][]string{
 	// app wires the serving commands from plain options; it may use every
 	// product package, and only cmd uses it (see usedOnlyBy).
 	"app": {"bark", "ntfy", "gpu", "delivery", "diskguard", "exporter", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
-		"watchdog", "watchpush", "webguard", "webhook", "webserve", "notify", "proctree", "internal/textsafe", "internal/ring",
+		"watchdog", "watchpush", "webguard", "webhook", "webserve", "notify", "proctree", "internal/targetfile", "internal/textsafe", "internal/ring",
 		"internal/throttle", "internal/procfile"},
 	// Takes SIGHUP from the first instant of the process, so it must
 	// initialise before everything else: it may import nothing of ours.
@@ -123,6 +123,9 @@ var mayUse = map[string][]string{
 	// characters) and cuts it with "…"; the texts, the client, the
 	// bridge and the heartbeat API's reasons share it.
 	"internal/textsafe": {},
+	// What every channel's target files share: finding, reading safely,
+	// the file:line error, the check's report. The channels use it.
+	"internal/targetfile": {},
 	// The Python client (python/); its Go tests only run the Python ones.
 	"python": {},
 }
