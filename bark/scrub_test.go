@@ -8,6 +8,7 @@ import (
 
 	"lavender/internal/barktest"
 	"lavender/internal/testkit"
+	"lavender/notify"
 )
 
 // TestScrubHandler: whatever reaches the logger (a message, a string, an
@@ -20,7 +21,7 @@ func TestScrubHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf testkit.SyncBuffer
-	logger := slog.New(NewScrubHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	logger := slog.New(notify.NewScrubHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}), Scrub))
 	token := "/3/device/" + apnsTestToken
 	logger.With("preset", "GET /"+key+"/x").WithGroup("g").Warn(
 		`Unsolicited response received on idle HTTP channel starting with "HTTP/1.1 400 you sent /`+key+`/hello"`,

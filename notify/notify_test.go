@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -88,5 +89,37 @@ func TestRefuseRedirects(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusFound || asked {
 		t.Errorf("status %d, redirect followed: %v", resp.StatusCode, asked)
+	}
+}
+
+// TestSecrets: remembered parts are replaced, the longest first so no part
+// of a longer secret survives; parts under MinLen are not kept.
+func TestSecrets(t *testing.T) {
+	k := Secrets{MinLen: 3}
+	if got := k.Replace("nothing yet"); got != "nothing yet" {
+		t.Errorf("empty Secrets changed %q", got)
+	}
+	k.Remember([]string{"tk_abc", "Bearer tk_abc", "ab"})
+	if got := k.Replace("Authorization: Bearer tk_abc; tk_abc; ab"); got != "Authorization: <redacted>; <redacted>; ab" {
+		t.Errorf("Replace = %q", got)
+	}
+}
+
+// TestScrubHandler: every message, attribute, group name and error the
+// logger writes passes the scrub, and invisible format characters go.
+func TestScrubHandler(t *testing.T) {
+	var buf strings.Builder
+	scrub := func(s string) string { return strings.ReplaceAll(s, "SECRET", Redacted) }
+	logger := slog.New(NewScrubHandler(slog.NewTextHandler(&buf, nil), scrub))
+	logger.With("preset", "a SECRET").WithGroup("g").Warn("msg SECRET", "err", errors.New("e SECRET"),
+		"nested", slog.GroupValue(slog.String("k", "SECRET")), "name", "exe.\u202Egnp", "n", 3)
+	got := buf.String()
+	if strings.Contains(got, "SECRET") || strings.Contains(got, "\u202E") {
+		t.Errorf("log holds a secret or a format character: %s", got)
+	}
+	for _, want := range []string{`msg="msg <redacted>"`, `preset="a <redacted>"`, `g.err="e <redacted>"`, "g.nested.k=<redacted>", "g.name=exe.gnp", "g.n=3"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q: %s", want, got)
+		}
 	}
 }

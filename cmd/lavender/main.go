@@ -21,6 +21,8 @@ import (
 	"lavender"
 	"lavender/bark"
 	"lavender/diskguard"
+	"lavender/notify"
+	"lavender/ntfy"
 	"lavender/runlog"
 )
 
@@ -144,7 +146,9 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 		return nil, err
 	}
 	// Every line is scrubbed of device keys and APNs tokens, whatever wrote it.
-	return slog.New(bark.NewScrubHandler(promslog.New(&promslog.Config{Level: lvl, Format: fmtr, Writer: w}).Handler())), nil
+	// Every channel's secrets, whichever channel loaded them.
+	scrub := func(s string) string { return ntfy.Scrub(bark.Scrub(s)) }
+	return slog.New(notify.NewScrubHandler(promslog.New(&promslog.Config{Level: lvl, Format: fmtr, Writer: w}).Handler(), scrub)), nil
 }
 
 // routeStdLog sends the standard log package, where net/http speaks (e.g.

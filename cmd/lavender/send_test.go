@@ -1,13 +1,16 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"lavender/delivery"
 	"lavender/internal/barktest"
 	"lavender/internal/ntfytest"
+	"lavender/internal/testkit"
 )
 
 // TestSendReachesEveryChannel: `lavender send --test` (and its first
@@ -49,5 +52,34 @@ func TestSendReachesEveryChannel(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "send", "--bark.config-dir", t.TempDir(), "hi"); err == nil || !strings.HasPrefix(err.Error(), "send: no targets (*.bark.env or *.ntfy.env files) in ") {
 		t.Errorf("send without targets: %v", err)
+	}
+}
+
+// TestLoggerScrubsEveryChannel: lavender's logger keeps the secrets of
+// every channel's loaded targets out of what it writes (a library's text,
+// the standard log package): a Bark device key and an ntfy token alike,
+// and any text shaped like an ntfy token.
+func TestLoggerScrubsEveryChannel(t *testing.T) {
+	const (
+		key   = "LOGGERKEY0123456789"
+		token = "tk_loggertoken0123456789abcdefgh"
+		other = "tk_someoneelse0123456789abcdefgh"
+	)
+	dir := barktest.ConfigDir(t, map[string]string{
+		"phone.bark.env": "https://bark.example/" + key + "/$0\n",
+		"phone.ntfy.env": "https://ntfy.example/alerts token_env=LAVENDER_TEST_NTFY_TOKEN\n",
+	})
+	t.Setenv("LAVENDER_TEST_NTFY_TOKEN", token)
+	if _, err := delivery.LoadTargets(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	var buf testkit.SyncBuffer
+	logger, err := newLogger("debug", "logfmt", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger.Warn("proxy said Authorization: Bearer "+token, "body", "GET /"+key+"/x", "err", errors.New("quoted "+other))
+	if got := buf.String(); strings.Contains(got, key) || strings.Contains(got, token) || strings.Contains(got, other) || strings.Count(got, "<redacted>") != 3 {
+		t.Errorf("log line %q", got)
 	}
 }

@@ -57,8 +57,9 @@ var mayUse = map[string][]string{
 	// headers, sending, sequence ids, redaction.
 	"ntfy": {"notify", "internal/targetfile", "internal/textsafe"},
 	// The contract between delivery and the channels: one message, the
-	// notifier interface, the failure classes. A leaf.
-	"notify": {},
+	// notifier interface, the failure classes, the secrets every channel
+	// scrubs and the logger's scrub.
+	"notify": {"internal/textsafe"},
 	// Every push text, worded from the watchdog's facts; the arrows point
 	// watchdog → pushtext → (watchpush, webhook) → delivery → (bark, …), so
 	// the watchdog knows no text and no channel, and the texts know no
