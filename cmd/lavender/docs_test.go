@@ -243,6 +243,8 @@ var otherProgramsFlags = map[string]string{
 	"from-file":                  "kubectl create secret's",
 	"build":                      "docker compose up's",
 	"now":                        "systemctl enable's",
+	"gpus":                       "docker run's, in docs/gpu.md",
+	"query-gpu":                  "nvidia-smi's, in docs/gpu.md and bench/gpu-box.sh",
 }
 
 var docFlagRE = regexp.MustCompile(`(?:^|[^\w-])--(\[no-\])?([a-z][a-z0-9.-]*[a-z0-9])`)
