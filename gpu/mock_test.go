@@ -15,7 +15,9 @@ import (
 )
 
 // The PCI buses of a DGX H100/H200's eight GPUs.
-var testBuses = []uint32{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}
+// testBuses are the mock GPUs' PCI buses: a DGX H200's eight, then eight
+// more for a 16-GPU host (an HGX B200 or a two-node test rig).
+var testBuses = []uint32{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb, 0x19, 0x2b, 0x3b, 0x5e, 0x9b, 0xac, 0xbb, 0xdc}
 
 // reading is what one mock GPU answers; a nonzero Return makes that call
 // fail with it.

@@ -53,6 +53,26 @@ func TestSnapshotReadsEveryGPU(t *testing.T) {
 	}
 }
 
+// TestSnapshotReadsSixteenGPUs: a host with sixteen GPUs is read in one
+// pass, each with its own index, bus id and processes, in NVML's order.
+func TestSnapshotReadsSixteenGPUs(t *testing.T) {
+	r := openTest(t, testServer(16), Options{})
+	s := r.Snapshot()
+	if s.Err != nil || len(s.Devices) != 16 {
+		t.Fatalf("snapshot: %d devices, err %v", len(s.Devices), s.Err)
+	}
+	seen := map[string]bool{}
+	for i, d := range s.Devices {
+		if d.Index != i || d.UUID != testUUID(i) || seen[d.BusID] || d.Err != nil || len(d.Pids) != 2 || d.Pids[0] != uint32(4000+i) {
+			t.Errorf("gpu %d: %+v", i, d)
+		}
+		seen[d.BusID] = true
+	}
+	if s.Devices[15].BusID != "0000:dc:00" {
+		t.Errorf("the 16th GPU's bus id %q, want 0000:dc:00", s.Devices[15].BusID)
+	}
+}
+
 func deviceEqual(a, b Device) bool {
 	return slices.Equal(a.Pids, b.Pids) && (a.Err == nil) == (b.Err == nil) &&
 		fmt.Sprintf("%+v", withoutSlices(a)) == fmt.Sprintf("%+v", withoutSlices(b))
