@@ -30,6 +30,7 @@ type Config struct {
 type Pusher struct {
 	cfg      Config
 	delivery *delivery.Pipeline
+	shown    shown // which notification shows which incidents
 }
 
 var _ watchdog.Pusher = (*Pusher)(nil)
@@ -49,12 +50,48 @@ func New(cfg Config, d *delivery.Pipeline) *Pusher {
 //
 // The push carries its incident's id (IncidentID), so that reminders and
 // the resolution replace the first notification; a push of several alerts
-// is a notification of its own, with an id derived from all of theirs. Its
-// group is the host's name. With DeleteOnResolve, a push of resolutions
-// only deletes the notification instead.
+// is a notification of its own, with an id derived from all of theirs,
+// and their resolutions replace it (or, resolved apart, each
+// notification its own). Its group is the host's name. With
+// DeleteOnResolve, a push of resolutions only deletes the notification
+// instead.
 func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed int) {
+	if len(alerts) == 0 {
+		return 0, 0
+	}
+	ids := make([]string, len(alerts))
+	resolvedOnly := true
+	for i, a := range alerts {
+		ids[i] = IncidentID(incidentRule(a), a.Began, p.cfg.Hostname)
+		resolvedOnly = resolvedOnly && a.Status == watchdog.Resolved
+	}
+	if !resolvedOnly {
+		return p.push(ctx, alerts, ids, "")
+	}
+	// Resolutions replace the notifications that showed their incidents,
+	// one push for each notification whose every incident ends now; the
+	// rest (shown elsewhere too, or never shown) go together as before.
+	// One push failing repeats them all on the watchdog's retry: each
+	// replaces its own notification again, which changes nothing.
+	for _, g := range p.shown.split(ids) {
+		var part []watchdog.Alert
+		var partIDs []string
+		for _, i := range g.members {
+			part, partIDs = append(part, alerts[i]), append(partIDs, ids[i])
+		}
+		o, f := p.push(ctx, part, partIDs, g.notification)
+		if o == 0 && f > 0 {
+			return 0, failed + f
+		}
+		ok, failed = ok+o, failed+f
+	}
+	return ok, failed
+}
+
+// push sends one push of alerts, whose incidents are ids, under the
+// notification id notification ("": its own, from the incidents).
+func (p *Pusher) push(ctx context.Context, alerts []watchdog.Alert, ids []string, notification string) (ok, failed int) {
 	var texts []pushtext.Text
-	var ids []string
 	var events []delivery.StormEvent
 	resolvedOnly := true
 	for _, a := range alerts {
@@ -62,15 +99,20 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 		if a.Status != watchdog.Resolved {
 			resolvedOnly = false
 		}
-		ids = append(ids, IncidentID(incidentRule(a), a.Began, p.cfg.Hostname))
 		events = append(events, stormEvent(a))
 	}
-	if len(texts) == 0 {
-		return 0, 0
-	}
-	id := ids[0]
-	if len(ids) > 1 {
+	id := notification
+	switch {
+	case id != "":
+	case len(ids) == 1:
+		id = ids[0]
+	default:
 		id = delivery.IncidentID(append([]string{"watchdog-poll"}, ids...)...)
+	}
+	if resolvedOnly {
+		p.shown.forget(id)
+	} else {
+		p.shown.record(id, ids)
 	}
 	// The joined text fits the push after the prefix, and the subject the
 	// run log's line, so neither is cut mid-list.

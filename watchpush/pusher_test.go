@@ -218,3 +218,69 @@ func TestWatchdogIncidentIDs(t *testing.T) {
 		t.Errorf("an OOM push's id depends on the phase that ran: %q, %q", id(oom), id(inPhase))
 	}
 }
+
+// TestResolutionsReplaceTheirNotifications: phases stalled in one poll
+// share one notification, and their resolutions replace it, whether they
+// end in one poll or the last of them ends later (the earlier ones get a
+// push of their own, which leaves the shared notification alone while it
+// still shows a stalled phase); phases stalled in separate polls each have
+// their notification, and one poll resolving them both replaces each.
+func TestResolutionsReplaceTheirNotifications(t *testing.T) {
+	srv := barktest.New(t)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *fixtureConfig) { c.Hostname = "gpu-3" })
+	stalled := func(name string) watchdog.Alert { return silentPhaseAlert(name, 20*time.Minute) }
+	over := func(a watchdog.Alert) watchdog.Alert {
+		a.Status, a.At = watchdog.Resolved, a.At.Add(time.Hour)
+		return a
+	}
+	a, b, c, d := stalled("A"), stalled("B"), stalled("C"), stalled("D")
+	polls := [][]watchdog.Alert{
+		{a, b},             // 0: one notification for A and B
+		{over(a), over(b)}, // 1: replaces it
+		{c},                // 2: C's own
+		{d},                // 3: D's own
+		{over(c), over(d)}, // 4: replaces C's, then D's
+	}
+	for i, poll := range polls {
+		want := 1
+		if i == 4 {
+			want = 2 // two pushes, one target each
+		}
+		if ok, failed := f.pusher.Push(t.Context(), poll); ok != want || failed != 0 {
+			t.Fatalf("poll %d: Push = %d, %d, want %d, 0", i, ok, failed, want)
+		}
+	}
+	got := srv.Pushes()
+	if len(got) != 6 {
+		t.Fatalf("%d pushes, want 6 (poll 4 splits in two)", len(got))
+	}
+	ids := make([]string, len(got))
+	for i, p := range got {
+		ids[i] = p.ID
+	}
+	if ids[0] == "" || ids[1] != ids[0] {
+		t.Errorf("A and B's resolution %q does not replace their notification %q", ids[1], ids[0])
+	}
+	if ids[2] == ids[3] || ids[4] != ids[2] || ids[5] != ids[3] {
+		t.Errorf("ids %q: want C's and D's resolutions to replace their own notifications", ids)
+	}
+	if !strings.Contains(got[4].Body, `"C"`) || strings.Contains(got[4].Body, `"D"`) {
+		t.Errorf("C's resolution reads %q", got[4].Body)
+	}
+}
+
+// TestResolutionKeepsAStillStalledPhaseInView: when one of two phases
+// shown together ends, its resolution is a notification of its own: the
+// shared one still shows the other phase, which has not ended.
+func TestResolutionKeepsAStillStalledPhaseInView(t *testing.T) {
+	srv := barktest.New(t)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, nil)
+	a, b := silentPhaseAlert("A", 20*time.Minute), silentPhaseAlert("B", 20*time.Minute)
+	endA := a
+	endA.Status, endA.At = watchdog.Resolved, a.At.Add(time.Hour)
+	f.pusher.Push(t.Context(), []watchdog.Alert{a, b})
+	f.pusher.Push(t.Context(), []watchdog.Alert{endA})
+	if got := srv.Pushes(); len(got) != 2 || got[1].ID == got[0].ID {
+		t.Errorf("pushes %+v: A's end must not replace the notification that still shows B", got)
+	}
+}
