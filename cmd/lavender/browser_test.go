@@ -74,6 +74,7 @@ func stalledRun(t *testing.T, logDir string) (silentSince, stepSince time.Time) 
 // swap and 23 % memory pressure with phases that run, advance, stall and
 // end, and a push, in headless Chromium.
 func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

@@ -46,6 +46,7 @@ func (r *watchdogRig) diskMetric(name, path string) float64 {
 // nothing; the second leaves 16 MiB, and the push comes before a third is
 // tried. Removing the checkpoints resolves it.
 func TestServeDiskTwoSavesOnATmpfs(t *testing.T) {
+	t.Parallel()
 	dir := testkit.MountTmpfs(t, "size=64m")
 	r := startDiskServe(t, serveOpts{}, "--watchdog.disk="+dir)
 	save := func(i int) {
@@ -102,6 +103,7 @@ func TestServeDiskTwoSavesOnATmpfs(t *testing.T) {
 // TestServeDiskInodes: a tmpfs of 64 inodes with 62 files has one left: a
 // push about the inodes, though bytes are plenty.
 func TestServeDiskInodes(t *testing.T) {
+	t.Parallel()
 	dir := testkit.MountTmpfs(t, "size=16m,nr_inodes=64")
 	r := startDiskServe(t, serveOpts{}, "--watchdog.disk="+dir)
 	r.waitPolls(2)
@@ -126,6 +128,7 @@ func TestServeDiskInodes(t *testing.T) {
 // TestServeDiskShmByDefault: without flags /dev/shm is watched; the
 // exporter command watches it too.
 func TestServeDiskShmByDefault(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/dev/shm"); err != nil {
 		t.Skipf("this host has no /dev/shm: %v", err)
 	}
@@ -171,6 +174,7 @@ func (h *hangingStatfs) stat(path string) (diskguard.Stat, error) {
 // pushes as ever. Were any poll to wait on the hung call, no push would
 // come at all.
 func TestServeDiskHungStatfsDoesNotDelayTheSwapPush(t *testing.T) {
+	t.Parallel()
 	hung := newHangingStatfs(t, "/mnt/nfs")
 	r := startDiskServe(t, serveOpts{statfs: hung.stat}, "--watchdog.disk=/mnt/nfs")
 	r.host.SetSwap(testkit.SwapAt(swap2GiBinKB, 0.56))
@@ -195,6 +199,7 @@ func TestServeDiskHungStatfsDoesNotDelayTheSwapPush(t *testing.T) {
 // statfs has not answered for a minute pushes once, saying so; once the
 // call returns and the path reads again, the resolution follows.
 func TestServeDiskHungPushesOnceAndItsEnd(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	hung := newHangingStatfs(t, "/mnt/nfs")
 	answered := make(chan struct{})
@@ -234,6 +239,7 @@ func TestServeDiskHungPushesOnceAndItsEnd(t *testing.T) {
 // TestServeDiskMissingPathAppears: a path that does not exist at the start
 // is said so in the log and watched once it appears.
 func TestServeDiskMissingPathAppears(t *testing.T) {
+	t.Parallel()
 	dir := testkit.MountTmpfs(t, "size=8m")
 	later := filepath.Join(dir, "run-7")
 	r := startDiskServe(t, serveOpts{}, "--watchdog.disk="+later)
@@ -250,6 +256,7 @@ func TestServeDiskMissingPathAppears(t *testing.T) {
 // watched, and a save it reports teaches the guard the save's size on the
 // filesystem of its last directory.
 func TestServeDiskWatchesPhaseDirs(t *testing.T) {
+	t.Parallel()
 	work := testkit.MountTmpfs(t, "size=8m")
 	out := testkit.MountTmpfs(t, "size=32m")
 	r := startDiskServe(t, serveOpts{})
@@ -271,6 +278,7 @@ func TestServeDiskWatchesPhaseDirs(t *testing.T) {
 // TestPhaseStartAndRunSendTheWorkingDirectory: `lavender phase start` and
 // `phase run` report their working directory, which the API then shows.
 func TestPhaseStartAndRunSendTheWorkingDirectory(t *testing.T) {
+	t.Parallel()
 	base, _ := startExporter(t)
 	wd, err := os.Getwd()
 	if err != nil {
@@ -324,6 +332,7 @@ func (f *fakeDisk) stat(path string) (diskguard.Stat, error) {
 // minute while "Pretrain 1/3" needs hours more; once ten minutes of rate
 // are known, one push says when the disk fills and what the phase needs.
 func TestServeDiskFillsBeforeTheETA(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	data := &fakeDisk{path: "/data"}
 	const gi = 1 << 30
@@ -408,6 +417,7 @@ func TestServeStopsWhileStatfsHangs(t *testing.T) {
 // are released, so Train's is watched and its filling pushes; nothing is
 // left unwatched.
 func TestServeDiskRunningPhaseWinsOverEndedOnes(t *testing.T) {
+	t.Parallel()
 	scratch := testkit.MountTmpfs(t, "size=8m")
 	// The phases' own pushes (done) are not what this test reads.
 	r := startDiskServe(t, serveOpts{}, "--watchdog.disk-min-free=10%", "--phase.notify=failed,stalled,loss")
@@ -444,6 +454,7 @@ func TestServeDiskRunningPhaseWinsOverEndedOnes(t *testing.T) {
 // never returns until the test ends, the stop sends the alerts storm
 // control held and returns: no part of it waits for the hung call.
 func TestServeStopDoesNotWaitForAHungStatfs(t *testing.T) {
+	t.Parallel()
 	hung := newHangingStatfs(t, "/mnt/nfs")
 	bark := barktest.New(t)
 	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})

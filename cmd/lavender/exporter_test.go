@@ -13,6 +13,7 @@ import (
 )
 
 func TestExporterCommand(t *testing.T) {
+	t.Parallel()
 	base, logDir := startExporter(t)
 
 	for path, want := range map[string]string{

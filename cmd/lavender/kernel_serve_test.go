@@ -47,6 +47,7 @@ func (r *kernelRig) pushOf(records string) (string, time.Duration) {
 // storage layer's records pushes at once through serve, with its words,
 // and is counted; a record a process wrote is neither.
 func TestServePushesEveryKernelFaultForm(t *testing.T) {
+	t.Parallel()
 	// Storm control off: sixteen faults in a second is this test, not a
 	// storm the phone should be spared.
 	r := startKernelServe(t, nil, "--bark.max-per-minute=0")
@@ -114,6 +115,7 @@ func TestServePushesEveryKernelFaultForm(t *testing.T) {
 // one GPU, I/O errors on one disk, driver chatter) are every one counted,
 // and push a handful of times: the first record of each fault.
 func TestServeKernelFlood(t *testing.T) {
+	t.Parallel()
 	r := startKernelServe(t, nil)
 	const n = 100_000
 	var b strings.Builder
@@ -154,6 +156,7 @@ func TestServeKernelFlood(t *testing.T) {
 // fails with only an exit status for a reason, and gets the Xid as its
 // reason instead.
 func TestServeFaultNamesThePhaseOfAGrandchild(t *testing.T) {
+	t.Parallel()
 	bootID, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		t.Skipf("no boot id: %v", err)

@@ -55,6 +55,7 @@ func waitMetric(t *testing.T, base, line string) string {
 // kernel log records and counts Xids, GPUs fallen off the bus and storage
 // errors; the forged facility-1 record counts as ignored, not as a fault.
 func TestExporterCountsKernelFaults(t *testing.T) {
+	t.Parallel()
 	path, write := kmsgFIFO(t)
 	base, _ := startExporter(t, "--path.kmsg="+path)
 	waitMetric(t, base, "lavender_kernel_log_readable 1")
@@ -81,6 +82,7 @@ func TestExporterCountsKernelFaults(t *testing.T) {
 
 // TestExporterKernelLogUnreadable: a log lavender cannot open shows as 0.
 func TestExporterKernelLogUnreadable(t *testing.T) {
+	t.Parallel()
 	base, _ := startExporter(t, "--path.kmsg="+filepath.Join(t.TempDir(), "missing"))
 	page := waitMetric(t, base, "lavender_kernel_log_readable 0")
 	if strings.Contains(page, "lavender_kernel_log_records_total") {
@@ -91,6 +93,7 @@ func TestExporterKernelLogUnreadable(t *testing.T) {
 // TestStatusPageSaysTheKernelLogIsUnread: the page and its JSON say the
 // kernel log is not read, and why.
 func TestStatusPageSaysTheKernelLogIsUnread(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "missing")
 	base, _ := startExporter(t, "--path.kmsg="+missing)
 	_, page := testkit.MustDo(t, nil, "GET", base+"/", nil, "", "")

@@ -50,6 +50,7 @@ func (r *watchdogRig) phaseNamed(name string) phaseapi.Phase {
 // a child started, killed and reaped. A pid from another host (another boot
 // id) is never judged, however dead it looks here.
 func TestServePhaseDiedWithoutEnding(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26)})
 	host.LinkRealHost()
@@ -105,6 +106,7 @@ func TestServePhaseDiedWithoutEnding(t *testing.T) {
 // next poll; a failed end after an ok end pushes; an ok end after a failed
 // one is refused with 409 and counted.
 func TestServePhaseFailedEndsAreEvents(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r := startPhaseServe(t, clock, "")
 	var stdout, stderr testkit.SyncBuffer
@@ -165,6 +167,7 @@ func (r *watchdogRig) phaseRun(name string, command ...string) int {
 // inside the command that reports into the wrapper's phase (progress, its
 // own reason) instead of making another, with one push.
 func TestServePhaseRunPushesTheCause(t *testing.T) {
+	t.Parallel()
 	python := python3(t) // stands in for a training script
 	clock := newFakeClock()
 	r := startPhaseServe(t, clock, "")
@@ -203,6 +206,7 @@ sys.exit(0)  # the framework swallowed it
 // Real processes: the phase's shell, its background children, and a
 // process of the test's own.
 func TestServeOOMSaysWhoseProcess(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26)})
 	host.LinkRealHost()
@@ -274,6 +278,7 @@ func TestServeOOMSaysWhoseProcess(t *testing.T) {
 // other push stays passive; an unknown event or level is a start-up error
 // that names the known ones.
 func TestServeBarkLevels(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r := startPhaseServe(t, clock, "", "--bark.level=failed=timeSensitive,stalled=active", "--bark.level=oom=critical")
 	r.beat("Train", `"event":"start"`)

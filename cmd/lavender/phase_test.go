@@ -35,6 +35,7 @@ func TestPhaseRunParsesCommand(t *testing.T) {
 }
 
 func TestPhaseRunCommand(t *testing.T) {
+	t.Parallel()
 	base, logDir := startExporter(t)
 	var stdout, stderr testkit.SyncBuffer
 	cli := parseCLI(t, "phase", "run", "Train 1/2", "--every", "10ms", "--url", base, "--",

@@ -64,6 +64,7 @@ const (
 // TestServePhaseFailed: a phase that ends failed pushes once, with its
 // duration; so does `phase run` whose command exits 1.
 func TestServePhaseFailed(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	// No stall push for the 4 silent hours: --phase.stall-after=0.
 	r := startPhaseServe(t, clock, "", "--phase.stall-after=0")
@@ -89,6 +90,7 @@ func TestServePhaseFailed(t *testing.T) {
 // pushes once, reminds every --watchdog.repeat, and re-arms when a
 // heartbeat comes: the next silence pushes again.
 func TestServePhaseStalled(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r := startPhaseServe(t, clock, "")
 	r.beat("Pretrain 1/3", `"event":"start"`)
@@ -119,6 +121,7 @@ func TestServePhaseStalled(t *testing.T) {
 // move for 10m pushes with its step and total, and re-arms once the step
 // moves.
 func TestServePhaseStepStalled(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r := startPhaseServe(t, clock, "")
 	r.beat("Pretrain 1/3", `"event":"start","step":0,"total":5000`)
@@ -148,6 +151,7 @@ func TestServePhaseStepStalled(t *testing.T) {
 // TestServePhaseDone: a phase that ends ok pushes "done in" by default and
 // whenever --phase.notify includes done, and nothing when it leaves it out.
 func TestServePhaseDone(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		notify []string
 		want   []string
@@ -175,6 +179,7 @@ func TestServePhaseDone(t *testing.T) {
 // TestServePhaseNotifyEmpty: an empty --phase.notify pushes for no phase
 // event, and has no phase rule series.
 func TestServePhaseNotifyEmpty(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	r := startPhaseServe(t, clock, "", "--phase.notify=")
 	r.beat("Pretrain 1/3", `"event":"start"`)
@@ -191,6 +196,7 @@ func TestServePhaseNotifyEmpty(t *testing.T) {
 // keeps the phase's step and total and when the step last moved, so the
 // step stall after the restart is counted from before it.
 func TestServePhaseResumeKeepsProgress(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	first := startPhaseServe(t, clock, "")
 	first.beat("Pretrain 1/3", `"event":"start","step":0,"total":5000`)

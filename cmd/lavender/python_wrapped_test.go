@@ -50,6 +50,7 @@ with lavender.phase("a name of its own", every=0.05, total=10) as p:
 // once, with the step, though the run goes on and ends ok; its end then
 // pushes done as any other.
 func TestServePushesADivergedLoss(t *testing.T) {
+	t.Parallel()
 	python, pkg := python3(t), pythonClientDir(t)
 	clock := newFakeClock()
 	r := startPhaseServe(t, clock, "")

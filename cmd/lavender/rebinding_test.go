@@ -40,6 +40,7 @@ func hostWrite(t *testing.T, base, host, path, body string, header map[string]st
 // same writes under an IP address, localhost, the host's name or an
 // allowed name pass.
 func TestWritesUnderAReboundName(t *testing.T) {
+	t.Parallel()
 	webhook, err := os.ReadFile(filepath.Join("..", "..", "webhook", "testdata", "firing_swap_54.json"))
 	if err != nil {
 		t.Fatal(err)

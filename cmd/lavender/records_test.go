@@ -22,6 +22,7 @@ import (
 // TestServeResumeWritesRunResume: serve --run.resume says in the run log
 // that it came back, so entries after a RUN stop are not a mystery.
 func TestServeResumeWritesRunResume(t *testing.T) {
+	t.Parallel()
 	logDir := filepath.Join(t.TempDir(), "logs")
 	barkDir := t.TempDir()
 	began := time.Now()

@@ -91,6 +91,7 @@ func (r *serveRig) pushes() []string {
 // beside the Bark one, with the same words, silent (priority 2), tagged as
 // a swap warning, and the resolution replaces the push (one sequence id).
 func TestServePushesToNtfyToo(t *testing.T) {
+	t.Parallel()
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.20)})
 	r := startServeOpts(t, procfs, serveOpts{ntfy: true}, "--watchdog.interval=20ms", "--watchdog.repeat=1h")
 	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.54))
@@ -116,6 +117,7 @@ func TestServePushesToNtfyToo(t *testing.T) {
 }
 
 func TestServeWatchdogPushes(t *testing.T) {
+	t.Parallel()
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.20)})
 	r := startServe(t, procfs, "--watchdog.interval=20ms", "--watchdog.repeat=1h", "--run.header=device=cuda lavender_2=v0.2.3")
 
@@ -188,6 +190,7 @@ func TestServeWatchdogPushes(t *testing.T) {
 }
 
 func TestServeWatchdogReminder(t *testing.T) {
+	t.Parallel()
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.54)}) // already paging at start
 	r := startServe(t, procfs, "--watchdog.interval=20ms", "--watchdog.repeat=300ms")
 	// The first poll runs before ready: the push is there already.
@@ -201,6 +204,7 @@ func TestServeWatchdogReminder(t *testing.T) {
 }
 
 func TestServeNoSwapNeverPushes(t *testing.T) {
+	t.Parallel()
 	procfs := testkit.NewProcfs(t, testkit.Host{}) // no swap at all
 	r := startServe(t, procfs, "--watchdog.interval=20ms", "--watchdog.repeat=20ms")
 	r.waitPolls(10)
@@ -213,6 +217,7 @@ func TestServeNoSwapNeverPushes(t *testing.T) {
 }
 
 func TestServeWatchdogOff(t *testing.T) {
+	t.Parallel()
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.90)})
 	r := startServe(t, procfs, "--watchdog.interval=0")
 	// The exporter still reports swap; only the built-in push is off.
@@ -229,6 +234,7 @@ func TestServeWatchdogOff(t *testing.T) {
 }
 
 func TestServeOneListenerForEverything(t *testing.T) {
+	t.Parallel()
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
 	r := startServe(t, procfs, "--watchdog.interval=0")
 	for _, tc := range []struct {
@@ -254,6 +260,7 @@ func TestServeOneListenerForEverything(t *testing.T) {
 }
 
 func TestServeResume(t *testing.T) {
+	t.Parallel()
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
 	first := startServe(t, procfs, "--watchdog.interval=0")
 	testkit.MustDo(t, nil, "POST", first.base+"/api/v1/heartbeat", []byte(`{"phase":"SFT","event":"start"}`), "", "")
@@ -322,6 +329,7 @@ func TestServeSIGTERM(t *testing.T) {
 // of serve after a push: the exporter's, the bridge's and the watchdog's
 // metrics together, as Prometheus sees them.
 func TestServeMetricsPassPromtool(t *testing.T) {
+	t.Parallel()
 	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.54)})
 	r := startServe(t, procfs, "--watchdog.interval=20ms")

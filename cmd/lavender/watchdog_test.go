@@ -57,6 +57,7 @@ func (r *watchdogRig) startPhase(name string) {
 // pressure over the threshold pushes its text; a kill pushes at once, with
 // the active phase; each push has its BARK line.
 func TestServeWatchdogPressureAndOOM(t *testing.T) {
+	t.Parallel()
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26), PSI: psi(5), OOMKills: 3})
 	r.waitPolls(5)
 	if got := r.pushes(); len(got) != 0 {
@@ -101,6 +102,7 @@ func TestServeWatchdogPressureAndOOM(t *testing.T) {
 // included, are covered by watchpush's TestPushTexts and the watchdog's
 // TestSeveralRulesInOnePollGiveOnePush.)
 func TestServeWatchdogSeveralRulesOnePush(t *testing.T) {
+	t.Parallel()
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.56), PSI: psi(23), OOMKills: 7})
 	r.bark.WaitPushes(t, 1)
 	r.waitPolls(3)
@@ -117,6 +119,7 @@ func TestServeWatchdogSeveralRulesOnePush(t *testing.T) {
 // TestServeWatchdogWithoutPSI: a kernel without PSI gives no pressure push
 // and no error, while swap still pushes.
 func TestServeWatchdogWithoutPSI(t *testing.T) {
+	t.Parallel()
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.20)})
 	r.waitPolls(3)
 	if v := r.metric("lavender_watchdog_errors_total", nil); v != 0 {
@@ -140,6 +143,7 @@ func TestServeWatchdogWithoutPSI(t *testing.T) {
 // TestServeWatchdogNamesTheVictim: with a readable kernel log the OOM push
 // names the process; a kill logged before the start is not named.
 func TestServeWatchdogNamesTheVictim(t *testing.T) {
+	t.Parallel()
 	kmsg := filepath.Join(t.TempDir(), "kmsg")
 	if err := os.WriteFile(kmsg, []byte("3,10,100,-;Out of memory: Killed process 11 (before-start) total-vm:1kB\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -171,6 +175,7 @@ func TestServeWatchdogNamesTheVictim(t *testing.T) {
 // TestServeWatchdogRulesOff: --no-watchdog.oom and a pressure threshold of
 // 0 silence their rules; their series disappear.
 func TestServeWatchdogRulesOff(t *testing.T) {
+	t.Parallel()
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.20), PSI: psi(2), OOMKills: 1},
 		"--no-watchdog.oom", "--watchdog.pressure-threshold=0")
 	r.waitPolls(2)
@@ -224,6 +229,7 @@ func TestServeWatchdogFlagErrors(t *testing.T) {
 // Window) while the watchdog's polls append to it and wrap its ring. The
 // page once raced a poll by reading the ring unlocked.
 func TestStatusPageReadsTheHistoryWhileTheWatchdogPolls(t *testing.T) {
+	t.Parallel()
 	r := startWatchdogServe(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26), PSI: psi(3)},
 		"--watchdog.interval=1ms", "--status.history-step=1ms")
 	target := r.metric("lavender_watchdog_polls_total", nil) + 2*watchdog.HistorySamples // enough to wrap the ring

@@ -43,6 +43,7 @@ func checkRoutes(t *testing.T, base string, cases []routeCase) {
 // method; 405 (with Allow) is only for a known path, so it never suggests
 // that a path exists.
 func TestUnknownPathIs404(t *testing.T) {
+	t.Parallel()
 	t.Run("serve", func(t *testing.T) {
 		procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.1)})
 		r := startServe(t, procfs, "--watchdog.interval=0")
@@ -98,6 +99,7 @@ func writeReq(t *testing.T, client *http.Client, base, path, body string, header
 // cross-site, or a body not declared as JSON), and a peer off the box
 // cannot write without --web.write-allow or basic auth. Reads stay open.
 func TestWritesFromOtherSitesAndHosts(t *testing.T) {
+	t.Parallel()
 	webhook, err := os.ReadFile(filepath.Join("..", "..", "webhook", "testdata", "firing_swap_54.json"))
 	if err != nil {
 		t.Fatal(err)
