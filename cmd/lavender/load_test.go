@@ -415,7 +415,6 @@ func roundAll(xs []float64) []float64 {
 // --run.resume. The run log parses and stays within the cap at every
 // sample, and the appenders' newest lines survive.
 func TestKill9WithTwoAppenders(t *testing.T) {
-	t.Parallel()
 	needSlow(t)
 	bin := testkit.Binary(t) // for the appenders
 	bark := barktest.New(t)
