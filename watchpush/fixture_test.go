@@ -3,7 +3,6 @@ package watchpush
 import (
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -69,19 +68,8 @@ func newFixture(t testing.TB, files map[string]string, tweak func(*fixtureConfig
 	return f
 }
 
-// runlogEntries returns the current run's entries without their times.
-func (f *fixture) runlogEntries() []string { return runlogtest.Entries(f.t, f.cfg.Runlog.Dir) }
-
 // barkLines returns the run log's BARK entries.
-func (f *fixture) barkLines() []string {
-	var out []string
-	for _, e := range f.runlogEntries() {
-		if strings.HasPrefix(e, "BARK ") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func (f *fixture) barkLines() []string { return runlogtest.BarkLines(f.t, f.cfg.Runlog.Dir) }
 
 const bytesPerGiB = 1 << 30
 

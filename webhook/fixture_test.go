@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -114,15 +113,7 @@ func (f *fixture) post(body []byte) (int, string) {
 func (f *fixture) runlogEntries() []string { return runlogtest.Entries(f.t, f.cfg.Runlog.Dir) }
 
 // barkLines returns the run log's BARK entries.
-func (f *fixture) barkLines() []string {
-	var out []string
-	for _, e := range f.runlogEntries() {
-		if strings.HasPrefix(e, "BARK ") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func (f *fixture) barkLines() []string { return runlogtest.BarkLines(f.t, f.cfg.Runlog.Dir) }
 
 func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()

@@ -32,15 +32,7 @@ func startWatchdogServe(t *testing.T, h testkit.Host, args ...string) *watchdogR
 }
 
 // barkLines are the run log's BARK entries without their times.
-func (r *watchdogRig) barkLines() []string {
-	var out []string
-	for _, line := range strings.Split(runlogtest.Text(r.t, r.logDir), "\n") {
-		if _, entry, ok := strings.Cut(line, " "); ok && strings.HasPrefix(entry, "BARK ") {
-			out = append(out, entry)
-		}
-	}
-	return out
-}
+func (r *watchdogRig) barkLines() []string { return runlogtest.BarkLines(r.t, r.logDir) }
 
 func psi(someAvg10 float64) *testkit.PSI {
 	return &testkit.PSI{SomeAvg10: someAvg10, SomeAvg60: someAvg10, FullAvg10: someAvg10 * 0.9, SomeTotal: 1000, FullTotal: 900}

@@ -7,6 +7,7 @@ package runlogtest
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"lavender/runlog"
@@ -62,6 +63,19 @@ func EntriesOf(t testing.TB, text string) []string {
 	var out []string
 	for _, e := range f.AllEntries() {
 		out = append(out, e[len("15:04:05 "):])
+	}
+	return out
+}
+
+// BarkLines returns the BARK entries of the current run in dir, without
+// their times: the record of every push attempt.
+func BarkLines(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range Entries(t, dir) {
+		if strings.HasPrefix(e, "BARK ") {
+			out = append(out, e)
+		}
 	}
 	return out
 }
