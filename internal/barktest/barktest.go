@@ -17,8 +17,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -398,21 +396,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // fresh dir, mode 0700, and returns it: --bark.config-dir.
 func ConfigDir(t testing.TB, files map[string]string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "bark")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatalf("barktest: %v", err)
-	}
-	AddTargets(t, dir, files)
-	return dir
+	return testkit.PrivateDir(t, "bark", files)
 }
 
 // AddTargets writes more *.bark.env files, mode 0600, into an existing
 // config dir, as a user does before a reload.
 func AddTargets(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatalf("barktest: %v", err)
-		}
-	}
+	testkit.WritePrivate(t, dir, files)
 }

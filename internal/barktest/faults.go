@@ -3,9 +3,9 @@ package barktest
 import (
 	"crypto/tls"
 	"fmt"
+	"lavender/internal/testkit"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -202,17 +202,4 @@ func FailFirst(n int, fail Fault) Fault {
 
 // hijack takes the connection from the HTTP server; the request has been
 // read in full already.
-func (e *exchange) hijack() net.Conn {
-	hj, ok := e.w.(http.Hijacker)
-	if !ok {
-		http.Error(e.w, "barktest: cannot hijack "+strconv.Quote(e.r.Proto), http.StatusInternalServerError)
-		return nil
-	}
-	// Anything the client sent after the request (a pipelined one) is
-	// dropped with the connection.
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return nil
-	}
-	return conn
-}
+func (e *exchange) hijack() net.Conn { return testkit.Hijack(e.w, e.r) }

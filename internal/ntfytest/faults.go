@@ -1,6 +1,7 @@
 package ntfytest
 
 import (
+	"lavender/internal/testkit"
 	"net"
 	"net/http"
 	"strconv"
@@ -207,15 +208,4 @@ func FailFirst(n int, fail Fault) Fault {
 
 // hijack takes the connection from the HTTP server; the request has been
 // read in full already.
-func (e *exchange) hijack() net.Conn {
-	hj, ok := e.w.(http.Hijacker)
-	if !ok {
-		http.Error(e.w, "ntfytest: cannot hijack "+strconv.Quote(e.r.Proto), http.StatusInternalServerError)
-		return nil
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return nil
-	}
-	return conn
-}
+func (e *exchange) hijack() net.Conn { return testkit.Hijack(e.w, e.r) }

@@ -20,8 +20,6 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -520,25 +518,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // returns it.
 func ConfigDir(t testing.TB, files map[string]string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ntfy")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatalf("ntfytest: %v", err)
-	}
-	AddFiles(t, dir, files)
-	return dir
+	return testkit.PrivateDir(t, "ntfy", files)
 }
 
 // AddFiles writes more files, mode 0600, into an existing config dir, as a
 // user does before a reload.
 func AddFiles(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatalf("ntfytest: %v", err)
-		}
-		if err := os.Chmod(path, 0o600); err != nil {
-			t.Fatalf("ntfytest: %v", err)
-		}
-	}
+	testkit.WritePrivate(t, dir, files)
 }

@@ -316,3 +316,24 @@ time=2026-11-30T13:29:06.203Z level=INFO source=tls_config.go:398 msg="TLS is di
 		t.Errorf("TLS is enabled.: %q", got)
 	}
 }
+
+// TestPrivateDir: files land mode 0600 in a 0700 dir, and a rewrite of a
+// file made readable by others makes it private again.
+func TestPrivateDir(t *testing.T) {
+	dir := PrivateDir(t, "conf", map[string]string{"a.env": "x"})
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 || filepath.Base(dir) != "conf" {
+		t.Fatalf("dir %s: %v %v", dir, st, err)
+	}
+	path := filepath.Join(dir, "a.env")
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	WritePrivate(t, dir, map[string]string{"a.env": "y", "b.env": "z"})
+	for name, want := range map[string]string{"a.env": "y", "b.env": "z"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		st, _ := os.Stat(filepath.Join(dir, name))
+		if err != nil || string(data) != want || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %q %v, mode %v", name, data, err, st.Mode().Perm())
+		}
+	}
+}
