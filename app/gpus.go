@@ -35,7 +35,7 @@ func openGPUs(on bool, env Env, reg prometheus.Registerer) (*gpus, error) {
 	g := &gpus{r: r}
 	switch {
 	case err == nil:
-		env.Logger.Info("GPU telemetry on", "gpus", len(r.Snapshot().Devices))
+		env.Logger.Info("GPU telemetry on", "gpus", r.GPUs())
 	case errors.Is(err, gpu.ErrNoCgo), errors.Is(err, gpu.ErrNoDriver), errors.Is(err, gpu.ErrNoGPU), errors.Is(err, gpu.ErrDisabled):
 		env.Logger.Info("GPU telemetry off", "reason", err.Error())
 		g.off = err.Error()

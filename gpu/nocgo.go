@@ -17,5 +17,8 @@ func (*Reader) Snapshot() Snapshot { return Snapshot{Err: ErrNoCgo} }
 // WatchXids answers ErrNoCgo.
 func (*Reader) WatchXids(context.Context, func(XidEvent)) (*XidWatch, error) { return nil, ErrNoCgo }
 
+// GPUs is 0: no GPU is read.
+func (*Reader) GPUs() int { return 0 }
+
 // Close does nothing.
 func (*Reader) Close() error { return nil }

@@ -115,6 +115,13 @@ func (r *Reader) identify(dh *handle) nvml.Return {
 	return nvml.SUCCESS
 }
 
+// GPUs is how many GPUs Open found, without a pass over them.
+func (r *Reader) GPUs() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.devs)
+}
+
 // Snapshot returns the pass over every GPU, read now or, within the TTL,
 // the last one.
 func (r *Reader) Snapshot() Snapshot {

@@ -57,6 +57,9 @@ func TestSnapshotReadsEveryGPU(t *testing.T) {
 // pass, each with its own index, bus id and processes, in NVML's order.
 func TestSnapshotReadsSixteenGPUs(t *testing.T) {
 	r := openTest(t, testServer(16), Options{})
+	if n := r.GPUs(); n != 16 {
+		t.Errorf("GPUs() = %d before any pass, want 16", n)
+	}
 	s := r.Snapshot()
 	if s.Err != nil || len(s.Devices) != 16 {
 		t.Fatalf("snapshot: %d devices, err %v", len(s.Devices), s.Err)
