@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,26 +35,24 @@ type SendCmd struct {
 }
 
 func (c *SendCmd) Run(ctx *kong.Context, g *Globals) error {
-	c.command = commandName(ctx)
+	c.command = commandName(ctx, "send")
 	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return c.send(sctx, g)
 }
 
-// commandName is the command as typed: "send", or "bark send" for the
-// first spelling, which starts every error.
-func commandName(ctx *kong.Context) string {
+// commandName is the command as typed, which starts every error of it:
+// "send", or "bark send" for the first spelling; def when kong did not
+// run it.
+func commandName(ctx *kong.Context, def string) string {
 	if ctx == nil || ctx.Selected() == nil {
-		return "send"
+		return def
 	}
 	return ctx.Selected().Path()
 }
 
 func (c *SendCmd) send(ctx context.Context, g *Globals) error {
-	name := c.command
-	if name == "" {
-		name = "send"
-	}
+	name := cmp.Or(c.command, "send")
 	msg := strings.TrimSpace(strings.Join(c.Message, " "))
 	switch {
 	case c.Test && msg != "":
@@ -121,10 +120,7 @@ type CheckCmd struct {
 }
 
 func (c *CheckCmd) Run(ctx *kong.Context, g *Globals) error {
-	name := "check"
-	if ctx != nil && ctx.Selected() != nil {
-		name = ctx.Selected().Path()
-	}
+	name := commandName(ctx, "check")
 	res, err := delivery.LoadTargets(c.BarkConfigDir, nil)
 	for _, w := range res.Warnings {
 		fmt.Fprintln(g.Stderr, "warning:", w)
