@@ -1,4 +1,4 @@
-module lavender
+module github.com/lavender-ml/lavender
 
 go 1.26.0
 

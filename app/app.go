@@ -10,8 +10,8 @@ import (
 	"net"
 	"time"
 
-	"lavender/diskguard"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // Env is what a command is given beside its options: where it logs, and

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"lavender/gpu"
-	"lavender/internal/testkit"
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // runExporter starts RunExporter in-process on a fake procfs and returns

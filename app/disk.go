@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/diskguard"
-	"lavender/phaseserver"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/phaseserver"
 )
 
 // openDiskGuard builds the guard of the fixed paths and the phases'

@@ -7,10 +7,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
 
-	"lavender/exporter"
-	"lavender/phaseserver"
-	"lavender/statuspage"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/statuspage"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // ExporterOptions are lavender exporter's.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/gpu"
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // gpus is the open NVML reader, if any, and why there is none.

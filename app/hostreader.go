@@ -3,12 +3,12 @@ package app
 import (
 	"context"
 
-	"lavender/exporter"
-	"lavender/gpu"
-	"lavender/phaseapi"
-	"lavender/phaseserver"
-	"lavender/proctree"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/proctree"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // hostReader reads the host for the watchdog: swap, pressure and OOM kills

@@ -7,12 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/exporter"
-	"lavender/kmsg"
-	"lavender/phaseserver"
-	"lavender/pushtext"
-	"lavender/statuspage"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/kmsg"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/statuspage"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // kernelLog is the open kernel log, if any, and its metrics, which also

@@ -14,11 +14,11 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"lavender/bark"
-	"lavender/delivery"
-	"lavender/watchpush"
-	"lavender/webhook"
-	"lavender/webserve"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/watchpush"
+	"github.com/lavender-ml/lavender/webhook"
+	"github.com/lavender-ml/lavender/webserve"
 )
 
 // WebhookMargin is what a webhook's answer may take beyond the push

@@ -8,14 +8,14 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"lavender/delivery"
-	"lavender/diskguard"
-	"lavender/exporter"
-	"lavender/gpu"
-	"lavender/phaseserver"
-	"lavender/runlog"
-	"lavender/statuspage"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/statuspage"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // WatchdogOptions are serve's built-in watchdog: its interval (0: off, the

@@ -13,11 +13,11 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"lavender/exporter"
-	"lavender/phaseapi"
-	"lavender/webguard"
-	"lavender/webhook"
-	"lavender/webserve"
+	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/webguard"
+	"github.com/lavender-ml/lavender/webhook"
+	"github.com/lavender-ml/lavender/webserve"
 )
 
 // jsonWritePaths are the endpoints whose bodies must be application/json:

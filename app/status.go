@@ -3,9 +3,9 @@ package app
 import (
 	"net/http"
 
-	"lavender/phaseapi"
-	"lavender/phaseserver"
-	"lavender/statuspage"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/statuspage"
 )
 
 // registerStatusPage serves the status page of exporter and serve on mux:

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 var encTestKeys = map[int]string{

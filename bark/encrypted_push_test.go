@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 func postEncrypted(t *testing.T, reqURL string, form url.Values) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 // Timeouts of the test pushes. Nothing asserts on timing: hangTimeout keeps

@@ -3,7 +3,7 @@ package bark
 import (
 	"testing"
 
-	"lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 // A push's level goes to Bark in clear and in ciphertext alike; passive

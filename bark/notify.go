@@ -23,8 +23,8 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"lavender/internal/textsafe"
-	"lavender/notify"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // maxResponseBytes bounds how much of Bark's answer is read; its JSON is
@@ -178,10 +178,10 @@ type Notifier struct {
 // New returns the notifier of t. client sends the pushes (nil: a shared
 // client that honours the proxy environment); a copy of it that refuses
 // redirects is used, since the URL holds the device key. Each push's
-// deadline comes from its context. userAgent "" is "lavender/<version>".
+// deadline comes from its context. userAgent "" is "github.com/lavender-ml/lavender/<version>".
 func New(t Target, client *http.Client, userAgent string) *Notifier {
 	if userAgent == "" {
-		userAgent = "lavender/" + version.Version
+		userAgent = "github.com/lavender-ml/lavender/" + version.Version
 	}
 	if client == nil {
 		client = sharedClient()

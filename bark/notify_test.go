@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 func TestEscapeMessage(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/notify"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // TestScrubHandler: whatever reaches the logger (a message, a string, an

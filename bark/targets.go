@@ -6,14 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"lavender/internal/targetfile"
-	"lavender/notify"
 	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/lavender-ml/lavender/internal/targetfile"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 func TestParseTargets(t *testing.T) {

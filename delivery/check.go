@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/url"
 
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // FieldError is a Config field whose value the pipeline cannot use. Field is

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"lavender/notify"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // DefaultDedupMaxEntries caps the dedup memory. An entry is about 200 bytes,

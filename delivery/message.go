@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/internal/textsafe"
 )
 
 // MaxSubjectBytes keeps the run-log line's "sent ok=N fail=M" visible

@@ -22,11 +22,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/bark"
-	"lavender/internal/throttle"
-	"lavender/notify"
-	"lavender/ntfy"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/internal/throttle"
+	"github.com/lavender-ml/lavender/notify"
+	"github.com/lavender-ml/lavender/ntfy"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // Defaults for the zero values of Config.

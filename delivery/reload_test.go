@@ -1,8 +1,6 @@
 package delivery
 
 import (
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestReloadOvertaken: a reload that read the files before an edit, and

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"lavender/notify"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // Result is one target's outcome of a push.

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // StateFileName is the file in the logs dir where the serving commands

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // incidentStart is when the tests' incidents begin; a fixed instant, so no

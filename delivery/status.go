@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"lavender/internal/ring"
+	"github.com/lavender-ml/lavender/internal/ring"
 )
 
 // MaxEvents is how many pushes and skipped alerts the status page lists.

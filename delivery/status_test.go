@@ -1,10 +1,11 @@
 package delivery
 
 import (
-	"lavender/internal/barktest"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 func TestStatusForgetsTargetsAReloadRemoved(t *testing.T) {

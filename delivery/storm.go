@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/internal/textsafe"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // Storm control defaults.

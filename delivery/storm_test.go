@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/bark"
+	"github.com/lavender-ml/lavender/bark"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"

@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"lavender/bark"
-	"lavender/notify"
-	"lavender/ntfy"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/notify"
+	"github.com/lavender-ml/lavender/ntfy"
 )
 
 // Loaded is what LoadTargets found in the config dir.
@@ -43,7 +43,7 @@ func LoadTargets(dir string, client *http.Client) (Loaded, error) {
 		Warnings: append(b.Warnings, n.Warnings...),
 		Report:   append(b.Report(), n.Report()...),
 	}
-	userAgent := "lavender/" + version.Version
+	userAgent := "github.com/lavender-ml/lavender/" + version.Version
 	for _, t := range b.Targets {
 		l.Notifiers = append(l.Notifiers, bark.New(t, client, userAgent))
 	}

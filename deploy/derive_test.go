@@ -12,7 +12,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v2"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // The end-to-end test runs Prometheus and Alertmanager with configs derived

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // addressFamilies are the socket families the unit may name in

@@ -15,12 +15,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/runlog"
-	"lavender/webhook"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/webhook"
 )
 
 // TestAlertmanagerRetriesUntilBarkRecovers puts Debian's Alertmanager, with

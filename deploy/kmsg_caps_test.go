@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestKernelLogTakesCAPSYSLOG runs the real binary as an unprivileged user,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // These tests run the real checkers of Debian's prometheus,

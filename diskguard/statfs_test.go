@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestStatfsOfARealTmpfs reads a 64 MiB tmpfs of 100 inodes: its size, its

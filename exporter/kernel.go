@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/internal/throttle"
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/internal/throttle"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // Label bounds of the kernel fault metrics: a host has a handful of GPUs

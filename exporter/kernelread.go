@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // Unreadable records why the kernel log is not read ("kernel log: stat

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/internal/testkit"
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // TestKernelLogReadAndStatus: a log not read says why; one being read is

@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"lavender/internal/procfile"
+	"github.com/lavender-ml/lavender/internal/procfile"
 )
 
 // copyProcfs copies the swap54 fake procfs into a fresh dir.

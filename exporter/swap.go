@@ -16,7 +16,7 @@ import (
 	"github.com/shirou/gopsutil/v4/common"
 	"github.com/shirou/gopsutil/v4/mem"
 
-	"lavender/internal/procfile"
+	"github.com/lavender-ml/lavender/internal/procfile"
 )
 
 // Swap is one reading of <procfs>/meminfo, reduced to what the swap alerts

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/gpu"
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // The kernel log's Xid record and NVML's event of the same Xid fold into

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // maxAnswerBytes bounds the read of an answer: 64 phases are some 30 KiB.

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
-	"lavender/phaseserver"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // The client and the wrapper are tested against the real exporter's API on

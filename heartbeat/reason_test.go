@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 const oomTraceback = `Traceback (most recent call last):

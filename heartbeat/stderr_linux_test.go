@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // describeStderr is the child that says what its stderr is, and fails as

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/proctree"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/proctree"
 )
 
 // DefaultPingInterval is how often `lavender phase run` pings.

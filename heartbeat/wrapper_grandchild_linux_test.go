@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // heldStderr is a grandchild that holds the command's stderr open after

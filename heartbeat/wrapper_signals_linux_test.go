@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // openPTY opens a pseudo-terminal pair with the kernel's default settings

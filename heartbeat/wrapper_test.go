@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // childEnv makes the test binary act as the wrapped command; see TestMain.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/internal/textsafe"
 )
 
 // NewScrubHandler wraps h so that every message and attribute it logs is

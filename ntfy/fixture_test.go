@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/ntfytest"
-	"lavender/notify"
+	"github.com/lavender-ml/lavender/internal/ntfytest"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // Timeouts of the test pushes. Nothing asserts on timing: hangTimeout keeps

@@ -29,8 +29,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"lavender/internal/textsafe"
-	"lavender/notify"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // ChannelName names ntfy's channel in logs, metrics and pages.

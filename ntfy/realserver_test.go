@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/notify"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // TestRealServer pushes to a real ntfy server, built from its source,

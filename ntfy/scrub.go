@@ -1,9 +1,10 @@
 package ntfy
 
 import (
-	"lavender/notify"
 	"regexp"
 	"strings"
+
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // redacted replaces a secret wherever one is found.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/ntfytest"
-	"lavender/notify"
+	"github.com/lavender-ml/lavender/internal/ntfytest"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // TestSecretsSweep pushes through every failure path with known

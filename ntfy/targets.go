@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"lavender/internal/targetfile"
-	"lavender/notify"
 	"log/slog"
 	"net/url"
 	"os"
@@ -19,6 +17,9 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/lavender-ml/lavender/internal/targetfile"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"lavender/internal/ntfytest"
+	"github.com/lavender-ml/lavender/internal/ntfytest"
 )
 
 func TestParseTargets(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/internal/textsafe"
 )
 
 // Bounds of the optional heartbeat fields.

@@ -15,7 +15,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // Register adds the heartbeat API to mux. Methods are checked by hand

@@ -1,6 +1,6 @@
 package phaseserver
 
-import "lavender/diskguard"
+import "github.com/lavender-ml/lavender/diskguard"
 
 // DiskWriters are the phases as the disk guard watches them: their
 // directories, whether they ended (then their directories are released),

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/proctree"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/proctree"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // maxEnds bounds the ends kept for the watchdog: it reads them every few

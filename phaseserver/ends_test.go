@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/runlogtest"
-	"lavender/phaseapi"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // fakeProcs is a procfs with a boot id, a pid namespace, a boot time and

@@ -4,8 +4,8 @@ import (
 	"regexp"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/proctree"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/proctree"
 )
 
 // faultWindow is how soon after a fault of the kernel log that hit a phase

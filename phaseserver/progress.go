@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // rateHalfLife is the half-life of the smoothed step rate behind the ETA:

@@ -14,10 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // newLoggedServer builds a Server on dir whose log goes to the

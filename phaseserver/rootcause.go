@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // rootCauseWindow is how long after a phase failed a later failed end

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 func TestReasonStrength(t *testing.T) {

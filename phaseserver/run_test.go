@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // AppendToRun writes to the server's own run, even when another process

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // TestRunLogDoesNotWaitOnThePhaseLock: the status page reads the run log

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // TestRunningPhase: the active phase that started last, never an ended

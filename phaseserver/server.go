@@ -20,10 +20,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/internal/throttle"
-	"lavender/phaseapi"
-	"lavender/proctree"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/throttle"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/proctree"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // defaultProcFS is where the phases' processes are looked up unless

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 const (

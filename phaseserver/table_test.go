@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // t0 is 2026-11-29 12:00:00 UTC; tests run in UTC so run-log names and

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/phaseapi"
-	"lavender/proctree"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/proctree"
 )
 
 var procHidesDesc = prometheus.NewDesc("lavender_proc_hides_processes",

@@ -13,10 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
-	"lavender/proctree"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/proctree"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // hiddenPhaseEnv carries the procfs, the pid and the logs dir to

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/proctree"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/proctree"
 )
 
 // applyWork records what a heartbeat reports beside its steps: the process

@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"lavender/internal/procfile"
+	"github.com/lavender-ml/lavender/internal/procfile"
 )
 
 // DefaultRoot is where procfs is mounted unless configured otherwise.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"lavender/internal/procfile"
+	"github.com/lavender-ml/lavender/internal/procfile"
 )
 
 // Liveness is what Judge found of a pid.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // The mount table of a host with procfs mounted every way hidepid= allows,

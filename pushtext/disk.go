@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
-	"lavender/internal/textsafe"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // maxDiskPathBytes bounds a path in a push: the phone shows a line or two,

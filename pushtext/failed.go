@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // Ending is how a failed phase ended, beyond its duration.

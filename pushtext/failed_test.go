@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // A failed push says why: the end's reason, a death without an end, or a

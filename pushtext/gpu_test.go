@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/gpu"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 func TestGPURange(t *testing.T) {

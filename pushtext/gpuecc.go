@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // GPUECCFigures describe new uncorrectable ECC errors on one GPU.

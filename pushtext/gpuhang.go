@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // GPUPhaseFigures describe a phase's GPUs that look hung or idle.

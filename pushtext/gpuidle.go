@@ -3,7 +3,7 @@ package pushtext
 import (
 	"strconv"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // GPUIdle is `phase "Pretrain 1/3": GPUs 0–7 idle (at most 2% busy) for

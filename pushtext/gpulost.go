@@ -3,7 +3,7 @@ package pushtext
 import (
 	"strconv"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // GPUDeviceFigures describe one GPU's fault from the GPU telemetry.

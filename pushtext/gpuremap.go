@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // GPURemapFigures describe a GPU's row remapping that needs a person.

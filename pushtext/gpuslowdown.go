@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"lavender/gpu"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // GPUSlowdownFigures describe GPUs the hardware slowed for minutes.

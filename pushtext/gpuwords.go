@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"lavender/gpu"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // GPURange writes GPU indexes compacted, ascending: "0–7", "0–3,6", "5".

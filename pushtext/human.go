@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // HumanDuration writes d the way a person reads it: seconds under a

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 func TestHumanDuration(t *testing.T) {

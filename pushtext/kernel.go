@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"lavender/internal/textsafe"
-	"lavender/kmsg"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/kmsg"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // maxDriverText bounds the driver's own words quoted for an Xid the

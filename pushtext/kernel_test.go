@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/kmsg"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/kmsg"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestKernelTexts pins the words of every GPU and disk push.

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // LossFigures describe a phase whose training loss turned non-finite.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 func TestLoss(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
-	"lavender/internal/textsafe"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // OOMFigures describe OOM kills: how many, the victim if the kernel log

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"lavender/internal/textsafe"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // maxPhaseBytes bounds the phase name in a push: the phase server takes no

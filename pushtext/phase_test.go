@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestStallTexts: a stall is worded from what the phase stopped on and

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // PressureFigures describe memory pressure and the swap beside it.

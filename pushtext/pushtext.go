@@ -23,8 +23,8 @@ import (
 	"strings"
 	"time"
 
-	"lavender/internal/textsafe"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // DefaultPrefix starts every push, as in the predecessor.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestAlertTexts pins the wording of each kind the switch in Alert lists,

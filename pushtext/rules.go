@@ -3,7 +3,7 @@ package pushtext
 import (
 	"strings"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // wording is how one watchdog rule's alerts are worded: the text of an

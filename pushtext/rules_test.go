@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // everyRule builds every rule the watchdog has, each turned on.

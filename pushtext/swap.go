@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // SwapFigures describe swap use. TotalBytes == 0 means the byte figures are

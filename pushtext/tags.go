@@ -1,6 +1,6 @@
 package pushtext
 
-import "lavender/watchdog"
+import "github.com/lavender-ml/lavender/watchdog"
 
 // ruleTags are the tags of each kind of push: emoji short codes, which
 // ntfy shows before the title (Bark has no tags). A kind not listed gets

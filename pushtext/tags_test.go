@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 func TestTags(t *testing.T) {

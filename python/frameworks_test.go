@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // frameworksTarball is where the real frameworks are kept: shared/ sits

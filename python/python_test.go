@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"lavender"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // python3 finds an interpreter: $LAVENDER_PYTHON, else python3 on PATH.

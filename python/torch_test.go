@@ -5,7 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // torchPython is the interpreter with PyTorch: $LAVENDER_TORCH_PYTHON, else

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // allocated returns the bytes f allocated on the heap. Allocation counts,

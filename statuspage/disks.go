@@ -3,9 +3,9 @@ package statuspage
 import (
 	"time"
 
-	"lavender/diskguard"
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // Disk is one watched filesystem, or one watched path that cannot be read

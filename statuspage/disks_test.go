@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/diskguard"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 const mib = 1 << 20

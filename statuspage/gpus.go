@@ -1,7 +1,7 @@
 package statuspage
 
 import (
-	"lavender/gpu"
+	"github.com/lavender-ml/lavender/gpu"
 )
 
 // GPUs is the page's GPU section: each GPU of the last NVML pass, or why

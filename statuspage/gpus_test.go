@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/gpu"
+	"github.com/lavender-ml/lavender/gpu"
 )
 
 // TestGPUSection: the page lists each GPU with its state, the worst first

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestPageLeadsWithTheRun: the phases come first on the page, before

@@ -15,13 +15,13 @@ import (
 	"net/http"
 	"time"
 
-	"lavender/delivery"
-	"lavender/diskguard"
-	"lavender/gpu"
-	"lavender/phaseapi"
-	"lavender/phaseserver"
-	"lavender/runlog"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // StatusPath serves the status page's data as JSON.

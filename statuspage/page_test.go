@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"lavender/delivery"
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
-	"lavender/phaseserver"
-	"lavender/runlog"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // t0 is a fixed local time, so the page's clock times are predictable.

@@ -3,8 +3,8 @@ package statuspage
 import (
 	"time"
 
-	"lavender/phaseapi"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // Phase is a phase as the exporter reports it, with what the page derives

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"lavender/pushtext"
+	"github.com/lavender-ml/lavender/pushtext"
 )
 
 // pageTemplate is status.html. html/template escapes every value by its

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // Defaults of the disk rules.

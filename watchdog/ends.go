@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // OutsideSettle is how long the failed rule holds a failure whose reason

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // Example shows how cmd wires the watchdog: the rules from the flags, a

@@ -1,6 +1,6 @@
 package watchdog
 
-import "lavender/kmsg"
+import "github.com/lavender-ml/lavender/kmsg"
 
 // PhasesOfFaults gives each GPU and storage fault of the kernel log the
 // phase it hit: the phase whose process (or a descendant of it) the record

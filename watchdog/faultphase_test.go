@@ -3,7 +3,7 @@ package watchdog
 import (
 	"testing"
 
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // TestPhasesOfFaults: a record naming a process gets that process's phase

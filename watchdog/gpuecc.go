@@ -3,7 +3,7 @@ package watchdog
 import (
 	"time"
 
-	"lavender/gpu"
+	"github.com/lavender-ml/lavender/gpu"
 )
 
 // GPUECCRule pushes when a GPU's volatile uncorrected ECC count rises

@@ -3,8 +3,8 @@ package watchdog
 import (
 	"time"
 
-	"lavender/gpu"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // GPUPhaseRule pushes a condition of an active phase's GPUs (its

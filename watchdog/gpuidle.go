@@ -1,6 +1,6 @@
 package watchdog
 
-import "lavender/gpu"
+import "github.com/lavender-ml/lavender/gpu"
 
 // idleLooking is RuleGPUIdle's condition on one GPU (a GPUPhaseRule): at
 // most GPUIdleUtil of SM utilization. A phase whose GPUs all look so,

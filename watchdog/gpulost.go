@@ -3,7 +3,7 @@ package watchdog
 import (
 	"time"
 
-	"lavender/gpu"
+	"github.com/lavender-ml/lavender/gpu"
 )
 
 // GPUDeviceRule pushes a condition of one GPU that needs no time to be

@@ -1,6 +1,6 @@
 package watchdog
 
-import "lavender/gpu"
+import "github.com/lavender-ml/lavender/gpu"
 
 // remapNeeded is RuleGPURemap's condition (a GPUDeviceRule): a row remap
 // of the GPU's memory waits for a reset (Pending: the bad row is still in

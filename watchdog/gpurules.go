@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"lavender/gpu"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // The GPU telemetry rules' defaults and thresholds.

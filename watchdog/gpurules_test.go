@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"lavender/gpu"
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // box is a simulated 8-GPU training box: one phase, "Pretrain 1/3", whose

@@ -3,7 +3,7 @@ package watchdog
 import (
 	"time"
 
-	"lavender/gpu"
+	"github.com/lavender-ml/lavender/gpu"
 )
 
 // GPUSlowdownRule pushes when the hardware has held a GPU's clocks down

@@ -3,7 +3,7 @@ package watchdog
 import (
 	"context"
 
-	"lavender/diskguard"
+	"github.com/lavender-ml/lavender/diskguard"
 )
 
 // DisksOf is the watchdog's view of the disk guard's readings: each

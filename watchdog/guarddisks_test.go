@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/diskguard"
+	"github.com/lavender-ml/lavender/diskguard"
 )
 
 // TestWithDisks: every filesystem the guard read reaches the sample with

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"lavender/internal/ring"
+	"github.com/lavender-ml/lavender/internal/ring"
 )
 
 // The history keeps HistorySamples samples, one per step: with the default

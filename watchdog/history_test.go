@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 func TestHistoryKeepsOneSamplePerStep(t *testing.T) {

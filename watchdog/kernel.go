@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // KernelFault is one fault of the kernel log as the watchdog words it: the

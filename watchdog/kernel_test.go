@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 func kernelRules(t *testing.T, repeat time.Duration) (gpu, disk *KernelRule) {

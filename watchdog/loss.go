@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // LossRule pushes "loss" once per run of a phase whose loss turns NaN or

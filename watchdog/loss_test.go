@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 func withLoss(p phaseapi.Phase, loss float64) phaseapi.Phase {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // DefaultStallAfter is how long an active phase may go without a heartbeat,

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // facts is what a phase alert tells the texts that word it: the phase,

@@ -3,8 +3,8 @@ package watchdog
 import (
 	"slices"
 
-	"lavender/gpu"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // maxAncestry bounds one walk up the process tree: a real one is a few

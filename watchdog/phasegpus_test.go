@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"lavender/gpu"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // TestPhaseGPUs: each active phase gets the GPUs its process or a

@@ -3,7 +3,7 @@ package watchdog
 import (
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // Rule is one condition the watchdog pushes for. It is a small state

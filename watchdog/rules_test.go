@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // step is one poll of a rule-level script: after advancing the clock, the

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"lavender/gpu"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // Sample is one reading of the host, stamped by the watchdog's clock. A

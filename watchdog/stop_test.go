@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // gatePusher holds every push until release is closed, as a slow Bark

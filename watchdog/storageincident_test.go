@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // realIncident parses a disk failure as the kernel logged it (ext4 on a

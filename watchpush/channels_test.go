@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
-	"lavender/internal/ntfytest"
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/ntfytest"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestBarkAndNtfyCarryTheSameWords: every kind of watchdog push, firing and

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"lavender/bark"
-	"lavender/internal/barktest"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestWatchdogPushOfManyPhasesSaysHowManyMore: a poll that finds 31

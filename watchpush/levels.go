@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"lavender/notify"
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/notify"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // Levels maps a kind of watchdog push (one of pushtext.Events) to its Bark

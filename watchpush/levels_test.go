@@ -3,7 +3,7 @@ package watchpush
 import (
 	"testing"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestDiskLevelCoversDiskSpace: the event disk sets the level of the

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/phaseapi"
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 const pretrain = "Pretrain 1/3"

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"lavender/delivery"
-	"lavender/notify"
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/notify"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // Config configures a Pusher.

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
-	"lavender/phaseapi"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 var pushedAt = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

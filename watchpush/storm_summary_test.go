@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestStormSummaryCountsWatchdogEvents: watchdog pushes that each join ten

@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"lavender/phaseapi"
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // The Prometheus alerts that carry the same texts as the watchdog's rules

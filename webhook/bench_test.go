@@ -2,9 +2,10 @@ package webhook
 
 import (
 	"io"
-	"lavender/delivery"
 	"log/slog"
 	"testing"
+
+	"github.com/lavender-ml/lavender/delivery"
 )
 
 // BenchmarkWebhookDecodeFormat measures what the webhook does per request

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/delivery"
+	"github.com/lavender-ml/lavender/delivery"
 )
 
 // TestConfigCheck: each field out of range is named with what it must be;

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // The Prometheus alerts on the disk guard's readings (alerts.yml), which

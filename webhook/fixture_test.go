@@ -13,14 +13,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/pushtext"
-	"lavender/runlog"
-	"lavender/watchdog"
-	"lavender/watchpush"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchpush"
 )
 
 // Timeouts of the test bridges. Nothing asserts on timing: hangTimeout

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"lavender/bark"
-	"lavender/delivery"
-	"lavender/pushtext"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/pushtext"
 )
 
 // FuzzWebhook: decoding and planning any body never panics, and every

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"lavender/pushtext"
+	"github.com/lavender-ml/lavender/pushtext"
 )
 
 // The Prometheus alerts on the GPU telemetry (alerts.yml) that the webhook

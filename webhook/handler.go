@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/delivery"
-	"lavender/pushtext"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/pushtext"
 )
 
 // Defaults for the zero values of Config.

@@ -9,11 +9,11 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"lavender/bark"
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // incidentStart is when the test incidents began.

@@ -1,10 +1,11 @@
 package webhook
 
 import (
-	"lavender/watchpush"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/lavender-ml/lavender/watchpush"
 )
 
 func TestIncidentIDStableAcrossCopies(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"lavender/kmsg"
-	"lavender/pushtext"
+	"github.com/lavender-ml/lavender/kmsg"
+	"github.com/lavender-ml/lavender/pushtext"
 )
 
 // The Prometheus alerts on the kernel log's faults (alerts.yml), which the

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 // TestWebhookKernelFaults: GPUFallenOffBus, GPUXidError and StorageErrors

@@ -10,11 +10,11 @@ import (
 	"time"
 	"unicode"
 
-	"lavender/bark"
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/pushtext"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/pushtext"
 
 	"github.com/prometheus/alertmanager/template"
 )

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
-	"lavender/internal/ntfytest"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/ntfytest"
 
 	"github.com/prometheus/alertmanager/template"
 )

@@ -6,9 +6,9 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/pushtext"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/pushtext"
 )
 
 // TestWebhookPhaseAlerts: PhaseFailed, PhaseStalled, PhaseProgressStalled

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 func TestReloadKeepsTargetsOnError(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // stateFixture is a bridge with a state file, a clock and storm control

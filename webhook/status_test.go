@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 func TestStatusRecordsTargetsAndEvents(t *testing.T) {

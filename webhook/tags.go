@@ -1,8 +1,8 @@
 package webhook
 
 import (
-	"lavender/pushtext"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // alertRules are the watchdog rules whose pushes the alerts of alerts.yml

@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
 
-	"lavender/delivery"
-	"lavender/internal/textsafe"
-	"lavender/pushtext"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/textsafe"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // webhookVersion is the only payload version Alertmanager has sent so far.

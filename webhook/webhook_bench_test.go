@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // BenchmarkServeWebhook measures one webhook request end to end through the

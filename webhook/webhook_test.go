@@ -18,10 +18,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"lavender/bark"
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 func TestWebhookRejects(t *testing.T) {

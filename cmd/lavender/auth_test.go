@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestAuthEveryEndpoint: with TLS and basic auth from --web.config.file,

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"syscall"
 
-	"lavender/bark"
-	"lavender/delivery"
-	"lavender/notify"
-	"lavender/pushtext"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/notify"
+	"github.com/lavender-ml/lavender/pushtext"
 
 	"github.com/alecthomas/kong"
 )

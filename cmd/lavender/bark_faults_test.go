@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"lavender/app"
-	"lavender/internal/barktest"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/app"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestBarkFaults: for each way Bark can fail, the webhook answers as

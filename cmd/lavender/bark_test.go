@@ -11,9 +11,9 @@ import (
 	"testing"
 	"unicode"
 
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 func TestBarkSend(t *testing.T) {

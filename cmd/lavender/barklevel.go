@@ -3,9 +3,9 @@ package main
 import (
 	"strings"
 
-	"lavender/bark"
-	"lavender/pushtext"
-	"lavender/watchpush"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/watchpush"
 )
 
 // barkLevelFlags set how loud the watchdog's pushes are, by kind.

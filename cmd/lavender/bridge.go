@@ -7,11 +7,11 @@ import (
 	"net"
 	"time"
 
-	"lavender/app"
-	"lavender/delivery"
-	"lavender/runlog"
-	"lavender/watchpush"
-	"lavender/webhook"
+	"github.com/lavender-ml/lavender/app"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/watchpush"
+	"github.com/lavender-ml/lavender/webhook"
 )
 
 // barkDirFlags locate the Bark targets; every Bark command has them.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 func parseCLI(t testing.TB, args ...string) *CLI {

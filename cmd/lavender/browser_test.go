@@ -14,8 +14,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"lavender/internal/testkit"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // screenshotDir keeps the status page's screenshots after the test, for a

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/barktest"
 )
 
 // TestFlagErrorsNameTheFlag: a bad flag value is reported by

@@ -6,16 +6,16 @@ import (
 	"slices"
 	"testing"
 
-	"lavender/delivery"
-	"lavender/exporter"
-	"lavender/heartbeat"
-	"lavender/kmsg"
-	"lavender/phaseapi"
-	"lavender/pushtext"
-	"lavender/runlog"
-	"lavender/watchdog"
-	"lavender/webguard"
-	"lavender/webhook"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/heartbeat"
+	"github.com/lavender-ml/lavender/kmsg"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/pushtext"
+	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/watchdog"
+	"github.com/lavender-ml/lavender/webguard"
+	"github.com/lavender-ml/lavender/webhook"
 )
 
 // TestFlagDefaultsAreThePackagesConstants: a flag left unset gets the

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // DefaultShm is where the shared memory DataLoader workers use lives.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"lavender/diskguard"
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 const mib = 1 << 20

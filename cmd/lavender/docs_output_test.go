@@ -16,8 +16,8 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // The tests in this file run the examples the pages show against the

@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"lavender/app"
+	"github.com/lavender-ml/lavender/app"
 )
 
 // ExporterCmd serves swap and phase metrics and the heartbeat API.

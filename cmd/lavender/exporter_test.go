@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 func TestExporterCommand(t *testing.T) {

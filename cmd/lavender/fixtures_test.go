@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // swapAlertWebhook is Alertmanager's payload for the swap alert. Each i is

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // inProcess is a serving command (serve, exporter or bridge) run inside

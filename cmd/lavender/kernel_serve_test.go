@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // kernelRig is serve with the watchdog on and its poll an hour away, so a

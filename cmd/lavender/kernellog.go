@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"lavender/kmsg"
+	"github.com/lavender-ml/lavender/kmsg"
 )
 
 // kernelLogFlags point the kernel log reader at /dev/kmsg, or for tests at

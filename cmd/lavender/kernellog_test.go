@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // kmsgFIFO makes a FIFO to give as --path.kmsg and returns its path and a

@@ -24,10 +24,10 @@ import (
 	"testing"
 	"time"
 
-	"lavender/app"
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/app"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 func needSlow(t *testing.T) {

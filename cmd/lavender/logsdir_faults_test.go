@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"lavender/internal/barktest"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes at a fresh dir, or skips the

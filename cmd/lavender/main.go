@@ -18,12 +18,12 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 
-	"lavender"
-	"lavender/bark"
-	"lavender/diskguard"
-	"lavender/notify"
-	"lavender/ntfy"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/notify"
+	"github.com/lavender-ml/lavender/ntfy"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // The version is the repository's VERSION file unless the build stamped

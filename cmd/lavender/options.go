@@ -3,8 +3,8 @@ package main
 import (
 	"net"
 
-	"lavender/app"
-	"lavender/cmd/lavender/internal/hangup"
+	"github.com/lavender-ml/lavender/app"
+	"github.com/lavender-ml/lavender/cmd/lavender/internal/hangup"
 )
 
 // env is what app is given beside the options: the logger and the clock

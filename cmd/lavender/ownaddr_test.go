@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/app"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/app"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestWritesFromThisHostsOwnAddress: a program on the box that connects to

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"lavender/heartbeat"
-	"lavender/phaseapi"
+	"github.com/lavender-ml/lavender/heartbeat"
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // PhaseCmd is the client of the exporter's heartbeat API.

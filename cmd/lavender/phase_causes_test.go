@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/phaseapi"
-	"lavender/proctree"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/proctree"
 )
 
 // startPhaseServeOn is startPhaseServe on a fake procfs the test prepared.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 func TestPhaseRunParsesCommand(t *testing.T) {

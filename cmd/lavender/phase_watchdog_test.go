@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // newFakeClock is serve's clock in the phase tests: heartbeats are stamped,

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestServeWithOddProcfsFiles runs the real binary with meminfo, vmstat or

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // snippetRE finds docs/python.md's tested code: a python fence between

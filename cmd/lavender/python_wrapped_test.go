@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/runlogtest"
-	"lavender/phaseapi"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/phaseapi"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // TestServePhaseRunWithThePythonClient: the lavender package inside

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/app"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/app"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // hostWrite is one write with the given Host header.

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // TestRestartKeepsPhase: `serve --run.resume` killed with SIGKILL in the

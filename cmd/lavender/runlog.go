@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // logged returns the run-log options with g's logger, which hears about a

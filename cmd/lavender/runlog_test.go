@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender"
-	"lavender/internal/testkit"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // runCLI runs the CLI in-process and returns its stdout, stderr and error.

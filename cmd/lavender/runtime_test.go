@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestMain keeps commands started through run() from changing the test

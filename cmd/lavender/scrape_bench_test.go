@@ -11,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"lavender/app"
-	"lavender/exporter"
-	"lavender/phaseserver"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/app"
+	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/phaseserver"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // BenchmarkServedScrape measures one /metrics request through the handler

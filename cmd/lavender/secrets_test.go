@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"lavender/bark"
-	"lavender/internal/barktest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // secretMarker is the device key (and the basic-auth password) of the

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/delivery"
-	"lavender/internal/barktest"
-	"lavender/internal/ntfytest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/ntfytest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestSendReachesEveryChannel: `lavender send --test` (and its first

@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
-	"lavender/app"
 	"net"
+
+	"github.com/lavender-ml/lavender/app"
 )
 
 // ServeCmd is the whole product in one process: the exporter, the bridge

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"lavender/diskguard"
-	"lavender/internal/barktest"
-	"lavender/internal/ntfytest"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/diskguard"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/ntfytest"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // serveRig is `lavender serve` run in-process on a fake procfs, pushing

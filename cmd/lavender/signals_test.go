@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // initLinesAfter counts the GODEBUG=inittrace lines after the one of pkg,

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/barktest"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // stormArgs are the flags of a bridge or serve whose phone gets 2 pushes a

@@ -7,9 +7,9 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"lavender/app"
-	"lavender/kmsg"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/app"
+	"github.com/lavender-ml/lavender/kmsg"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // watchdogFlags are serve's built-in watchdog. Defaults come from the

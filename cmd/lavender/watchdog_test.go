@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // Swap of 2 GiB, as on the measured host: 26 % is 0.5 GB, 56 % 1.1 GB.

@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"lavender/app"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/lavender-ml/lavender/app"
 )
 
 // webFlags are exporter-toolkit's flags, bound through kong.

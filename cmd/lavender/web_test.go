@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/internal/barktest"
-	"lavender/internal/runlogtest"
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/runlogtest"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // routeCase is one request and the status and Allow header it must get.

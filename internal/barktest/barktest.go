@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // Key is the device key a Server accepts when New is given none.

@@ -3,11 +3,12 @@ package barktest
 import (
 	"crypto/tls"
 	"fmt"
-	"lavender/internal/testkit"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // A Fault answers a push in place of Bark. The push is recorded (parsed as

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // get is a GET that returns the error instead of failing.

@@ -1,12 +1,13 @@
 package ntfytest
 
 import (
-	"lavender/internal/testkit"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // A Fault answers a request in place of ntfy. The request is recorded (read

@@ -27,7 +27,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // Topic is a topic name for tests that need one.

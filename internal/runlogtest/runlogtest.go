@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // Text returns the current run log of dir. It fails the test when there is

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 func TestEntries(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 )
 
 // mainPackage is the command StartCommand runs.
-const mainPackage = "lavender/cmd/lavender"
+const mainPackage = "github.com/lavender-ml/lavender/cmd/lavender"
 
 // waitLimit bounds every wait on a child: long enough for a -race build
 // on a loaded 2-core machine to start or stop, short enough to end a hang.

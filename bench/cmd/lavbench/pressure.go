@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"lavender/exporter"
-	"lavender/watchdog"
+	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/watchdog"
 )
 
 // runPressure thrashes the machine for real: a swap file, a memory hog in a

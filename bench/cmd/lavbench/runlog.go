@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"lavender/runlog"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // benchEntry is a realistic BARK line, long enough to be clipped to 80 bytes.
