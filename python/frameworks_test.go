@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,25 +154,17 @@ func realFrameworkTests(t *testing.T) []string {
 // Lightning on the path: the callbacks as those frameworks drive them, and
 // signals stopping each run as the framework alone would.
 func TestRealFrameworks(t *testing.T) {
+	t.Parallel()
 	python := torchPython(t)
 	fw := realFrameworks(t)
 	mods := realFrameworkTests(t)
 	if len(mods) == 0 {
 		t.Fatal("no tests/test_real_*.py")
 	}
+	var runs []unittestRun
 	for _, mod := range mods {
-		t.Run(strings.TrimPrefix(mod, "tests."), func(t *testing.T) {
-			t.Parallel() // one interpreter each, with its own exporters and directories
-			cmd := exec.Command(python, "-m", "unittest", mod)
-			cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "LAVENDER_FRAMEWORKS="+fw)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", mod, err, out)
-			}
-			if strings.Contains(string(out), "skipped") {
-				t.Logf("%s", out)
-			}
-			t.Logf("%s", lastLine(string(out)))
-		})
+		runs = append(runs, unittestRun{name: strings.TrimPrefix(mod, "tests."), python: python, args: []string{mod},
+			env: append([]string{"LAVENDER_FRAMEWORKS=" + fw}, oneThreadTorch...)})
 	}
+	runConcurrently(t, runs)
 }
