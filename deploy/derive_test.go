@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -159,6 +160,25 @@ func e2ePrometheusConfig(t *testing.T, lavenderAddr, alertmanagerAddr, alertsPat
 	return []byte(s)
 }
 
+// e2eSwapFor is SwapUsageHigh's `for` in the end-to-end test's rules, in
+// place of the shipped 30s: the chain is what the test checks, and
+// alerts_test.yml's promtool cases check the shipped 30s itself.
+const e2eSwapFor = "5s"
+
+// e2eAlerts derives the end-to-end test's rules from alerts.yml, with
+// SwapUsageHigh's `for` shortened to e2eSwapFor and nothing else changed,
+// into dir; it returns the file's path.
+func e2eAlerts(t *testing.T, dir string) string {
+	t.Helper()
+	s := string(readFile(t, "alerts.yml"))
+	s = replaceOnce(t, "alerts.yml", s, "\n        for: 30s\n", "\n        for: "+e2eSwapFor+"\n")
+	path := filepath.Join(dir, "e2e-alerts.yml")
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // e2eAlertmanagerConfig derives the end-to-end test's Alertmanager config
 // from deploy/alertmanager/alertmanager.yml: 1s group wait and interval (so
 // firing and resolved notifications go out at once), the repeat interval
@@ -214,11 +234,9 @@ func e2eAlertmanagerBasicAuth(t *testing.T, config []byte, passwordFile string) 
 // TestE2EConfigsDerive proves the derivation works on today's files, and
 // that the results still pass promtool and amtool.
 func TestE2EConfigsDerive(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	alerts, err := filepath.Abs(repoPath("alerts.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	alerts := e2eAlerts(t, dir)
 	promYAML := e2ePrometheusConfig(t, "127.0.0.1:40001", "127.0.0.1:40002", alerts)
 	amYAML := e2eAlertmanagerConfig(t, "http://127.0.0.1:40001/webhook")
 
@@ -236,6 +254,29 @@ func TestE2EConfigsDerive(t *testing.T) {
 	if len(p.RuleFiles) != 1 || p.RuleFiles[0] != alerts {
 		t.Errorf("derived rule_files = %v, want [%s]", p.RuleFiles, alerts)
 	}
+	derivedYAML, err := os.ReadFile(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var derived ruleFile
+	decodeYAML(t, derivedYAML, &derived, alerts)
+	shipped := alertsByName(t, loadAlerts(t))
+	for name, r := range alertsByName(t, derived) {
+		want := shipped[name]
+		if name == "SwapUsageHigh" {
+			if want.For != "30s" || r.For != e2eSwapFor {
+				t.Errorf("SwapUsageHigh's for: shipped %q, derived %q; want 30s and %s", want.For, r.For, e2eSwapFor)
+			}
+			want.For = r.For
+		}
+		if !reflect.DeepEqual(r, want) {
+			t.Errorf("derived rule %s differs from alerts.yml's beyond its for:\n%+v\n%+v", name, r, want)
+		}
+	}
+	if len(alertsByName(t, derived)) != len(shipped) {
+		t.Errorf("derived rules hold %d alerts, alerts.yml %d", len(alertsByName(t, derived)), len(shipped))
+	}
+
 	var a alertmanagerConfig
 	decodeYAMLLenient(t, amYAML, &a)
 	if u := a.barkURL(t); u != "http://127.0.0.1:40001/webhook" {

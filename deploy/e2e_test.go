@@ -31,6 +31,7 @@ import (
 // behind --web.config.file. Each run takes about 40s, almost all of it
 // SwapUsageHigh's `for: 30s`, which the test keeps as shipped.
 func TestE2E(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test: runs lavender, Prometheus and Alertmanager for about a minute")
 	}
@@ -83,7 +84,7 @@ const (
 	// wrote it; the test also derives it from the figures it writes.
 	e2eWant54 = "[lavender-2] swap 54% full (17.3/32.0 GB) — consider intervening"
 	// e2ePushBudget is how long the chain may take from lavender's start to
-	// the push: Prometheus's first scrapes, SwapUsageHigh's `for: 30s`,
+	// the push: Prometheus's first scrapes, SwapUsageHigh's `for` (e2eSwapFor),
 	// Alertmanager's group_wait, and slack for a busy 2-core machine.
 	e2ePushBudget = 60 * time.Second
 	// e2eQuiet is how long the test watches for an unwanted push.
@@ -199,11 +200,7 @@ func runE2E(t *testing.T, bins e2eBinaries, addrs e2eAddrs, basicAuth, sendResol
 		"--log.level=debug",         // its notification log is the first thing to read on failure
 	))
 
-	alerts, err := filepath.Abs(repoPath("alerts.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	promConfig := e2ePrometheusConfig(t, c.lavAddr, amAddr, alerts)
+	promConfig := e2ePrometheusConfig(t, c.lavAddr, amAddr, e2eAlerts(t, dir))
 	if basicAuth {
 		promConfig = e2ePrometheusBasicAuth(t, promConfig, scrapePasswordFile)
 	}
@@ -678,6 +675,9 @@ func randomPassword(t *testing.T) string {
 
 // TestMain removes the lavender binary testkit.Binary built.
 func TestMain(m *testing.M) {
+	// The end-to-end chains and the tools' checks wait on Prometheus's
+	// rule clock and on other programs far more than they use the CPU.
+	testkit.WaitBoundParallel(8)
 	code := m.Run()
 	testkit.RemoveBinaries()
 	os.Exit(code)

@@ -29,6 +29,7 @@ const familiesEnv = "DEPLOY_ADDRESS_FAMILIES"
 // up. Listing the host's own addresses (for --web.write-allow=host) takes
 // a netlink socket.
 func TestServeStartsUnderTheUnitsAddressFamilies(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		t.Skipf("the seccomp filter here is written for linux/amd64 and arm64, not %s/%s", runtime.GOOS, runtime.GOARCH)
 	}

@@ -30,6 +30,7 @@ import (
 // the phone that has not accepted yet. In the end each phone has exactly
 // one push, and no more come over the following group intervals.
 func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs Alertmanager")
 	}

@@ -19,6 +19,7 @@ import (
 // the status page. Needs root (to drop to nobody), setpriv and a kernel
 // with dmesg_restrict, as the hosts the unit is for have.
 func TestKernelLogTakesCAPSYSLOG(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run lavender as another user")
 	}

@@ -16,6 +16,7 @@ import (
 // the first two and sets LAVENDER_E2E=1, so a missing tool fails there.
 
 func TestPromtoolCheckRules(t *testing.T) {
+	t.Parallel()
 	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	out := runTool(t, repoRoot, promtool, "check", "rules", "alerts.yml")
 	if !strings.Contains(out, "SUCCESS") {
@@ -24,6 +25,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 }
 
 func TestPromtoolTestRules(t *testing.T) {
+	t.Parallel()
 	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	out := runTool(t, repoRoot, promtool, "test", "rules", "alerts_test.yml")
 	if !strings.Contains(out, "SUCCESS") {
@@ -32,6 +34,7 @@ func TestPromtoolTestRules(t *testing.T) {
 }
 
 func TestPromtoolCheckConfig(t *testing.T) {
+	t.Parallel()
 	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	out := runTool(t, repoRoot, promtool, "check", "config", filepath.Join("deploy", "prometheus", "prometheus.yml"))
 	// check config also loads the rule files it names; make sure that is
@@ -42,6 +45,7 @@ func TestPromtoolCheckConfig(t *testing.T) {
 }
 
 func TestAmtoolCheckConfig(t *testing.T) {
+	t.Parallel()
 	amtool := testkit.NeedTool(t, "prometheus-alertmanager", "amtool")
 	out := runTool(t, repoRoot, amtool, "check-config", filepath.Join("deploy", "alertmanager", "alertmanager.yml"))
 	if !strings.Contains(out, "SUCCESS") {
@@ -52,6 +56,7 @@ func TestAmtoolCheckConfig(t *testing.T) {
 // TestAmtoolRoutes asks Alertmanager's own routing code where each alert
 // goes, so a route typo cannot send the swap warning to the wrong place.
 func TestAmtoolRoutes(t *testing.T) {
+	t.Parallel()
 	amtool := testkit.NeedTool(t, "prometheus-alertmanager", "amtool")
 	config := filepath.Join("deploy", "alertmanager", "alertmanager.yml")
 	for labels, want := range map[string]string{
@@ -94,6 +99,7 @@ func TestAmtoolRoutes(t *testing.T) {
 // TestPromtoolDashboardExpressions parses every dashboard expression with
 // Prometheus's own parser, by way of a throwaway recording-rule file.
 func TestPromtoolDashboardExpressions(t *testing.T) {
+	t.Parallel()
 	promtool := testkit.NeedTool(t, "prometheus", "promtool")
 	var rules []rule
 	for i, e := range dashboardExprs(t) {
@@ -113,6 +119,7 @@ func TestPromtoolDashboardExpressions(t *testing.T) {
 // TestSystemdVerify runs systemd-analyze verify on the unit. It exists
 // wherever systemd does, so its absence only skips, even in CI.
 func TestSystemdVerify(t *testing.T) {
+	t.Parallel()
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		t.Skip("systemd-analyze not found: cannot verify deploy/systemd/lavender.service here")

@@ -18,6 +18,9 @@ import (
 func TestMain(m *testing.M) {
 	setGOMAXPROCS = func(int) int { return runtime.GOMAXPROCS(0) }
 	setGCPercent = func(int) int { return 0 } // apply ignores the old value
+	// The parallel serve, exporter and phase tests wait on poll
+	// intervals, HTTP round trips and child processes, not on the CPU.
+	testkit.WaitBoundParallel(8)
 	code := m.Run()
 	testkit.RemoveBinaries()
 	os.Exit(code)
