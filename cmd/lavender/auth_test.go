@@ -17,6 +17,7 @@ import (
 // credentials or with wrong ones, nothing is acted on, and everything
 // works with the right ones.
 func TestAuthEveryEndpoint(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	const user, pass = "alertmanager", "correct horse battery staple"
 	certs := testkit.NewTLS(t)
 	webConfig := testkit.WriteWebConfig(t, testkit.WebConfig{TLS: certs, Users: map[string]string{user: pass}})

@@ -17,6 +17,7 @@ import (
 // pass), within --bark.timeout plus the margin, with the failure counted
 // and recorded; and while a push hangs, scrapes and heartbeats answer.
 func TestBarkFaults(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	const barkTimeout = 2 * time.Second
 	for _, tc := range []struct {
 		name  string

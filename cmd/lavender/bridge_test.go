@@ -32,6 +32,7 @@ func parseCLI(t testing.TB, args ...string) *CLI {
 }
 
 func TestBridgeCommand(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	bark := barktest.New(t)
 	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
 	logDir := filepath.Join(t.TempDir(), "logs")

@@ -373,6 +373,7 @@ func TestServeDiskFillsBeforeTheETA(t *testing.T) {
 // alerts storm control held. A statfs on the thread the kernel hands the
 // process's signals to would keep SIGTERM from ever arriving.
 func TestServeStopsWhileStatfsHangs(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -152,6 +152,7 @@ func runLogShape(line string) string {
 // TestDocsShowTheRunLogServeWrites: the run logs the pages show start with
 // the title, header and first entry that `lavender serve` writes.
 func TestDocsShowTheRunLogServeWrites(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	logDir := t.TempDir()
 	serve := testkit.StartCommand(t, quietServeArgs(t, t.TempDir(), logDir)...)
 	testkit.WaitReady(t, nil, serve.URL(t), "", "")

@@ -16,6 +16,7 @@ import (
 // over its limit with 413, whether the length is declared or chunked, and
 // nothing of it is acted on.
 func TestBodyLimitsEveryPOST(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	bark := barktest.New(t)
 	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
 	logDir := t.TempDir()

@@ -67,6 +67,7 @@ func remount(t *testing.T, opts, dir string) {
 // every lost write is counted, the failure is logged once (not once per
 // write) and nothing crashes; once the dir recovers, records resume.
 func TestLogsDirFaults(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	for _, tc := range []struct {
 		name           string
 		mount          bool

@@ -16,6 +16,7 @@ import (
 // from loopback; by default it may write. The exporter listens on that
 // address alone for this test.
 func TestWritesFromThisHostsOwnAddress(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	own := ownAddress(t)
 	logDir := filepath.Join(t.TempDir(), "logs")
 	exporter := testkit.StartCommand(t, "exporter", "--web.listen-address="+net.JoinHostPort(own, "0"), "--runlog.dir", logDir,

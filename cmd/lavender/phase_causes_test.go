@@ -51,6 +51,16 @@ func (r *watchdogRig) phaseNamed(name string) phaseapi.Phase {
 // id) is never judged, however dead it looks here.
 func TestServePhaseDiedWithoutEnding(t *testing.T) {
 	t.Parallel()
+	// The child starts before the test's clock does: serve compares the
+	// process's real start with the phase's start on that clock, and a
+	// child started seconds later (a loaded machine starting serve) would
+	// look like a reused pid.
+	child := exec.Command("sleep", "600")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := child.Process.Pid
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 	clock := newFakeClock()
 	host := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(swap2GiBinKB, 0.26)})
 	host.LinkRealHost()
@@ -60,12 +70,6 @@ func TestServePhaseDiedWithoutEnding(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	child := exec.Command("sleep", "600")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := child.Process.Pid
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 	host.LinkProcess(pid)
 	r.beat("Finetune", fmt.Sprintf(`"event":"start","pid":%d,"boot_id":%q,"pid_ns":%q`, pid, here.BootID, here.PIDNS))
 	r.beat("Remote", fmt.Sprintf(`"event":"start","pid":%d,"boot_id":"another-host","pid_ns":%q`, pid, here.PIDNS))

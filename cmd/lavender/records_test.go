@@ -65,6 +65,7 @@ func TestServeResumeWritesRunResume(t *testing.T) {
 // symlink to /dev/zero where it reads: it must answer, stop on SIGTERM and
 // move the odd file aside, rather than hang or fill memory.
 func TestServeWithOddFilesInLogsDir(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -141,6 +142,7 @@ func TestServeWithOddFilesInLogsDir(t *testing.T) {
 // last --runlog.max-bytes on / and /api/v1/status, and the next append
 // brings the file back under the cap.
 func TestStatusShowsTheTailOfAHugeRunLog(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	logDir := filepath.Join(t.TempDir(), "logs")
 	l, err := runlog.Start(runlog.Options{Dir: logDir}, "", runlog.RunStart)
 	if err != nil {
@@ -189,6 +191,7 @@ func TestStatusShowsTheTailOfAHugeRunLog(t *testing.T) {
 // dir cannot be listed; it counts the failure and recovers once the dir
 // is usable.
 func TestServeStartsWhenLogsDirIsAFile(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	logDir := filepath.Join(t.TempDir(), "logs")
 	if err := os.WriteFile(logDir, []byte("not a dir\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -221,6 +224,7 @@ func TestServeStartsWhenLogsDirIsAFile(t *testing.T) {
 // made in UTC, `runlog new` in New York (a name that sorts earlier), then
 // `runlog append` from Tokyo goes to the new run, stamped in its zone.
 func TestRunlogAcrossTimeZones(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -286,6 +290,7 @@ func TestRunlogAcrossTimeZones(t *testing.T) {
 // TestBridgeLogsAMovedRunLog: the bridge's appends hear about a run log
 // moved aside too, not only the exporter's.
 func TestBridgeLogsAMovedRunLog(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	logDir := filepath.Join(t.TempDir(), "logs")
 	bark := barktest.New(t)
 	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})

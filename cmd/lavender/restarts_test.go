@@ -17,6 +17,7 @@ import (
 // middle of a phase comes back with the phase active, its start time and
 // heartbeats as last saved, and the phase ends normally afterwards.
 func TestRestartKeepsPhase(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -37,6 +37,7 @@ func initLinesAfter(trace, pkg string) int {
 // against lavender only if the trace shows a package initialised after
 // os/signal, since before that no Go code can take the signal.
 func TestSIGHUPDuringStart(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

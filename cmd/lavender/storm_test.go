@@ -46,6 +46,7 @@ func postStorm(t *testing.T, base string, n int) {
 // their BARK line (before serve's RUN stop). Alertmanager was answered 200
 // for them and will not send them again for hours.
 func TestStopSendsHeldAlerts(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	for _, cmd := range []string{"bridge", "serve"} {
 		t.Run(cmd, func(t *testing.T) {
 			bark := barktest.New(t)
@@ -147,6 +148,7 @@ func TestKill9KeepsHeldAlertsAndDedup(t *testing.T) {
 // JSON, or not a regular file, is moved aside with a WARN, and the bridge
 // serves.
 func TestDamagedBarkStateNeverStopsAStart(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
 	for name, make := range map[string]func(path string) error{
 		"not JSON": func(path string) error { return os.WriteFile(path, []byte("{\"version\":1,"), 0o644) },
 		"a FIFO":   func(path string) error { return syscall.Mkfifo(path, 0o644) },
