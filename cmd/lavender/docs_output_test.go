@@ -352,7 +352,7 @@ var envNameRE = regexp.MustCompile(`\bLAVENDER_[A-Z0-9_]+\b`)
 
 // testEnvironment are the LAVENDER_ variables that the tests and benchmarks
 // read, not the binary.
-var testEnvironment = map[string]bool{"LAVENDER_E2E": true, "LAVENDER_NTFY_SERVER": true, "LAVENDER_SLOW": true, "LAVENDER_SCREENSHOT_DIR": true, "LAVENDER_FRAMEWORKS": true}
+var testEnvironment = map[string]bool{"LAVENDER_E2E": true, "LAVENDER_NTFY_SERVER": true, "LAVENDER_SLOW": true, "LAVENDER_SCREENSHOT_DIR": true, "LAVENDER_FRAMEWORKS": true, testkit.BinaryEnv: true}
 
 // pythonClientEnvironment are the LAVENDER_ variables the Python client
 // (python/lavender) reads.

@@ -31,12 +31,24 @@ var build struct {
 	err  error
 }
 
+// BinaryEnv names a lavender binary for the tests to run in place of the
+// one Binary builds. CI points it at the release build it has just made:
+// the slow tests then drive the shipped binary, without a second build.
+const BinaryEnv = "LAVENDER_TEST_BINARY"
+
 // Binary builds the lavender binary once per test binary (with -race when
-// the tests run with it) and returns its path. The build lives in a temp
-// dir outside any test's; call RemoveBinaries from TestMain to delete it.
+// the tests run with it) and returns its path, or returns $LAVENDER_TEST_BINARY's.
+// The build lives in a temp dir outside any test's; call RemoveBinaries
+// from TestMain to delete it.
 func Binary(t testing.TB) string {
 	t.Helper()
-	build.once.Do(func() { build.bin, build.err = buildLavender() })
+	build.once.Do(func() {
+		if given := os.Getenv(BinaryEnv); given != "" {
+			build.bin, build.err = givenBinary(given)
+			return
+		}
+		build.bin, build.err = buildLavender()
+	})
 	if build.err != nil {
 		t.Fatalf("testkit: %v", build.err)
 	}
@@ -55,6 +67,26 @@ func RemoveBinaries() {
 	if build.dir != "" {
 		os.RemoveAll(build.dir)
 	}
+}
+
+// givenBinary checks that path, from $LAVENDER_TEST_BINARY, is an
+// executable file, and makes it absolute: tests start it from their own
+// working directories.
+func givenBinary(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%s=%s: %w", BinaryEnv, path, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s=%s: %w", BinaryEnv, path, err)
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("%s=%s: not a regular file", BinaryEnv, path)
+	case fi.Mode().Perm()&0o111 == 0:
+		return "", fmt.Errorf("%s=%s: not executable", BinaryEnv, path)
+	}
+	return abs, nil
 }
 
 func buildLavender() (string, error) {

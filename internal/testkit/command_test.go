@@ -167,3 +167,27 @@ func TestCleanupChecksTheGracefulExit(t *testing.T) {
 		}
 	}
 }
+
+func TestGivenBinary(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "lavender")
+	plain := filepath.Join(dir, "notes.txt")
+	for path, mode := range map[string]os.FileMode{exe: 0o755, plain: 0o644} {
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	if got, err := givenBinary("lavender"); err != nil || got != exe {
+		t.Errorf(`givenBinary("lavender") in its dir = %q, %v; want %q`, got, err, exe)
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing"): "no such file",
+		dir:                           "not a regular file",
+		plain:                         "not executable",
+	} {
+		if _, err := givenBinary(path); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), BinaryEnv+"=") {
+			t.Errorf("givenBinary(%s) = %v, want an error naming %s and saying %q", path, err, BinaryEnv, want)
+		}
+	}
+}
