@@ -30,7 +30,7 @@ func TestAuthEveryEndpoint(t *testing.T) {
 		body         []byte
 		want         int // with credentials
 	}
-	webhook := call{"POST", "/webhook", swapAlertWebhook(1), 200}
+	webhook := call{"POST", "/webhook", testkit.SwapAlertWebhook(1), 200}
 	reload := call{"POST", "/-/reload", nil, 200}
 	metrics := call{"GET", "/metrics", nil, 200}
 	api := []call{
@@ -45,7 +45,7 @@ func TestAuthEveryEndpoint(t *testing.T) {
 		args  []string
 		calls []call
 	}{
-		{quietServeArgs(t, barkDir, t.TempDir()), append(append([]call{webhook, reload, metrics}, api...), lifecycle...)},
+		{testkit.QuietServeArgs(t, barkDir, t.TempDir()), append(append([]call{webhook, reload, metrics}, api...), lifecycle...)},
 		{[]string{"exporter", "--web.listen-address=127.0.0.1:0", "--path.procfs=" + testkit.SwapProcfs(t, 0.10), "--runlog.dir=" + t.TempDir()},
 			append(append([]call{metrics}, api...), lifecycle...)},
 		{[]string{"bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir=" + barkDir, "--runlog.dir=" + t.TempDir()},

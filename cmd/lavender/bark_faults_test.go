@@ -44,7 +44,7 @@ func TestBarkFaults(t *testing.T) {
 			}
 			barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": target + "\n"})
 			logDir := t.TempDir()
-			serve := testkit.StartCommand(t, quietServeArgs(t, barkDir, logDir, "--bark.timeout="+barkTimeout.String())...)
+			serve := testkit.StartCommand(t, testkit.QuietServeArgs(t, barkDir, logDir, "--bark.timeout="+barkTimeout.String())...)
 			base := serve.URL(t)
 			testkit.WaitReady(t, nil, base, "", "")
 
@@ -57,7 +57,7 @@ func TestBarkFaults(t *testing.T) {
 			done := make(chan answer, 1)
 			start := time.Now()
 			go func() {
-				code, body, err := testkit.Do(nil, "POST", base+"/webhook", swapAlertWebhook(7), "", "")
+				code, body, err := testkit.Do(nil, "POST", base+"/webhook", testkit.SwapAlertWebhook(7), "", "")
 				done <- answer{code, body, time.Since(start), err}
 			}()
 

@@ -221,7 +221,7 @@ func TestBadBarkLineDoesNotStopServe(t *testing.T) {
 		t.Run(cmd, func(t *testing.T) {
 			args := []string{cmd, "--web.listen-address=127.0.0.1:0", "--bark.config-dir=" + dir, "--runlog.dir=" + t.TempDir()}
 			if cmd == "serve" {
-				args = quietServeArgs(t, dir, t.TempDir())
+				args = testkit.QuietServeArgs(t, dir, t.TempDir())
 			}
 			command := testkit.StartCommand(t, args...)
 			base := command.URL(t)
@@ -233,7 +233,7 @@ func TestBadBarkLineDoesNotStopServe(t *testing.T) {
 			if v := m.MustValue(t, "lavender_bark_targets", nil); v != 1 {
 				t.Errorf("lavender_bark_targets = %v, want 1", v)
 			}
-			if code, body := testkit.MustDo(t, nil, "POST", base+"/webhook", swapAlertWebhook(1), "", ""); code != 200 || !strings.Contains(body, "pushed=1") {
+			if code, body := testkit.MustDo(t, nil, "POST", base+"/webhook", testkit.SwapAlertWebhook(1), "", ""); code != 200 || !strings.Contains(body, "pushed=1") {
 				t.Errorf("webhook = %d %q", code, body)
 			}
 			if err := command.Stop(); err != nil {

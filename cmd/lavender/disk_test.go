@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -366,52 +365,6 @@ func TestServeDiskFillsBeforeTheETA(t *testing.T) {
 	}
 }
 
-// TestServeStopsWhileStatfsHangs runs the real binary watching paths on a
-// FUSE mount whose server never answers (a dead NFS or FUSE mount): their
-// calls wait in the kernel, deaf to SIGTERM. serve still reports them
-// unreadable, and one SIGTERM ends it with status 0 after it sent the
-// alerts storm control held. A statfs on the thread the kernel hands the
-// process's signals to would keep SIGTERM from ever arriving.
-func TestServeStopsWhileStatfsHangs(t *testing.T) {
-	t.Parallel() // its own process: no state of the test process is shared
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	stalled := testkit.MountStalledFuse(t)
-	bark := barktest.New(t)
-	logDir := filepath.Join(t.TempDir(), "logs")
-	args := stormArgs(t, "serve", bark, logDir, "127.0.0.1:0")
-	// Several hung paths: each call holds its own thread in the kernel.
-	args = append(args, "--watchdog.shm=", "--watchdog.disk="+stalled)
-	for i := range 4 {
-		args = append(args, fmt.Sprintf("--watchdog.disk=%s/run-%d", stalled, i))
-	}
-	serve := testkit.StartCommand(t, args...)
-	base := serve.URL(t)
-	testkit.WaitReady(t, nil, base, "", "")
-	testkit.WaitFor(t, 20*time.Second, func() bool {
-		v, err := testkit.Scrape(t, nil, base+"/metrics").Value("lavender_disk_error", testkit.Labels{"path": stalled})
-		return err == nil && v == 1
-	}, stalled+" reported unreadable")
-	postStorm(t, base, 5)
-	// The promise: out within --bark.timeout (5s, stormArgs's) and 2 s.
-	start := time.Now()
-	if err := serve.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Wait(5*time.Second + 2*time.Second); err != nil {
-		t.Fatalf("after SIGTERM: %v", err)
-	}
-	t.Logf("serve exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
-	got := bark.Pushes()
-	if len(got) != 3 || got[2].Body != "[lavender-2] 3 more alerts in the last minute: SwapUsageHigh ×3" {
-		t.Errorf("pushes %+v, want the 2 sent and the summary of the 3 held", got)
-	}
-	if !strings.Contains(serve.Stderr.String(), "statfs did not answer") {
-		t.Errorf("the log does not say the statfs hung:\n%s", serve.Stderr)
-	}
-}
-
 // TestServeDiskRunningPhaseWinsOverEndedOnes: four ended phases reported
 // eight directories each on one filesystem, then "Train" starts with its
 // directory on a small tmpfs and fills it. The ended phases' directories
@@ -466,7 +419,7 @@ func TestServeStopDoesNotWaitForAHungStatfs(t *testing.T) {
 		v, err := testkit.Scrape(t, serve.client, serve.base+"/metrics").Value("lavender_disk_error", testkit.Labels{"path": "/mnt/nfs"})
 		return err == nil && v == 1
 	}, "/mnt/nfs reported unreadable")
-	postStorm(t, serve.base, 5)
+	testkit.PostSwapStorm(t, serve.base, 5)
 	if err := serve.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func runLogShape(line string) string {
 func TestDocsShowTheRunLogServeWrites(t *testing.T) {
 	t.Parallel() // its own process: no state of the test process is shared
 	logDir := t.TempDir()
-	serve := testkit.StartCommand(t, quietServeArgs(t, t.TempDir(), logDir)...)
+	serve := testkit.StartCommand(t, testkit.QuietServeArgs(t, t.TempDir(), logDir)...)
 	testkit.WaitReady(t, nil, serve.URL(t), "", "")
 	runs, _ := filepath.Glob(filepath.Join(logDir, "run-*.log"))
 	if len(runs) != 1 {

@@ -124,7 +124,7 @@ func TestKmsgPathRefusesWhatIsNoKernelLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	const want = "--path.kmsg: kernel log: refusing /dev/zero: it is character device 1:5 (/dev/zero), not the kernel log"
-	cli := parseCLI(t, quietServeArgs(t, barktest.ConfigDir(t, nil), t.TempDir(), "--path.kmsg=/dev/zero")...)
+	cli := parseCLI(t, testkit.QuietServeArgs(t, barktest.ConfigDir(t, nil), t.TempDir(), "--path.kmsg=/dev/zero")...)
 	if err := cli.Serve.serve(ctx, g, nil, nil); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("serve: %v; want %q", err, want)
 	}

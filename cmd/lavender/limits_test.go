@@ -20,7 +20,7 @@ func TestBodyLimitsEveryPOST(t *testing.T) {
 	bark := barktest.New(t)
 	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
 	logDir := t.TempDir()
-	serve := testkit.StartCommand(t, quietServeArgs(t, barkDir, logDir)...)
+	serve := testkit.StartCommand(t, testkit.QuietServeArgs(t, barkDir, logDir)...)
 	base := serve.URL(t)
 	testkit.WaitReady(t, nil, base, "", "")
 	runBefore, _ := runlog.CurrentPath(logDir)
@@ -32,7 +32,7 @@ func TestBodyLimitsEveryPOST(t *testing.T) {
 		ok    []byte // a valid body
 		okish int
 	}{
-		{"/webhook", 1 << 20, swapAlertWebhook(1), 200},
+		{"/webhook", 1 << 20, testkit.SwapAlertWebhook(1), 200},
 		{"/api/v1/heartbeat", 64 << 10, []byte(`{"phase":"Train","event":"start"}`), 200},
 		{"/api/v1/runs", 64 << 10, nil, 0}, // not sent: it would start a run
 		{"/-/reload", 64 << 10, nil, 200},

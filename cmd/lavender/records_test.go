@@ -30,8 +30,8 @@ func TestServeResumeWritesRunResume(t *testing.T) {
 		args  []string
 		event string
 	}{
-		{quietServeArgs(t, barkDir, logDir), `{"phase":"SFT","event":"start"}`},
-		{quietServeArgs(t, barkDir, logDir, "--run.resume"), `{"phase":"SFT","event":"end"}`},
+		{testkit.QuietServeArgs(t, barkDir, logDir), `{"phase":"SFT","event":"start"}`},
+		{testkit.QuietServeArgs(t, barkDir, logDir, "--run.resume"), `{"phase":"SFT","event":"end"}`},
 	} {
 		// In-process, so the phase lasts only as long as two starts and
 		// stops: the END line's duration, counted from the START before
@@ -196,7 +196,7 @@ func TestServeStartsWhenLogsDirIsAFile(t *testing.T) {
 	if err := os.WriteFile(logDir, []byte("not a dir\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	serve := testkit.StartCommand(t, quietServeArgs(t, t.TempDir(), logDir)...)
+	serve := testkit.StartCommand(t, testkit.QuietServeArgs(t, t.TempDir(), logDir)...)
 	base := serve.URL(t)
 	testkit.WaitReady(t, nil, base, "", "")
 	if n := testkit.Scrape(t, nil, base+"/metrics").MustValue(t, "lavender_runlog_write_errors_total", testkit.Labels{"writer": "exporter"}); n < 1 {
@@ -294,7 +294,7 @@ func TestBridgeLogsAMovedRunLog(t *testing.T) {
 	logDir := filepath.Join(t.TempDir(), "logs")
 	bark := barktest.New(t)
 	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
-	serve := testkit.StartCommand(t, quietServeArgs(t, barkDir, logDir)...)
+	serve := testkit.StartCommand(t, testkit.QuietServeArgs(t, barkDir, logDir)...)
 	base := serve.URL(t)
 	testkit.WaitReady(t, nil, base, "", "")
 	path, err := runlog.CurrentPath(logDir)
@@ -307,7 +307,7 @@ func TestBridgeLogsAMovedRunLog(t *testing.T) {
 	if err := syscall.Mkfifo(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := testkit.MustDo(t, nil, "POST", base+"/webhook", swapAlertWebhook(0), "", ""); code != 200 {
+	if code, body := testkit.MustDo(t, nil, "POST", base+"/webhook", testkit.SwapAlertWebhook(0), "", ""); code != 200 {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
 	if !strings.Contains(serve.Stderr.String(), "run log was not a regular file; moved aside") {

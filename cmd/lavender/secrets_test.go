@@ -143,8 +143,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	highSwap := testkit.SwapProcfs(t, 0.90)
 	webhooks := []string{
-		string(swapAlertWebhook(1)),
-		string(swapAlertWebhook(1)), // a duplicate
+		string(testkit.SwapAlertWebhook(1)),
+		string(testkit.SwapAlertWebhook(1)), // a duplicate
 		`{"version":"4","status":"resolved","alerts":[{"status":"resolved","labels":{"alertname":"SwapUsageHigh"},"annotations":{"swap_used_ratio":"0.2"},"startsAt":"2026-04-24T00:45:00Z","fingerprint":"ab"}]}`,
 		`{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{"alertname":"PhaseStalled","phase":"` + secretMarker[:6] + `"},"annotations":{"summary":"stalled"},"startsAt":"2026-04-24T00:45:00Z"}]}`,
 		`{"version":"3"}`,
@@ -323,7 +323,7 @@ func TestBarkEnvPermissionWarning(t *testing.T) {
 			}
 			wantWarning := mode&0o044 != 0
 			for _, args := range [][]string{
-				quietServeArgs(t, barkDir, t.TempDir()),
+				testkit.QuietServeArgs(t, barkDir, t.TempDir()),
 				{"bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir=" + barkDir, "--runlog.dir=" + t.TempDir()},
 			} {
 				command := testkit.StartCommand(t, args...)

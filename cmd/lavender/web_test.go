@@ -177,7 +177,7 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 		certs := testkit.NewTLS(t)
 		webConfig := testkit.WriteWebConfig(t, testkit.WebConfig{TLS: certs, Users: map[string]string{"alice": "s3cret-pass"}})
 		client := certs.Client()
-		serve := testkit.StartCommand(t, quietServeArgs(t, barktest.ConfigDir(t, nil), t.TempDir(),
+		serve := testkit.StartCommand(t, testkit.QuietServeArgs(t, barktest.ConfigDir(t, nil), t.TempDir(),
 			"--web.write-allow=192.0.2.0/24", "--web.config.file="+webConfig)...)
 		base := serve.URL(t)
 		testkit.WaitReady(t, client, base, "alice", "s3cret-pass")

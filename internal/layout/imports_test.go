@@ -102,6 +102,7 @@ var mayUse = map[string][]string{
 	"cmd/lavender/internal/hangup": {},
 	"bench/cmd/lavbench":           {"*"},
 	"deploy":                       {"*"},
+	"e2e":                          {"*"},
 	"internal/layout":              {},
 	// The shared test helpers use nothing of ours, so any package's
 	// in-package tests can import them without a cycle.

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"errors"
@@ -110,7 +110,7 @@ func TestLogsDirFaults(t *testing.T) {
 			bark := barktest.New(t)
 			barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
 			// 40 pushes in a minute: storm control off, so each is a push.
-			serve := testkit.StartCommand(t, append(quietServeArgs(t, barkDir, logDir), "--bark.max-per-minute=0")...)
+			serve := testkit.StartCommand(t, append(testkit.QuietServeArgs(t, barkDir, logDir), "--bark.max-per-minute=0")...)
 			base := serve.URL(t)
 			testkit.WaitReady(t, nil, base, "", "")
 			post := func(path string, body []byte) (int, string) {
@@ -127,7 +127,7 @@ func TestLogsDirFaults(t *testing.T) {
 			// still succeeds, a compaction cannot.
 			const n = 40
 			for i := range n {
-				code, body := post("/webhook", swapAlertWebhook(i))
+				code, body := post("/webhook", testkit.SwapAlertWebhook(i))
 				if code != 200 || !strings.Contains(body, "pushed=1") {
 					t.Fatalf("webhook %d with the logs dir %s: %d %q", i, tc.name, code, body)
 				}
@@ -168,7 +168,7 @@ func TestLogsDirFaults(t *testing.T) {
 			}
 
 			tc.repair(t, mnt, logDir)
-			if code, body := post("/webhook", swapAlertWebhook(n)); code != 200 {
+			if code, body := post("/webhook", testkit.SwapAlertWebhook(n)); code != 200 {
 				t.Fatalf("webhook after repair: %d %q", code, body)
 			}
 			if code, body := post("/api/v1/heartbeat", []byte(`{"phase":"After","event":"start"}`)); code != 200 {

@@ -1,6 +1,7 @@
-package main
+package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,22 +26,6 @@ func stormArgs(t *testing.T, cmd string, bark *barktest.Server, logDir string, l
 	return args
 }
 
-// postStorm posts swap alerts 0…n-1 (each a new alert) and checks that the
-// first two push and the rest are held.
-func postStorm(t *testing.T, base string, n int) {
-	t.Helper()
-	for i := range n {
-		code, answer := testkit.MustDo(t, nil, "POST", base+"/webhook", swapAlertWebhook(i), "", "")
-		want := "pushed=1"
-		if i >= 2 {
-			want = "held=1"
-		}
-		if code != 200 || !strings.Contains(answer, want) {
-			t.Fatalf("alert %d: %d %q, want 200 and %s", i, code, answer, want)
-		}
-	}
-}
-
 // TestStopSendsHeldAlerts: alerts held by storm control when the process
 // is stopped inside the minute go out before it exits, in one summary, with
 // their BARK line (before serve's RUN stop). Alertmanager was answered 200
@@ -54,7 +39,7 @@ func TestStopSendsHeldAlerts(t *testing.T) {
 			proc := testkit.StartCommand(t, stormArgs(t, cmd, bark, logDir, "127.0.0.1:0")...)
 			base := proc.URL(t)
 			testkit.WaitReady(t, nil, base, "", "")
-			postStorm(t, base, 5)
+			testkit.PostSwapStorm(t, base, 5)
 			if n := bark.Count(); n != 2 {
 				t.Fatalf("%d pushes before the stop, want 2", n)
 			}
@@ -100,7 +85,7 @@ func TestKill9KeepsHeldAlertsAndDedup(t *testing.T) {
 	first := testkit.StartCommandWith(t, testkit.Options{KillAtEnd: true}, args...)
 	testkit.WaitReady(t, nil, base, "", "")
 	began := time.Now()
-	postStorm(t, base, 5)
+	testkit.PostSwapStorm(t, base, 5)
 	if err := first.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +103,7 @@ func TestKill9KeepsHeldAlertsAndDedup(t *testing.T) {
 	// Alertmanager sends the group again (a new alert joined it, or its
 	// repeat_interval passed): every alert is a duplicate now.
 	for i := range 5 {
-		code, answer := testkit.MustDo(t, nil, "POST", base+"/webhook", swapAlertWebhook(i), "", "")
+		code, answer := testkit.MustDo(t, nil, "POST", base+"/webhook", testkit.SwapAlertWebhook(i), "", "")
 		if code != 200 || !strings.Contains(answer, "duplicate=1") {
 			t.Errorf("alert %d after the restart: %d %q, want a duplicate", i, code, answer)
 		}
@@ -163,7 +148,7 @@ func TestDamagedBarkStateNeverStopsAStart(t *testing.T) {
 			proc := testkit.StartCommand(t, stormArgs(t, "bridge", bark, logDir, "127.0.0.1:0")...)
 			base := proc.URL(t)
 			testkit.WaitReady(t, nil, base, "", "")
-			postStorm(t, base, 3)
+			testkit.PostSwapStorm(t, base, 3)
 			if _, err := os.Lstat(path + ".damaged"); err != nil {
 				t.Errorf("damaged state not moved aside: %v", err)
 			}
@@ -183,5 +168,51 @@ func TestDamagedBarkStateNeverStopsAStart(t *testing.T) {
 				t.Errorf("state after the stop: %v\n%s", err, data)
 			}
 		})
+	}
+}
+
+// TestServeStopsWhileStatfsHangs runs the real binary watching paths on a
+// FUSE mount whose server never answers (a dead NFS or FUSE mount): their
+// calls wait in the kernel, deaf to SIGTERM. serve still reports them
+// unreadable, and one SIGTERM ends it with status 0 after it sent the
+// alerts storm control held. A statfs on the thread the kernel hands the
+// process's signals to would keep SIGTERM from ever arriving.
+func TestServeStopsWhileStatfsHangs(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	stalled := testkit.MountStalledFuse(t)
+	bark := barktest.New(t)
+	logDir := filepath.Join(t.TempDir(), "logs")
+	args := stormArgs(t, "serve", bark, logDir, "127.0.0.1:0")
+	// Several hung paths: each call holds its own thread in the kernel.
+	args = append(args, "--watchdog.shm=", "--watchdog.disk="+stalled)
+	for i := range 4 {
+		args = append(args, fmt.Sprintf("--watchdog.disk=%s/run-%d", stalled, i))
+	}
+	serve := testkit.StartCommand(t, args...)
+	base := serve.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		v, err := testkit.Scrape(t, nil, base+"/metrics").Value("lavender_disk_error", testkit.Labels{"path": stalled})
+		return err == nil && v == 1
+	}, stalled+" reported unreadable")
+	testkit.PostSwapStorm(t, base, 5)
+	// The promise: out within --bark.timeout (5s, stormArgs's) and 2 s.
+	start := time.Now()
+	if err := serve.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Wait(5*time.Second + 2*time.Second); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
+	t.Logf("serve exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	got := bark.Pushes()
+	if len(got) != 3 || got[2].Body != "[lavender-2] 3 more alerts in the last minute: SwapUsageHigh ×3" {
+		t.Errorf("pushes %+v, want the 2 sent and the summary of the 3 held", got)
+	}
+	if !strings.Contains(serve.Stderr.String(), "statfs did not answer") {
+		t.Errorf("the log does not say the statfs hung:\n%s", serve.Stderr)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Slow hardening tests: the 60 s load run, kill -9 with two other writers,
 // slowloris, and (in storm_test.go) kill -9 of a bridge holding alerts. They take from several seconds to over a minute, so they
@@ -202,7 +202,7 @@ func TestLoad(t *testing.T) {
 	inflight.Add(3)
 	go pace(webhookRate, func(i int) {
 		t0 := time.Now()
-		code, err := post("/webhook", swapAlertWebhook(i))
+		code, err := post("/webhook", testkit.SwapAlertWebhook(i))
 		webhooks.timed(t0, code, err)
 	})
 	go pace(scrapeRate, func(i int) {
@@ -464,7 +464,7 @@ func TestKill9WithTwoAppenders(t *testing.T) {
 			default:
 			}
 			b := base.Load().(string)
-			if resp, err := client.Post(b+"/webhook", "application/json", strings.NewReader(string(swapAlertWebhook(i)))); err == nil {
+			if resp, err := client.Post(b+"/webhook", "application/json", strings.NewReader(string(testkit.SwapAlertWebhook(i)))); err == nil {
 				resp.Body.Close()
 			}
 			ev := []string{"start", "end"}[i%2]
