@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/runlog"
 )
 
 // initLinesAfter counts the GODEBUG=inittrace lines after the one of pkg,
@@ -120,4 +122,42 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestServeSIGTERM runs the real binary: it has the --runtime.* defaults
+// when the environment sets nothing, SIGTERM ends it with status 0, and
+// the run log ends with RUN stop.
+func TestServeSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	// The defaults apply only when the environment sets nothing.
+	for _, name := range []string{"GOMAXPROCS", "GOGC"} {
+		if v, ok := os.LookupEnv(name); ok {
+			os.Unsetenv(name)
+			t.Cleanup(func() { os.Setenv(name, v) })
+		}
+	}
+	logDir := t.TempDir()
+	serve := testkit.StartCommand(t, "serve", "--web.listen-address=127.0.0.1:0", "--path.procfs="+testkit.SwapProcfs(t, 0.10),
+		"--runlog.dir="+logDir, "--bark.config-dir="+t.TempDir(), "--watchdog.interval=50ms")
+	base := serve.URL(t)
+	testkit.WaitReady(t, nil, base, "", "")
+	m := testkit.Scrape(t, nil, base+"/metrics")
+	for name, want := range map[string]float64{"go_sched_gomaxprocs_threads": 1, "go_gc_gogc_percent": 75} {
+		if got := m.MustValue(t, name, nil); got != want {
+			t.Errorf("%s = %v, want %v (the --runtime.* defaults)", name, got, want)
+		}
+	}
+	if err := serve.Stop(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	path, err := runlog.CurrentPath(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.HasSuffix(string(data), " RUN stop\n") {
+		t.Errorf("run log does not end with RUN stop:\n%s", data)
+	}
 }
