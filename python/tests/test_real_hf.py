@@ -17,27 +17,8 @@ import sys
 import tempfile
 import unittest
 
+from .realfw import frameworks
 from .servers import PACKAGE_ROOT, Recorder
-
-
-def frameworks():
-    """The frameworks' directory; raises SkipTest (RuntimeError under
-    LAVENDER_E2E=1) when it or torch is missing."""
-    d = os.environ.get("LAVENDER_FRAMEWORKS", "")
-    why = None
-    if not d:
-        why = "LAVENDER_FRAMEWORKS is not set: it names the extracted frameworks (../shared/frameworks/fw.tgz)"
-    elif not os.path.isdir(os.path.join(d, "transformers")):
-        why = "LAVENDER_FRAMEWORKS=%s holds no transformers package" % d
-    else:
-        r = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True)
-        if r.returncode != 0:
-            why = "%s cannot import torch: install the Debian package python3-torch" % sys.executable
-    if why:
-        if os.environ.get("LAVENDER_E2E") == "1":
-            raise RuntimeError(why)
-        raise unittest.SkipTest(why)
-    return d
 
 
 def run_real(code, env=None, timeout=240):
