@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/lavender-ml/lavender/internal/runlogtest"
 	"github.com/lavender-ml/lavender/internal/testkit"
 	"github.com/lavender-ml/lavender/runlog"
 )
@@ -120,6 +121,11 @@ func TestStatusPageInChromium(t *testing.T) {
 			return json.Unmarshal([]byte(body), &s) == nil && len(s.History) >= samples
 		}, "chart samples")
 	}
+	// The 54 % push goes out on the watchdog's poll, apart from the chart's
+	// samples: the page must be loaded after its BARK line is written.
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		return strings.Contains(runlogtest.Text(t, r.logDir), " BARK swap 54% sent ok=1 fail=0\n")
+	}, "the swap push's BARK line")
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),
