@@ -1,6 +1,7 @@
 package bark
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -37,14 +38,25 @@ func load(t testing.TB, files map[string]string) []Target {
 	return res.Targets
 }
 
-// sendAll pushes msg once to every target of files, each push within
-// timeout, as `bark send` does. client nil: the shared client.
-func sendAll(t testing.TB, files map[string]string, timeout time.Duration, client *http.Client, msg string) []Result {
+// sent is one target's outcome in sendAll: what its Notify returned.
+type sent struct {
+	Target    string // file:line
+	Err       error
+	Retryable bool
+}
+
+// sendAll pushes msg once to every target of files, one after the other,
+// each push within timeout. client nil: the shared client. (`send` pushes
+// to them all at once through delivery.SendEach, which delivery's tests
+// check.)
+func sendAll(t testing.TB, files map[string]string, timeout time.Duration, client *http.Client, msg string) []sent {
 	t.Helper()
-	ts := load(t, files)
-	ns := make([]*Notifier, len(ts))
-	for i, tg := range ts {
-		ns[i] = New(tg, client, "")
+	var res []sent
+	for _, tg := range load(t, files) {
+		ctx, cancel := context.WithTimeout(t.Context(), timeout)
+		retry, err := New(tg, client, "").Notify(ctx, Push{Text: msg})
+		cancel()
+		res = append(res, sent{Target: tg.Name(), Err: err, Retryable: retry})
 	}
-	return Send(t.Context(), ns, timeout, func(Target) Push { return Push{Text: msg} })
+	return res
 }

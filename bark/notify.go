@@ -12,7 +12,6 @@ package bark
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -336,30 +335,6 @@ var sharedClient = sync.OnceValue(NewClient)
 // followed redirect would send the device key, in the path and in the
 // Referer, to whatever host the Location names.
 var refuseRedirects = notify.RefuseRedirects
-
-// Result is one target's outcome of a push.
-type Result struct {
-	Target    string // file:line
-	Err       error  // nil on success; a *PushError whose text is a short class
-	Retryable bool   // Err may pass on a later try
-}
-
-func (r Result) String() string {
-	if r.Err == nil {
-		return r.Target + " ok"
-	}
-	return fmt.Sprintf("%s failed: %s", r.Target, r.Err)
-}
-
-// Explain is String plus, for an answer that was not Bark's, what came back
-// instead: what `bark send` prints so a user can fix the template.
-func (r Result) Explain() string {
-	var pe *PushError
-	if errors.As(r.Err, &pe) && pe.Saw != "" {
-		return r.String() + " (saw " + pe.Saw + ")"
-	}
-	return r.String()
-}
 
 // Encryption is the target's end-to-end encryption ("aes-256-gcm"), or ""
 // when its pushes go in clear.

@@ -19,8 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/delivery"
 	"github.com/lavender-ml/lavender/internal/barktest"
 	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/notify"
 	"github.com/lavender-ml/lavender/watchdog"
 )
 
@@ -416,12 +418,8 @@ func TestSecretNeverLeaks(t *testing.T) {
 		code, answer := f.post(readTestdata(t, file))
 		fmt.Fprintf(&seen, "%d %s\n", code, answer)
 	}
-	var notifiers []*bark.Notifier
-	loaded, _ := bark.LoadTargets(f.dir)
-	for _, tg := range loaded.Targets {
-		notifiers = append(notifiers, bark.New(tg, nil, ""))
-	}
-	for _, r := range bark.Send(t.Context(), notifiers, f.cfg.Timeout, func(bark.Target) bark.Push { return bark.Push{Text: "hello " + key} }) {
+	loaded, _ := delivery.LoadTargets(f.dir, nil)
+	for _, r := range delivery.SendEach(t.Context(), loaded.Notifiers, f.cfg.Timeout, func(notify.Notifier) notify.Message { return notify.Message{Text: "hello " + key} }) {
 		fmt.Fprintf(&seen, "%v %+v %#v\n", r, r, r.Err)
 	}
 	f.pusher.Push(t.Context(), []watchdog.Alert{swapAlert(0.9, 0, 0), pressureAlert(0.5, watchdog.Swap{}), oomAlert(1, watchdog.Victim{PID: 1, Name: "python3"}, "", watchdog.Swap{})})

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/delivery"
 	"github.com/lavender-ml/lavender/internal/barktest"
 	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/notify"
 )
 
 // secretMarker is the device key (and the basic-auth password) of the
@@ -293,12 +294,11 @@ func TestStdLogGoesThroughTheScrubbingLogger(t *testing.T) {
 	talker := barktest.New(t, secretMarker)
 	talker.SetFault(barktest.IdleTalk())
 	dir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": talker.Template(secretMarker) + "\n"})
-	loaded, err := bark.LoadTargets(dir)
-	if err != nil || len(loaded.Targets) != 1 {
+	loaded, err := delivery.LoadTargets(dir, nil)
+	if err != nil || len(loaded.Notifiers) != 1 {
 		t.Fatal(loaded, err)
 	}
-	n := bark.New(loaded.Targets[0], nil, "")
-	if res := bark.Send(t.Context(), []*bark.Notifier{n}, 10*time.Second, func(bark.Target) bark.Push { return bark.Push{Text: "hello"} }); len(res) != 1 || res[0].Err != nil {
+	if res := delivery.SendEach(t.Context(), loaded.Notifiers, 10*time.Second, func(notify.Notifier) notify.Message { return notify.Message{Text: "hello"} }); len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("push: %v", res)
 	}
 	testkit.WaitFor(t, 20*time.Second, func() bool {
