@@ -122,13 +122,9 @@ func (r *GPUPhaseRule) Observe(s Sample, now time.Time) []Alert {
 			on = on && r.holds(d)
 		}
 		moved, reports := progressAt(p)
-		l := r.incidents[key]
+		l := lastingFor(r.incidents, key, on)
 		if l == nil {
-			if !on {
-				continue
-			}
-			l = &lasting{}
-			r.incidents[key] = l
+			continue
 		}
 		progressed := reports && moved.After(l.began)
 		fire, over, notify := l.observe(on, moved, now, r.after, progressed)

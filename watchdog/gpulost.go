@@ -48,13 +48,9 @@ func (r *GPUDeviceRule) Observe(s Sample, now time.Time) []Alert {
 			continue
 		}
 		key := gpuIncident(d)
-		l := r.incidents[key]
+		l := lastingFor(r.incidents, key, on)
 		if l == nil {
-			if !on {
-				continue
-			}
-			l = &lasting{}
-			r.incidents[key] = l
+			continue
 		}
 		fire, over, notify := l.observe(on, time.Time{}, now, 0, !on)
 		switch {

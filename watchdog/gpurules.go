@@ -215,6 +215,17 @@ func (l *lasting) pushed(a Alert, delivered bool, now time.Time, repeat time.Dur
 	}
 }
 
+// lastingFor is key's incident in incidents, made when the condition is
+// on; nil when there is none and nothing is wrong.
+func lastingFor[K comparable](incidents map[K]*lasting, key K, on bool) *lasting {
+	l := incidents[key]
+	if l == nil && on {
+		l = &lasting{}
+		incidents[key] = l
+	}
+	return l
+}
+
 // lastingState is armed while no incident has pushed; Since is when the
 // earliest that has began.
 func lastingState[K comparable](name RuleName, incidents map[K]*lasting) RuleState {
