@@ -17,6 +17,7 @@ const (
 
 type metrics struct {
 	pushes       *prometheus.CounterVec // target (file:line), result (ok|failed)
+	retries      *prometheus.CounterVec // target
 	pushDuration prometheus.Histogram
 	targets      prometheus.Gauge
 	reloadOK     prometheus.Gauge
@@ -31,9 +32,13 @@ func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metr
 			Name: "lavender_bark_pushes_total",
 			Help: "Bark pushes by target (file:line of its *.bark.env line) and result (ok or failed).",
 		}, []string{"target", "result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lavender_bark_push_retries_total",
+			Help: "Tries of a push after a failure that may pass (5xx, 429, timeout, reset), by target; lavender_bark_pushes_total counts each push once, by its last try.",
+		}, []string{"target"}),
 		pushDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lavender_bark_push_duration_seconds",
-			Help:    "Time from sending a Bark push to its answer or failure.",
+			Help:    "Time from sending a Bark push to its answer or failure, per try.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
 		targets: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -53,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metr
 		return m, nil
 	}
 	var errs []error
-	for _, c := range append([]prometheus.Collector{m.pushes, m.pushDuration, m.targets, m.reloadOK, m.reloadTime}, extra...) {
+	for _, c := range append([]prometheus.Collector{m.pushes, m.retries, m.pushDuration, m.targets, m.reloadOK, m.reloadTime}, extra...) {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -74,10 +79,12 @@ func (m *metrics) trackTargets(old, ts []string) {
 	for _, t := range old {
 		if !keep[t] {
 			m.pushes.DeletePartialMatch(prometheus.Labels{"target": t})
+			m.retries.DeleteLabelValues(t)
 		}
 	}
 	for _, t := range ts {
 		m.pushes.WithLabelValues(t, "ok")
 		m.pushes.WithLabelValues(t, "failed")
+		m.retries.WithLabelValues(t)
 	}
 }

@@ -42,8 +42,10 @@ const (
 
 // Config configures a Bridge. Zero values take the defaults above.
 type Config struct {
-	ConfigDir   string        // where the *.bark.env files are; default "."
-	Timeout     time.Duration // per push, and the bound on a webhook's answer
+	ConfigDir string        // where the *.bark.env files are; default "."
+	Timeout   time.Duration // per push, its retries included, and the bound on a webhook's answer
+	// Retry is the retry stage's backoff within Timeout; zero: DefaultRetry.
+	Retry       Retry
 	Prefix      string        // starts every summary ("[lavender-2]"); the producers prefix their own texts
 	DedupWindow time.Duration // how long an accepted push is remembered
 	// DedupMaxEntries caps the dedup memory; default DefaultDedupMaxEntries.
@@ -88,6 +90,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	c.Retry = c.Retry.withDefaults()
 	if c.DedupWindow == 0 {
 		c.DedupWindow = DefaultDedupWindow
 	}
@@ -659,17 +662,17 @@ func (b *Pipeline) await(ctx context.Context, e *dedupEntry, s *slot) {
 	}
 }
 
-// push sends one push with its own timeout, and records metrics and logs.
+// push sends one push through the retry stage within its own timeout,
+// and records metrics and logs.
 func (b *Pipeline) push(ctx context.Context, n notify.Notifier, p notify.Message) *notify.Error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	start := time.Now()
-	_, err := n.Notify(ctx, p)
-	b.metrics.pushDuration.Observe(time.Since(start).Seconds())
+	err := b.cfg.Retry.notify(ctx, n, p,
+		func(took time.Duration) { b.metrics.pushDuration.Observe(took.Seconds()) },
+		func(*notify.Error) { b.metrics.retries.WithLabelValues(n.Name()).Inc() })
 	if err != nil {
-		pe := notify.AsError(err)
-		b.countFailure(n, pe)
-		return pe
+		b.countFailure(n, err)
+		return err
 	}
 	b.metrics.pushes.WithLabelValues(n.Name(), "ok").Inc()
 	b.history.target(n.Name(), "ok", b.cfg.Now())

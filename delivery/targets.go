@@ -57,7 +57,7 @@ func LoadTargets(dir string, client *http.Client) (Loaded, error) {
 var ConfigSuffixes = []string{bark.ConfigSuffix, ntfy.ConfigSuffix}
 
 // SendEach pushes to every notifier at once, each its own message, within
-// timeout each, and returns the results in the notifiers' order: `send`'s
+// timeout each (the retry stage's tries included), and returns the results in the notifiers' order: `send`'s
 // one-off pushes, whose test text names each target's encryption.
 func SendEach(ctx context.Context, ns []notify.Notifier, timeout time.Duration, message func(notify.Notifier) notify.Message) []Result {
 	results := make([]Result, len(ns))
@@ -68,8 +68,13 @@ func SendEach(ctx context.Context, ns []notify.Notifier, timeout time.Duration, 
 			defer cancel()
 			m := message(n)
 			m.Text = Clip(m.Text) // as every push: the same words on every channel
-			retry, err := n.Notify(ctx, m)
-			results[i] = Result{Target: n.Name(), Err: err, Retryable: retry}
+			// The retry stage as in the pipeline, so a one-off push rides
+			// out a 503 as the watchdog's and the webhook's do.
+			if err := DefaultRetry.notify(ctx, n, m, func(time.Duration) {}, func(*notify.Error) {}); err != nil {
+				results[i] = Result{Target: n.Name(), Err: err, Retryable: err.Retryable}
+			} else {
+				results[i] = Result{Target: n.Name()}
+			}
 		})
 	}
 	wg.Wait()

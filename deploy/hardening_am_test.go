@@ -25,10 +25,12 @@ import (
 
 // TestAlertmanagerRetriesUntilBarkRecovers puts Debian's Alertmanager, with
 // the shipped config, in front of lavender's webhook, and a Bark that fails
-// the first two attempts to one phone and the first to the other. Each 503
-// makes Alertmanager retry the whole group; the bridge pushes again only to
-// the phone that has not accepted yet. In the end each phone has exactly
-// one push, and no more come over the following group intervals.
+// the first four tries to one phone and the first two to the other. The
+// bridge's retry stage tries each push twice here, so a webhook fails only
+// when both tries did: each 503 makes Alertmanager retry the whole group,
+// and the bridge pushes again only to the phone that has not accepted yet.
+// In the end each phone has exactly one push, and no more come over the
+// following group intervals.
 func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -37,8 +39,8 @@ func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
 	am := testkit.NeedTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
 
 	bark := barktest.New(t, "PHONE", "TABLET")
-	bark.SetKeyFault("PHONE", barktest.FailFirst(2, barktest.Status(500, "push failed")))
-	bark.SetKeyFault("TABLET", barktest.FailFirst(1, barktest.Status(500, "push failed")))
+	bark.SetKeyFault("PHONE", barktest.FailFirst(4, barktest.Status(500, "push failed")))
+	bark.SetKeyFault("TABLET", barktest.FailFirst(2, barktest.Status(500, "push failed")))
 	// counts are the pushes each phone got and accepted.
 	counts := func() (attempts, accepted map[string]int) {
 		attempts, accepted = map[string]int{}, map[string]int{}
@@ -55,6 +57,7 @@ func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	pipeline, err := delivery.New(delivery.Config{
 		ConfigDir: barkDir, Timeout: 5 * time.Second, Runlog: runlog.Options{Dir: logDir},
+		Retry: delivery.Retry{First: time.Millisecond, Max: time.Millisecond, Tries: 2},
 	}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -120,8 +123,8 @@ func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
 	if accepted["PHONE"] != 1 || accepted["TABLET"] != 1 {
 		t.Errorf("accepted pushes %v, want exactly one per phone", accepted)
 	}
-	if attempts["PHONE"] != 3 || attempts["TABLET"] != 2 {
-		t.Errorf("attempts %v, want PHONE 3 (two failures, then the push) and TABLET 2", attempts)
+	if attempts["PHONE"] != 5 || attempts["TABLET"] != 3 {
+		t.Errorf("attempts %v, want PHONE 5 (two webhooks of two failed tries, then the push) and TABLET 3", attempts)
 	}
 	if strings.Join(strings.Fields(fmt.Sprint(got)), " ") != "[503 503 200]" {
 		t.Errorf("webhook answers %v, want [503 503 200]: retry twice, then done", got)
@@ -139,6 +142,12 @@ func TestAlertmanagerRetriesUntilBarkRecovers(t *testing.T) {
 	} {
 		if v := metrics.MustValue(t, "lavender_bark_pushes_total", testkit.Labels{"target": c.target, "result": c.result}); v != c.want {
 			t.Errorf("lavender_bark_pushes_total{target=%q,result=%q} = %v, want %v", c.target, c.result, v, c.want)
+		}
+	}
+	// One retry within each failed webhook.
+	for target, want := range map[string]float64{"phones.bark.env:1": 2, "phones.bark.env:2": 1} {
+		if v := metrics.MustValue(t, "lavender_bark_push_retries_total", testkit.Labels{"target": target}); v != want {
+			t.Errorf("lavender_bark_push_retries_total{target=%q} = %v, want %v", target, v, want)
 		}
 	}
 	log := runlogtest.Text(t, logDir)

@@ -15,7 +15,9 @@ import (
 // TestBarkFaults: for each way Bark can fail, the webhook answers as
 // Alertmanager's retry logic needs (503: retry; 200: a 4xx that will not
 // pass), within --bark.timeout plus the margin, with the failure counted
-// and recorded; and while a push hangs, scrapes and heartbeats answer.
+// and recorded; a failure that may pass is tried again within the timeout,
+// one that cannot (a 4xx, an unreachable target) once; and while a push
+// hangs, scrapes and heartbeats answer.
 func TestBarkFaults(t *testing.T) {
 	t.Parallel() // its own process: no state of the test process is shared
 	const barkTimeout = 2 * time.Second
@@ -24,13 +26,17 @@ func TestBarkFaults(t *testing.T) {
 		fault barktest.Fault // how a reachable Bark answers
 		class string
 		code  int
+		// tries the push got: the retry stage waits 250 ms, then 500 ms,
+		// and no wait over half the time left, so within 2 s a 5xx gets
+		// three tries, or two on a machine slow enough to lose 250 ms.
+		minTries, maxTries int
 	}{
-		{"down", nil, "connection refused", 503},
-		{"hang", barktest.Hang(), "timeout", 503},
-		{"500", barktest.EchoPath(500), "HTTP 500", 503}, // bark-server's messages can quote the path, key included
-		{"400", barktest.EchoPath(400), "HTTP 400", 200},
-		{"reset", barktest.Reset(), "connection reset", 503},
-		{"tls", nil, "tls", 503},
+		{"down", nil, "connection refused", 503, 1, 1},
+		{"hang", barktest.Hang(), "timeout", 503, 1, 1},
+		{"500", barktest.EchoPath(500), "HTTP 500", 503, 2, 3}, // bark-server's messages can quote the path, key included
+		{"400", barktest.EchoPath(400), "HTTP 400", 200, 1, 1},
+		{"reset", barktest.Reset(), "connection reset", 503, 2, 3},
+		{"tls", nil, "tls", 503, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bark := barktest.New(t)
@@ -99,6 +105,15 @@ func TestBarkFaults(t *testing.T) {
 				t.Errorf("answer %q lacks %q", a.body, want)
 			}
 			m := testkit.Scrape(t, nil, base+"/metrics")
+			retries := m.MustValue(t, "lavender_bark_push_retries_total", testkit.Labels{"target": "phone.bark.env:1"})
+			if tries := int(retries) + 1; tries < tc.minTries || tries > tc.maxTries {
+				t.Errorf("the push was tried %d times, want %d to %d", tries, tc.minTries, tc.maxTries)
+			}
+			if tc.fault != nil {
+				if n := bark.Count(); n != int(retries)+1 {
+					t.Errorf("Bark got %d requests, but lavender_bark_push_retries_total says %v retries", n, retries)
+				}
+			}
 			for _, s := range []struct {
 				name   string
 				labels testkit.Labels

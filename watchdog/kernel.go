@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lavender-ml/lavender/internal/backoff"
 	"github.com/lavender-ml/lavender/kmsg"
 )
 
@@ -220,7 +221,7 @@ func (r *KernelRule) Pushed(a Alert, delivered bool, now time.Time) {
 	// The repeats the failed push carried are told again by the retry.
 	inc.held += a.Repeats
 	inc.pending = true
-	inc.backoff = nextBackoff(inc.backoff, r.retry, r.repeat)
+	inc.backoff = backoff.Next(inc.backoff, r.retry, r.repeat)
 	inc.retryAt = now.Add(inc.backoff)
 }
 

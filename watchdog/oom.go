@@ -1,6 +1,10 @@
 package watchdog
 
-import "time"
+import (
+	"time"
+
+	"github.com/lavender-ml/lavender/internal/backoff"
+)
 
 // OOMConfig tunes the OOM rule. It has no threshold: every kill counts.
 type OOMConfig struct {
@@ -107,7 +111,7 @@ func (r *OOMRule) Pushed(a Alert, delivered bool, now time.Time) {
 		r.pending, r.retryAt, r.backoff = nil, time.Time{}, 0
 		return
 	}
-	r.backoff = nextBackoff(r.backoff, r.retry, r.repeat)
+	r.backoff = backoff.Next(r.backoff, r.retry, r.repeat)
 	r.retryAt = now.Add(r.backoff)
 }
 

@@ -3,6 +3,8 @@ package watchdog
 import (
 	"slices"
 	"time"
+
+	"github.com/lavender-ml/lavender/internal/backoff"
 )
 
 // outbox keeps a rule's one-off pushes (a phase's end, a loss gone NaN)
@@ -44,7 +46,7 @@ func (o *outbox) pushed(is func(Alert) bool, delivered bool, now time.Time) {
 		}
 		return
 	}
-	o.backoff = nextBackoff(o.backoff, o.retry, o.repeat)
+	o.backoff = backoff.Next(o.backoff, o.retry, o.repeat)
 	o.retryAt = now.Add(o.backoff)
 }
 

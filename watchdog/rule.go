@@ -3,6 +3,7 @@ package watchdog
 import (
 	"time"
 
+	"github.com/lavender-ml/lavender/internal/backoff"
 	"github.com/lavender-ml/lavender/phaseapi"
 )
 
@@ -153,7 +154,7 @@ func (e *episode) pushed(delivered bool, now time.Time) {
 		e.lastSent, e.retryAt, e.backoff = now, time.Time{}, 0
 		return
 	}
-	e.backoff = nextBackoff(e.backoff, e.retry, e.repeat)
+	e.backoff = backoff.Next(e.backoff, e.retry, e.repeat)
 	e.retryAt = now.Add(e.backoff)
 }
 
@@ -185,15 +186,4 @@ func (e *episode) level(rule RuleName, value, threshold, hysteresis float64, s S
 
 func (e *episode) state(name RuleName) RuleState {
 	return RuleState{Name: name, Armed: !e.disarmed, Since: e.began}
-}
-
-// nextBackoff doubles the wait after a push no target accepted, from retry
-// up to repeat (no cap when repeat is 0), so a Bark outage neither loses
-// the warning nor fills the run log.
-func nextBackoff(prev, retry, repeat time.Duration) time.Duration {
-	b := max(retry, 2*prev)
-	if repeat > 0 {
-		b = min(b, repeat)
-	}
-	return b
 }

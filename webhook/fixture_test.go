@@ -32,6 +32,11 @@ const (
 	relaxedTimeout = 10 * time.Second
 )
 
+// fixtureRetry is the test bridges' retry stage: three tries a millisecond
+// apart, so a failing Bark stand-in sees a known number of requests at
+// once, whatever the machine's speed.
+var fixtureRetry = delivery.Retry{First: time.Millisecond, Max: time.Millisecond, Tries: 3}
+
 // fixture is a bridge wired to temp dirs, a debug logger and its own registry.
 type fixture struct {
 	t      testing.TB
@@ -70,6 +75,7 @@ func newFixture(t testing.TB, files map[string]string, tweak func(*fixtureConfig
 	f.cfg = fixtureConfig{Config: delivery.Config{
 		ConfigDir: dir,
 		Timeout:   relaxedTimeout,
+		Retry:     fixtureRetry,
 		Prefix:    pushtext.DefaultPrefix,
 		Runlog:    runlog.Options{Dir: filepath.Join(t.TempDir(), "logs")},
 	}}

@@ -77,7 +77,10 @@ func TestWebhookRejects(t *testing.T) {
 }
 
 // TestWebhookRetryTable: one target per case; the webhook's status, the
-// counters and the run-log line follow Bark's answer.
+// counters, the run-log line and the tries of the retry stage follow
+// Bark's answer: a failure that may pass is tried fixtureRetry.Tries
+// times within the one webhook, one that cannot (4xx, an answer that is
+// not Bark's) once.
 func TestWebhookRetryTable(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -87,13 +90,16 @@ func TestWebhookRetryTable(t *testing.T) {
 		result  string // pushes_total result
 		logLine string
 		answer  string
+		tries   int // requests Bark got
 	}{
-		{"200", nil, false, 200, "ok", "BARK swap 54% sent ok=1 fail=0", ""},
-		{"400", barktest.Status(400, "push failed"), false, 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 400"},
-		{"500", barktest.Status(500, "push failed"), false, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 500"},
-		{"hang", barktest.Hang(), false, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: timeout"},
-		{"closed port", nil, true, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: connection refused"},
-		{"not Bark", barktest.PlainOK(), false, 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: not-bark"},
+		{"200", nil, false, 200, "ok", "BARK swap 54% sent ok=1 fail=0", "", 1},
+		{"400", barktest.Status(400, "push failed"), false, 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 400", 1},
+		{"429", barktest.Status(429, "too many requests"), false, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 429", fixtureRetry.Tries},
+		{"500", barktest.Status(500, "push failed"), false, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: HTTP 500", fixtureRetry.Tries},
+		// The one try takes the whole timeout: no time is left for a second.
+		{"hang", barktest.Hang(), false, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: timeout", 1},
+		{"closed port", nil, true, 503, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: connection refused", 0},
+		{"not Bark", barktest.PlainOK(), false, 200, "failed", "BARK swap 54% sent ok=0 fail=1", "swap 54%: phone.bark.env:1 failed: not-bark", 1},
 	}
 	payload := readTestdata(t, "firing_swap_54.json")
 	for _, tt := range tests {
@@ -131,8 +137,11 @@ func TestWebhookRetryTable(t *testing.T) {
 			if got := f.barkLines(); len(got) != 1 || got[0] != tt.logLine {
 				t.Errorf("run log BARK lines %q, want [%q]", got, tt.logLine)
 			}
-			if srv != nil && len(srv.Pushes()) != 1 {
-				t.Errorf("Bark got %d requests", len(srv.Pushes()))
+			if srv != nil && len(srv.Pushes()) != tt.tries {
+				t.Errorf("Bark got %d requests, want %d", len(srv.Pushes()), tt.tries)
+			}
+			if v := f.metrics().MustValue(t, "lavender_bark_push_retries_total", testkit.Labels{"target": "phone.bark.env:1"}); v != float64(max(tt.tries-1, 0)) {
+				t.Errorf("push_retries_total = %v, want %d", v, max(tt.tries-1, 0))
 			}
 		})
 	}
@@ -148,7 +157,9 @@ func TestWebhookRetryReachesOnlyFailedTargets(t *testing.T) {
 		"a.bark.env": good.Template("KG"),
 		"b.bark.env": flaky.Template("KF"),
 		"c.bark.env": gone.Template("KX"),
-	}, nil)
+	}, func(c *fixtureConfig) {
+		c.Retry.Off = true // one try a webhook: this is Alertmanager's resend
+	})
 	payload := readTestdata(t, "two_alerts.json")
 
 	code, answer := f.post(payload)

@@ -22,7 +22,7 @@ type barkDirFlags struct {
 // barkTargetFlags locate and time the Bark targets, for commands that push.
 type barkTargetFlags struct {
 	barkDirFlags
-	BarkTimeout time.Duration `name:"bark.timeout" default:"${bark_timeout}" help:"Timeout of each Bark push; also bounds a webhook's answer."`
+	BarkTimeout time.Duration `name:"bark.timeout" default:"${bark_timeout}" help:"Timeout of each push (Bark or ntfy), its retries included; also bounds a webhook's answer."`
 }
 
 // barkFlags are the bridge's flags. lavender serve embeds them too, so the

@@ -24,7 +24,7 @@ var mayUse = map[string][]string{
 	// The watchdog reads the phases and their ends in phaseapi's types,
 	// the ones the phase server keeps and the status page shows; it never
 	// uses phaseapi's text cleaning (textsafe) to word anything.
-	"watchdog": {"kmsg", "diskguard", "gpu", "internal/ring", "phaseapi", "internal/textsafe"},
+	"watchdog": {"kmsg", "diskguard", "gpu", "internal/ring", "phaseapi", "internal/textsafe", "internal/backoff"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
 	"kmsg": {},
@@ -64,21 +64,21 @@ var mayUse = map[string][]string{
 	// watchdog → pushtext → (watchpush, webhook) → delivery → (bark, …), so
 	// the watchdog knows no text and no channel, and the texts know no
 	// delivery.
-	"pushtext": {"watchdog", "phaseapi", "kmsg", "diskguard", "gpu", "internal/ring", "internal/textsafe"},
+	"pushtext": {"watchdog", "phaseapi", "kmsg", "diskguard", "gpu", "internal/ring", "internal/textsafe", "internal/backoff"},
 	// The one pipeline of every push: dedup, incidents, storm control,
 	// fan-out to the channels' notifiers, the run log's line, the history
 	// and the state file. It knows no Alertmanager and no watchdog (see
 	// neverUse), and no words but a storm summary's.
-	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe"},
+	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff"},
 	// Alertmanager's webhook: decodes alerts, words them with pushtext,
 	// hands them to delivery.
-	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe"},
+	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff"},
 	// The watchdog's pushes: words them with pushtext, gives them their
 	// incident ids and levels, hands them to delivery.
-	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe"},
+	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/procfile", "diskguard"},
+	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/procfile", "diskguard", "internal/backoff"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	// The watchdog reads its readings and the phase server hands it the
@@ -96,7 +96,7 @@ var mayUse = map[string][]string{
 	// product package, and only cmd uses it (see usedOnlyBy).
 	"app": {"bark", "ntfy", "gpu", "delivery", "diskguard", "exporter", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
 		"watchdog", "watchpush", "webguard", "webhook", "webserve", "notify", "proctree", "internal/targetfile", "internal/textsafe", "internal/ring",
-		"internal/throttle", "internal/procfile"},
+		"internal/throttle", "internal/procfile", "internal/backoff"},
 	// Takes SIGHUP from the first instant of the process, so it must
 	// initialise before everything else: it may import nothing of ours.
 	"cmd/lavender/internal/hangup": {},
@@ -115,6 +115,9 @@ var mayUse = map[string][]string{
 	// Keeps a repeating failure's log lines to one per interval; the
 	// exporter and the bridge use it for failed writes to the logs dir.
 	"internal/throttle": {},
+	// The one retry backoff: delivery's tries of a push and the watchdog's
+	// retries of a push that reached no phone double their waits alike.
+	"internal/backoff": {},
 	// A fixed-size buffer of the newest values: the watchdog's samples
 	// and the bridge's recent pushes.
 	"internal/ring": {},
