@@ -9,7 +9,7 @@ import subprocess
 import sys
 import unittest
 
-from .servers import PACKAGE_ROOT
+from .servers import AS_FROM_A_TERMINAL, PACKAGE_ROOT
 
 
 def frameworks():
@@ -44,5 +44,5 @@ def run(code, env=None, timeout=120, cwd=None):
     full.update(env or {})
     full["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, frameworks()])
     full["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", AS_FROM_A_TERMINAL + code], env=full, capture_output=True, text=True,
                           timeout=timeout, cwd=cwd)

@@ -11,6 +11,13 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+
+# Prepended to every child's code: SIGINT raises KeyboardInterrupt, as in
+# a program started from a terminal. A shell that starts the tests in the
+# background (`go test ./... &`) leaves SIGINT ignored, every child would
+# inherit that, and Python then installs no handler of its own.
+AS_FROM_A_TERMINAL = "import signal as _s; _s.signal(_s.SIGINT, _s.default_int_handler)\n"
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE_ROOT = os.path.dirname(HERE)
 FRAMEWORKS = os.path.join(HERE, "frameworks")
@@ -114,4 +121,4 @@ def run_python(code, env=None, timeout=60):
     full.update(env or {})
     full["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, FRAMEWORKS])
     full["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-c", AS_FROM_A_TERMINAL + code], env=full, capture_output=True, text=True, timeout=timeout)
