@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/lavender-ml/lavender/heartbeat"
@@ -35,40 +31,7 @@ type phaseClientFlags struct {
 }
 
 func (f *phaseClientFlags) client() (*heartbeat.Client, error) {
-	httpClient := &http.Client{Timeout: f.Timeout}
-	if f.CAFile != "" {
-		pem, err := os.ReadFile(f.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--tls.ca-file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls.ca-file %s: no PEM certificate in it", f.CAFile)
-		}
-		transport := http.DefaultTransport.(*http.Transport).Clone()
-		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-		httpClient.Transport = transport
-	}
-	opts := []heartbeat.ClientOption{heartbeat.WithHTTPClient(httpClient)}
-	if f.PasswordFile != "" || f.Username != "" {
-		if f.Username == "" {
-			return nil, errors.New("--password-file needs --username")
-		}
-		password := ""
-		if f.PasswordFile != "" {
-			data, err := os.ReadFile(f.PasswordFile)
-			if err != nil {
-				return nil, fmt.Errorf("password file: %w", err)
-			}
-			password = strings.TrimRight(string(data), "\r\n")
-		}
-		opts = append(opts, heartbeat.WithBasicAuth(f.Username, password))
-	}
-	c, err := heartbeat.NewClient(f.URL, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("--url: %w", err)
-	}
-	return c, nil
+	return heartbeat.ClientConfig{URL: f.URL, Username: f.Username, PasswordFile: f.PasswordFile, CAFile: f.CAFile, Timeout: f.Timeout}.Open()
 }
 
 // progressFlags are the optional progress a heartbeat carries; the
@@ -80,19 +43,11 @@ type progressFlags struct {
 }
 
 func (f *phaseClientFlags) send(name, event, status string, progress progressFlags) error {
-	if progress.Total != nil && *progress.Total == 0 {
-		return errors.New("--total must be 1 or more")
-	}
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
-	req := phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total}
-	if event == phaseapi.EventStart {
-		req.Dirs = heartbeat.WorkDirs()
-	}
-	_, err = c.Heartbeat(context.Background(), req)
-	return err
+	return c.Event(context.Background(), phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total})
 }
 
 type PhaseStartCmd struct {
