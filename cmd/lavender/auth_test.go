@@ -15,9 +15,9 @@ func TestPhaseOverTLS(t *testing.T) {
 	const user, pass = "trainer", "s3cret"
 	certs := testkit.NewTLS(t)
 	webConfig := testkit.WriteWebConfig(t, testkit.WebConfig{TLS: certs, Users: map[string]string{user: pass}})
-	exporter := testkit.StartCommand(t, "exporter", "--web.listen-address=127.0.0.1:0", "--path.procfs="+testkit.SwapProcfs(t, 0.10),
+	exporter := startInProcess(t, nil, "exporter", "--path.procfs="+testkit.SwapProcfs(t, 0.10),
 		"--runlog.dir="+t.TempDir(), "--web.config.file="+webConfig)
-	base := exporter.URL(t)
+	base := "https://" + strings.TrimPrefix(exporter.base, "http://")
 	testkit.WaitReady(t, certs.Client(), base, user, pass)
 	passwordFile := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(passwordFile, []byte(pass+"\n"), 0o600); err != nil {

@@ -223,8 +223,8 @@ func TestBadBarkLineDoesNotStopServe(t *testing.T) {
 			if cmd == "serve" {
 				args = testkit.QuietServeArgs(t, dir, t.TempDir())
 			}
-			command := testkit.StartCommand(t, args...)
-			base := command.URL(t)
+			command := startInProcess(t, nil, args...)
+			base := command.base
 			testkit.WaitReady(t, nil, base, "", "")
 			m := testkit.Scrape(t, nil, base+"/metrics")
 			if v := m.MustValue(t, "lavender_bark_config_last_reload_successful", nil); v != 0 {
@@ -236,10 +236,10 @@ func TestBadBarkLineDoesNotStopServe(t *testing.T) {
 			if code, body := testkit.MustDo(t, nil, "POST", base+"/webhook", testkit.SwapAlertWebhook(1), "", ""); code != 200 || !strings.Contains(body, "pushed=1") {
 				t.Errorf("webhook = %d %q", code, body)
 			}
-			if err := command.Stop(); err != nil {
-				t.Errorf("%s exited with %v, want a clean exit", cmd, err)
+			if err := command.stop(); err != nil {
+				t.Errorf("%s stopped with %v, want a clean stop (exit 0)", cmd, err)
 			}
-			logs := command.Stderr.String()
+			logs := command.logs.String()
 			if !strings.Contains(logs, "typo.bark.env:2: no $0 placeholder") || strings.Contains(logs, "SECRETKEY123") {
 				t.Errorf("log:\n%s", logs)
 			}

@@ -152,10 +152,10 @@ func runLogShape(line string) string {
 // TestDocsShowTheRunLogServeWrites: the run logs the pages show start with
 // the title, header and first entry that `lavender serve` writes.
 func TestDocsShowTheRunLogServeWrites(t *testing.T) {
-	t.Parallel() // its own process: no state of the test process is shared
+	t.Parallel()
 	logDir := t.TempDir()
-	serve := testkit.StartCommand(t, testkit.QuietServeArgs(t, t.TempDir(), logDir)...)
-	testkit.WaitReady(t, nil, serve.URL(t), "", "")
+	serve := startInProcess(t, nil, testkit.QuietServeArgs(t, t.TempDir(), logDir)...)
+	testkit.WaitReady(t, nil, serve.base, "", "")
 	runs, _ := filepath.Glob(filepath.Join(logDir, "run-*.log"))
 	if len(runs) != 1 {
 		t.Fatalf("serve made %d run logs in %s, want 1", len(runs), logDir)

@@ -9,15 +9,16 @@ import (
 	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
-// startExporter runs `lavender exporter` on a procfs with swap 54 % full
-// until the test ends, and returns its base URL once it listens, and its
-// run-log dir.
+// startExporter runs `lavender exporter`, parsed from its flags, in the
+// test process on a procfs with swap 54 % full until the test ends, and
+// returns its base URL once it listens, and its run-log dir. Nothing the
+// tests that use it check needs a process of its own.
 func startExporter(t *testing.T, extra ...string) (base, logDir string) {
 	t.Helper()
 	logDir = filepath.Join(t.TempDir(), "logs")
-	exporter := testkit.StartCommand(t, append([]string{"exporter", "--web.listen-address=127.0.0.1:0", "--runlog.dir", logDir,
+	exporter := startInProcess(t, nil, append([]string{"exporter", "--runlog.dir", logDir,
 		"--path.procfs", testkit.SwapProcfs(t, 0.54)}, extra...)...)
-	return exporter.URL(t), logDir
+	return exporter.base, logDir
 }
 
 // testGlobals are the Globals of a command run in-process: a text logger

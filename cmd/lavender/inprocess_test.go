@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,12 +15,13 @@ import (
 	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
-// inProcess is a serving command (serve, exporter or bridge) run inside
-// the test binary, with its log at debug level as --log.level=debug gives
-// it. It is for the tests that need what a child process hides: the
-// standard log package routed into the logger, a SIGHUP to the test's own
-// pid, Globals. Every other test runs the real binary with
-// testkit.StartCommand.
+// inProcess is a serving command (serve, exporter or bridge), parsed from
+// its flags, run inside the test binary, with its log at debug level as
+// --log.level=debug gives it. It is how this package's tests run a
+// command: only what needs a process of its own (signals, kill -9, exit
+// codes, memory) starts the binary, in package e2e, and here only the
+// docs tests that compare what the binary prints with what the pages
+// show (runBinary).
 type inProcess struct {
 	base   string // http://127.0.0.1:port
 	client *http.Client
@@ -26,8 +29,8 @@ type inProcess struct {
 	stop   func() error // ends the command; its error, or nil
 }
 
-// startInProcess runs args (the command name first) on 127.0.0.1:0 until
-// the test ends, and returns once it is ready. clock is the command's
+// startInProcess runs args (the command name first) on 127.0.0.1:0, or
+// the --web.listen-address args give, until the test ends, and returns once it is ready. clock is the command's
 // clock (nil: time.Now), for a test that moves time on.
 func startInProcess(t testing.TB, clock func() time.Time, args ...string) *inProcess {
 	t.Helper()
@@ -39,7 +42,10 @@ func startInProcess(t testing.TB, clock func() time.Time, args ...string) *inPro
 func startInProcessWith(t testing.TB, base Globals, args ...string) *inProcess {
 	t.Helper()
 	p := &inProcess{client: &http.Client{Timeout: 30 * time.Second}, logs: &testkit.SyncBuffer{}}
-	cli := parseCLI(t, append(args, "--web.listen-address=127.0.0.1:0")...)
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--web.listen-address") }) {
+		args = append(args, "--web.listen-address=127.0.0.1:0")
+	}
+	cli := parseCLI(t, args...)
 	logger, err := newLogger("debug", "logfmt", p.logs)
 	if err != nil {
 		t.Fatal(err)

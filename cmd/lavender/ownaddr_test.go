@@ -16,12 +16,12 @@ import (
 // from loopback; by default it may write. The exporter listens on that
 // address alone for this test.
 func TestWritesFromThisHostsOwnAddress(t *testing.T) {
-	t.Parallel() // its own process: no state of the test process is shared
+	t.Parallel()
 	own := ownAddress(t)
 	logDir := filepath.Join(t.TempDir(), "logs")
-	exporter := testkit.StartCommand(t, "exporter", "--web.listen-address="+net.JoinHostPort(own, "0"), "--runlog.dir", logDir,
+	exporter := startInProcess(t, nil, "exporter", "--web.listen-address="+net.JoinHostPort(own, "0"), "--runlog.dir", logDir,
 		"--path.procfs", testkit.SwapProcfs(t, 0.10))
-	base := exporter.URL(t)
+	base := exporter.base
 	for _, host := range []string{strings.TrimPrefix(base, "http://"), app.Hostname()} {
 		code, body := hostWrite(t, base, host, "/api/v1/heartbeat", `{"phase":"Train","event":"start"}`, map[string]string{"Content-Type": "application/json"})
 		if code != 200 {

@@ -14,12 +14,13 @@ import (
 
 // TestMain keeps commands started through run() from changing the test
 // binary's own runtime settings (TestRuntimeFlags checks what they would
-// set), and removes the lavender binary testkit.StartCommand built.
+// set), and removes the lavender binary testkit.Binary built for the docs
+// tests that run it (runBinary).
 func TestMain(m *testing.M) {
 	setGOMAXPROCS = func(int) int { return runtime.GOMAXPROCS(0) }
 	setGCPercent = func(int) int { return 0 } // apply ignores the old value
 	// The parallel serve, exporter and phase tests wait on poll
-	// intervals, HTTP round trips and child processes, not on the CPU.
+	// intervals and HTTP round trips, not on the CPU.
 	testkit.WaitBoundParallel(8)
 	code := m.Run()
 	testkit.RemoveBinaries()

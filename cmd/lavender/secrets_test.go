@@ -316,7 +316,7 @@ func TestBarkEnvPermissionWarning(t *testing.T) {
 	const warning = "readable by group or others"
 	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o600, 0o400} {
 		t.Run(fmt.Sprintf("%04o", mode), func(t *testing.T) {
-			t.Parallel() // each its own files and processes
+			t.Parallel() // each its own files
 			barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"})
 			if err := os.Chmod(filepath.Join(barkDir, "phone.bark.env"), mode); err != nil {
 				t.Fatal(err)
@@ -326,12 +326,12 @@ func TestBarkEnvPermissionWarning(t *testing.T) {
 				testkit.QuietServeArgs(t, barkDir, t.TempDir()),
 				{"bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir=" + barkDir, "--runlog.dir=" + t.TempDir()},
 			} {
-				command := testkit.StartCommand(t, args...)
-				testkit.WaitReady(t, nil, command.URL(t), "", "")
-				if err := command.Stop(); err != nil {
+				command := startInProcess(t, nil, args...)
+				testkit.WaitReady(t, nil, command.base, "", "")
+				if err := command.stop(); err != nil {
 					t.Fatal(err)
 				}
-				logs := command.Stderr.String()
+				logs := command.logs.String()
 				if got := strings.Contains(logs, warning) && strings.Contains(logs, "chmod 600") && strings.Contains(logs, "phone.bark.env"); got != wantWarning {
 					t.Errorf("%s with mode %04o: warning %v, want %v:\n%s", args[0], mode, got, wantWarning, logs)
 				}

@@ -60,8 +60,7 @@ func TestUnknownPathIs404(t *testing.T) {
 		})
 	})
 	t.Run("bridge", func(t *testing.T) {
-		bridge := testkit.StartCommand(t, "bridge", "--web.listen-address=127.0.0.1:0", "--bark.config-dir", t.TempDir(), "--runlog.dir", t.TempDir())
-		base := bridge.URL(t)
+		base := startInProcess(t, nil, "bridge", "--bark.config-dir", t.TempDir(), "--runlog.dir", t.TempDir()).base
 		testkit.WaitReady(t, nil, base, "", "")
 		checkRoutes(t, base, []routeCase{
 			{"POST", "/webhooks", 404, ""},
@@ -177,9 +176,9 @@ func TestWritesFromOtherSitesAndHosts(t *testing.T) {
 		certs := testkit.NewTLS(t)
 		webConfig := testkit.WriteWebConfig(t, testkit.WebConfig{TLS: certs, Users: map[string]string{"alice": "s3cret-pass"}})
 		client := certs.Client()
-		serve := testkit.StartCommand(t, testkit.QuietServeArgs(t, barktest.ConfigDir(t, nil), t.TempDir(),
+		serve := startInProcess(t, nil, testkit.QuietServeArgs(t, barktest.ConfigDir(t, nil), t.TempDir(),
 			"--web.write-allow=192.0.2.0/24", "--web.config.file="+webConfig)...)
-		base := serve.URL(t)
+		base := "https://" + strings.TrimPrefix(serve.base, "http://")
 		testkit.WaitReady(t, client, base, "alice", "s3cret-pass")
 		h := map[string]string{"Content-Type": "application/json"}
 		if code, body := writeReq(t, client, base, "/api/v1/heartbeat", `{"phase":"Train","event":"start"}`, h, "alice", "s3cret-pass"); code != 200 {
