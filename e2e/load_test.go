@@ -416,6 +416,10 @@ func roundAll(xs []float64) []float64 {
 // sample, and the appenders' newest lines survive.
 func TestKill9WithTwoAppenders(t *testing.T) {
 	needSlow(t)
+	// Beside TestLoad, within its first 20 s or so: the load test's
+	// flatness check compares its last third with what came before, so
+	// CPU taken early only raises the earlier peak it is held to.
+	t.Parallel()
 	bin := testkit.Binary(t) // for the appenders
 	bark := barktest.New(t)
 	barkDir := barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.URL + "/KEY/$0\n"})
@@ -562,6 +566,7 @@ loop:
 // goroutines return to where they were.
 func TestSlowloris(t *testing.T) {
 	needSlow(t)
+	t.Parallel() // its own serve process, whose goroutines alone it counts
 	serve := testkit.StartCommand(t, "serve", "--web.listen-address=127.0.0.1:0", "--path.procfs="+testkit.SwapProcfs(t, 0.10),
 		"--watchdog.interval=0", "--runlog.dir="+t.TempDir(), "--bark.config-dir="+barktest.ConfigDir(t, nil))
 	base := serve.URL(t)
