@@ -132,7 +132,7 @@ func TestBarkFaults(t *testing.T) {
 			if log := runlogtest.Text(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=0 fail=1\n") {
 				t.Errorf("run log lacks the failed push:\n%s", log)
 			}
-			if logs := serve.Stderr.String(); !strings.Contains(logs, `msg="push failed" target=phone.bark.env:1 class=`) || !strings.Contains(logs, tc.class) {
+			if !serve.Logged(`msg="push failed" target=phone.bark.env:1 class=`, tc.class) {
 				t.Errorf("log lacks the failure:\n%s", serve.Stderr)
 			}
 		})

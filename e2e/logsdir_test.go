@@ -159,7 +159,7 @@ func TestServeStartsWhenLogsDirIsAFile(t *testing.T) {
 	if n := testkit.Scrape(t, nil, base+"/metrics").MustValue(t, "lavender_runlog_write_errors_total", testkit.Labels{"writer": "exporter"}); n < 1 {
 		t.Errorf("write errors counted: %v, want at least 1", n)
 	}
-	if !strings.Contains(serve.Stderr.String(), "not a directory") {
+	if !serve.Logged("not a directory") {
 		t.Errorf("the problem is not logged:\n%s", serve.Stderr)
 	}
 	if code, body := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(`{"phase":"Train","event":"start"}`), "", ""); code != 200 {
@@ -267,7 +267,7 @@ func TestBridgeLogsAMovedRunLog(t *testing.T) {
 	if code, body := testkit.MustDo(t, nil, "POST", base+"/webhook", testkit.SwapAlertWebhook(0), "", ""); code != 200 {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
-	if !strings.Contains(serve.Stderr.String(), "run log was not a regular file; moved aside") {
+	if !serve.Logged("run log was not a regular file; moved aside") {
 		t.Errorf("the move is not logged:\n%s", serve.Stderr)
 	}
 	if log := runlogtest.Text(t, logDir); !strings.Contains(log, " BARK swap 54% sent ok=1 fail=0\n") {

@@ -152,8 +152,8 @@ func TestDamagedBarkStateNeverStopsAStart(t *testing.T) {
 			if _, err := os.Lstat(path + ".damaged"); err != nil {
 				t.Errorf("damaged state not moved aside: %v", err)
 			}
-			if log := proc.Stderr.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "bark-state.json.damaged") {
-				t.Errorf("no WARN naming the moved file:\n%s", log)
+			if !proc.Logged("level=WARN", "bark-state.json.damaged") {
+				t.Errorf("no WARN naming the moved file:\n%s", proc.Stderr)
 			}
 			if err := proc.Stop(); err != nil {
 				t.Fatal(err)

@@ -349,6 +349,22 @@ func (c *Command) URL(t testing.TB) string {
 	return scheme + "://" + addr
 }
 
+// Logged reports whether the process's log holds every one of parts,
+// waiting up to 10 s for them: stderr is copied by another goroutine, so
+// a line written before an answer can reach the buffer a moment after the
+// answer does. After Stop the log is whole, and Logged answers at once.
+func (c *Command) Logged(parts ...string) bool {
+	return Poll(10*time.Second, func() bool {
+		log := c.Stderr.String()
+		for _, p := range parts {
+			if !strings.Contains(log, p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // waitLog polls the log for cond, and fails early, with the output, if
 // the process exits first.
 func (c *Command) waitLog(t testing.TB, what string, cond func() bool) {
