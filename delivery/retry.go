@@ -18,8 +18,8 @@ type Retry struct {
 	First time.Duration // the wait after the first failure
 	Max   time.Duration // the longest wait
 	Tries int           // at most, the first included
-	// Off sends each push once (tests that count the tries of a failing
-	// stand-in, `send --test`'s plain answer).
+	// Off sends each push once: for a test of what the producer's own
+	// retry does, such as Alertmanager's resend of a group.
 	Off bool
 }
 
