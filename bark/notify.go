@@ -177,10 +177,10 @@ type Notifier struct {
 // New returns the notifier of t. client sends the pushes (nil: a shared
 // client that honours the proxy environment); a copy of it that refuses
 // redirects is used, since the URL holds the device key. Each push's
-// deadline comes from its context. userAgent "" is "github.com/lavender-ml/lavender/<version>".
+// deadline comes from its context. userAgent "" is "lavender/<version>".
 func New(t Target, client *http.Client, userAgent string) *Notifier {
 	if userAgent == "" {
-		userAgent = "github.com/lavender-ml/lavender/" + version.Version
+		userAgent = "lavender/" + version.Version
 	}
 	if client == nil {
 		client = sharedClient()

@@ -43,7 +43,7 @@ func LoadTargets(dir string, client *http.Client) (Loaded, error) {
 		Warnings: append(b.Warnings, n.Warnings...),
 		Report:   append(b.Report(), n.Report()...),
 	}
-	userAgent := "github.com/lavender-ml/lavender/" + version.Version
+	userAgent := "lavender/" + version.Version
 	for _, t := range b.Targets {
 		l.Notifiers = append(l.Notifiers, bark.New(t, client, userAgent))
 	}

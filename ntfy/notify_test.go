@@ -576,9 +576,9 @@ func TestUserAgent(t *testing.T) {
 	srv := ntfytest.New(t)
 	ts := load(t, srv.TopicURL("t"), nil)
 	mustPush(t, New(ts[0], nil, ""), notify.Message{Text: "a"})
-	mustPush(t, New(ts[0], srv.Client(), "github.com/lavender-ml/lavender/1.2.3"), notify.Message{Text: "b"})
+	mustPush(t, New(ts[0], srv.Client(), "lavender/1.2.3"), notify.Message{Text: "b"})
 	ps := srv.Publishes()
-	if ps[0].Header.Get("User-Agent") != "lavender" || ps[1].Header.Get("User-Agent") != "github.com/lavender-ml/lavender/1.2.3" {
+	if ps[0].Header.Get("User-Agent") != "lavender" || ps[1].Header.Get("User-Agent") != "lavender/1.2.3" {
 		t.Errorf("User-Agents %q, %q", ps[0].Header.Get("User-Agent"), ps[1].Header.Get("User-Agent"))
 	}
 }
