@@ -10,28 +10,20 @@ saying why, and under LAVENDER_E2E=1 they fail instead.
     LAVENDER_FRAMEWORKS=DIR /usr/bin/python3 -m unittest tests.test_real_hf     (in python/)
 """
 
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 
-from .realfw import frameworks
-from .servers import PACKAGE_ROOT, Recorder
+from .realfw import frameworks, run
+from .servers import Recorder
 
 
 def run_real(code, env=None, timeout=240):
-    """Runs code in a fresh interpreter with the client and the real
-    frameworks first on its path; returns the CompletedProcess."""
-    full = dict(os.environ)
-    for k in ("LAVENDER_PHASE", "RANK", "LOCAL_RANK", "SLURM_PROCID", "LAVENDER_URL", "WORLD_SIZE"):
-        full.pop(k, None)
-    full.update(env or {})
-    full["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, frameworks()])
-    full.update(PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
-                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_DISABLED="true")
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=timeout)
+    """realfw.run with transformers kept offline, quiet and on one thread."""
+    quiet = dict(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1",
+                 TRANSFORMERS_OFFLINE="1", WANDB_DISABLED="true")
+    quiet.update(env or {})
+    return run(code, quiet, timeout=timeout)
 
 
 def ends(bodies):
