@@ -54,7 +54,7 @@ func Send(ctx context.Context, o SendOptions, env Env, stdout, stderr io.Writer)
 	case err != nil:
 		env.Logger.Error("[push] bad lines in the target files; sending to the good targets", "err", err, "good_targets", len(res.Notifiers))
 	case len(res.Notifiers) == 0:
-		return fmt.Errorf("%s: no targets (*%s files) in %s", o.Command, strings.Join(delivery.ConfigSuffixes, " or *"), o.ConfigDir)
+		return noTargets(o.Command, o.ConfigDir)
 	}
 	results := delivery.SendEach(ctx, res.Notifiers, o.Timeout, func(n notify.Notifier) notify.Message {
 		text := msg
@@ -116,9 +116,15 @@ func Check(command, configDir string, stdout, stderr io.Writer) error {
 	case err != nil:
 		return fmt.Errorf("%s: %w", command, err)
 	case len(res.Notifiers) == 0:
-		return fmt.Errorf("%s: no targets (*%s files) in %s", command, strings.Join(delivery.ConfigSuffixes, " or *"), configDir)
+		return noTargets(command, configDir)
 	}
 	return nil
+}
+
+// noTargets is the error of a config dir without a target file of any
+// channel.
+func noTargets(command, dir string) error {
+	return fmt.Errorf("%s: no targets (*%s files) in %s", command, strings.Join(delivery.ConfigSuffixes, " or *"), dir)
 }
 
 // targetCount is "2 Bark targets" where every target is Bark's, else

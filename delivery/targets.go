@@ -57,8 +57,9 @@ func LoadTargets(dir string, client *http.Client) (Loaded, error) {
 var ConfigSuffixes = []string{bark.ConfigSuffix, ntfy.ConfigSuffix}
 
 // SendEach pushes to every notifier at once, each its own message, within
-// timeout each (the retry stage's tries included), and returns the results in the notifiers' order: `send`'s
-// one-off pushes, whose test text names each target's encryption.
+// timeout each (the retry stage's tries included), and returns the results
+// in the notifiers' order: `send`'s one-off pushes, whose test text names
+// each target's encryption.
 func SendEach(ctx context.Context, ns []notify.Notifier, timeout time.Duration, message func(notify.Notifier) notify.Message) []Result {
 	results := make([]Result, len(ns))
 	var wg sync.WaitGroup
