@@ -14,12 +14,11 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated flag reference in docs/configuration.md")
-
-// repoRoot is the top of the repository, where README.md is.
-var repoRoot = filepath.Join("..", "..")
 
 // The flag reference is the part of docs/configuration.md between these
 // markers; the prose around it is written by hand.
@@ -129,7 +128,7 @@ func renderFlagReference(app *kong.Application) string {
 // what the CLI parses: every command, flag, default and environment
 // variable. After a change to the CLI, regenerate it with -update.
 func TestFlagReference(t *testing.T) {
-	path := filepath.Join(repoRoot, "docs", "configuration.md")
+	path := filepath.Join(testkit.RepoRoot(t), "docs", "configuration.md")
 	page, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -204,31 +203,6 @@ func TestHelpShowsEveryDefault(t *testing.T) {
 	}
 }
 
-// docPages are the pages a user reads: README.md, CONTRIBUTING.md,
-// docs/*.md and the deploy files' READMEs.
-func docPages(t *testing.T) map[string]string {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	deploy, err := filepath.Glob(filepath.Join(repoRoot, "deploy", "*", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	paths = append(append(paths, deploy...), filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "CONTRIBUTING.md"))
-	pages := map[string]string{}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel, _ := filepath.Rel(repoRoot, p)
-		pages[filepath.ToSlash(rel)] = string(data)
-	}
-	return pages
-}
-
 // otherProgramsFlags are the --flags the pages name that belong to other
 // programs, each with whose they are.
 var otherProgramsFlags = map[string]string{
@@ -267,7 +241,7 @@ func TestDocsNameRealFlags(t *testing.T) {
 		}
 		return next(nil)
 	})
-	for path, text := range docPages(t) {
+	for path, text := range testkit.DocPages(t) {
 		for i, line := range strings.Split(text, "\n") {
 			for _, m := range docFlagRE.FindAllStringSubmatch(line, -1) {
 				name := m[2]
@@ -288,7 +262,7 @@ func TestDocsNameRealFlags(t *testing.T) {
 // TestDocsMapListsEveryPage: the README's map of docs/ links every page,
 // its table names every command, and it stays short.
 func TestDocsMapListsEveryPage(t *testing.T) {
-	pages := docPages(t)
+	pages := testkit.DocPages(t)
 	for path := range pages {
 		if !strings.HasPrefix(path, "docs/") {
 			continue
@@ -343,7 +317,7 @@ func anchors(page string) map[string]bool {
 // TestDocsLinksResolve: every relative link of a page names a file of the
 // repository, and every #fragment a heading of its page.
 func TestDocsLinksResolve(t *testing.T) {
-	pages := docPages(t)
+	pages := testkit.DocPages(t)
 	for path, text := range pages {
 		for _, m := range mdLinkRE.FindAllStringSubmatch(fenceRE.ReplaceAllString(text, ""), -1) {
 			link := m[1] + m[2]
@@ -354,7 +328,7 @@ func TestDocsLinksResolve(t *testing.T) {
 			target := path
 			if file != "" {
 				target = filepath.ToSlash(filepath.Join(filepath.Dir(path), file))
-				if _, err := os.Stat(filepath.Join(repoRoot, target)); err != nil {
+				if _, err := os.Stat(filepath.Join(testkit.RepoRoot(t), target)); err != nil {
 					t.Errorf("%s links %s: %v", path, link, err)
 					continue
 				}
@@ -381,6 +355,7 @@ var issueCitationRE = regexp.MustCompile(`(?i)\bissues? #?[0-9]+`)
 // TestNoIssueNumberCitations: the code, the tests and the pages say the
 // behaviour they keep, never an issue number.
 func TestNoIssueNumberCitations(t *testing.T) {
+	repoRoot := testkit.RepoRoot(t)
 	err := filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err

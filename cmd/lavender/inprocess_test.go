@@ -18,10 +18,9 @@ import (
 // inProcess is a serving command (serve, exporter or bridge), parsed from
 // its flags, run inside the test binary, with its log at debug level as
 // --log.level=debug gives it. It is how this package's tests run a
-// command: only what needs a process of its own (signals, kill -9, exit
-// codes, memory) starts the binary, in package e2e, and here only the
-// docs tests that compare what the binary prints with what the pages
-// show (runBinary).
+// command: what needs a process of its own (signals, kill -9, exit
+// codes, memory, what the built binary prints) starts it, in package e2e,
+// and nothing here does.
 type inProcess struct {
 	base   string // http://127.0.0.1:port
 	client *http.Client

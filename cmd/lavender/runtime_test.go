@@ -14,17 +14,14 @@ import (
 
 // TestMain keeps commands started through run() from changing the test
 // binary's own runtime settings (TestRuntimeFlags checks what they would
-// set), and removes the lavender binary testkit.Binary built for the docs
-// tests that run it (runBinary).
+// set).
 func TestMain(m *testing.M) {
 	setGOMAXPROCS = func(int) int { return runtime.GOMAXPROCS(0) }
 	setGCPercent = func(int) int { return 0 } // apply ignores the old value
 	// The parallel serve, exporter and phase tests wait on poll
 	// intervals and HTTP round trips, not on the CPU.
 	testkit.WaitBoundParallel(8)
-	code := m.Run()
-	testkit.RemoveBinaries()
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 func TestRuntimeFlags(t *testing.T) {
