@@ -117,7 +117,7 @@ func TestServePushesEveryKernelFaultForm(t *testing.T) {
 func TestServeKernelFlood(t *testing.T) {
 	t.Parallel()
 	r := startKernelServe(t, nil)
-	const n = 100_000
+	const n = 20_000
 	var b strings.Builder
 	for i := range n {
 		switch i % 4 {
