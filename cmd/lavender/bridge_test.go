@@ -17,7 +17,7 @@ import (
 func parseCLI(t testing.TB, args ...string) *CLI {
 	t.Helper()
 	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("lavender"), kong.DefaultEnvars("LAVENDER"), flagVars(),
+	parser, err := kong.New(&cli, kong.Name("lavender"), kong.DefaultEnvars("LAVENDER"), flagDefaults(),
 		kong.Exit(func(code int) { t.Fatalf("kong exit %d", code) }))
 	if err != nil {
 		t.Fatal(err)

@@ -39,9 +39,9 @@ func init() {
 // dots and dashes as underscores (--runlog.max-bytes is
 // LAVENDER_RUNLOG_MAX_BYTES).
 type CLI struct {
-	LogLevel    string           `name:"log.level" default:"info" enum:"debug,info,warn,error" help:"Only log messages with the given severity or above (${enum})."`
-	LogFormat   string           `name:"log.format" default:"logfmt" enum:"logfmt,json" help:"Output format of log messages (${enum})."`
-	VersionFlag kong.VersionFlag `name:"version" env:"-" help:"Print version information and exit."`
+	LogLevel    string      `name:"log.level" default:"info" enum:"debug,info,warn,error" help:"Only log messages with the given severity or above (${enum})."`
+	LogFormat   string      `name:"log.format" default:"logfmt" enum:"logfmt,json" help:"Output format of log messages (${enum})."`
+	VersionFlag versionFlag `name:"version" env:"-" help:"Print version information and exit."`
 
 	Serve    ServeCmd    `cmd:"" help:"One process for all: metrics, API, webhook, run log, watchdog."`
 	Version  VersionCmd  `cmd:"" help:"Print version, revision and Go version."`
@@ -52,6 +52,17 @@ type CLI struct {
 	Send     SendCmd     `cmd:"" help:"Push a message, or --test, to every target now."`
 	Check    CheckCmd    `cmd:"" help:"Validate the *.bark.env and *.ntfy.env files."`
 	Bark     BarkCmd     `cmd:"" help:"bark send, bark check: send and check's first names."`
+}
+
+// versionFlag is --version: kong.VersionFlag, but printing versionText
+// itself rather than a kong variable, which kong would expand again for
+// every flag (see flagDefaults).
+type versionFlag bool
+
+func (versionFlag) BeforeReset(app *kong.Kong) error {
+	fmt.Fprintln(app.Stdout, versionText())
+	app.Exit(0)
+	return nil
 }
 
 // VersionCmd prints build information the way Prometheus tools do.
@@ -177,8 +188,7 @@ func newParser(cli *CLI, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, 
 		kong.DefaultEnvars("LAVENDER"),
 		kong.Writers(stdout, stderr),
 		kong.Exit(exit),
-		kong.Vars{"version": versionText()},
-		flagVars(),
+		flagDefaults(),
 	)
 }
 
