@@ -94,13 +94,9 @@ func buildLavender() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build lavender: no go tool on PATH: %w", err)
 	}
-	out, err := exec.Command(goTool, "env", "GOMOD").Output()
+	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("go env GOMOD: the tests do not run inside the lavender module")
+		return "", fmt.Errorf("build lavender: %w", err)
 	}
 	build.dir, err = os.MkdirTemp("", "lavender-testkit-")
 	if err != nil {
@@ -113,7 +109,7 @@ func buildLavender() (string, error) {
 	}
 	args = append(args, mainPackage)
 	cmd := exec.Command(goTool, args...)
-	cmd.Dir = filepath.Dir(gomod)
+	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,36 +10,34 @@ import (
 	"testing"
 )
 
-// RepoRoot is the top of the repository (where go.mod is), found upwards
-// from the test's working directory, its package's directory.
+// RepoRoot is the top of the repository (where go.mod is); see
+// moduleRoot.
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	root.once.Do(func() {
-		dir, err := os.Getwd()
-		for err == nil {
-			if _, statErr := os.Stat(filepath.Join(dir, "go.mod")); statErr == nil {
-				root.dir = dir
-				return
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-		root.err = err
-	})
-	if root.dir == "" {
-		t.Fatalf("testkit: no go.mod above the working directory (%v)", root.err)
+	dir, err := moduleRoot()
+	if err != nil {
+		t.Fatalf("testkit: %v", err)
 	}
-	return root.dir
+	return dir
 }
 
-var root struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+// moduleRoot is the top of the repository, found upwards from the working
+// directory (a test's is its package's directory): where the docs pages
+// are read and where the lavender binary is built.
+var moduleRoot = sync.OnceValues(func() (string, error) {
+	start, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := start; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no go.mod above %s: the tests do not run inside the lavender module", start)
+		}
+	}
+})
 
 // DocPages are the pages a user reads, by path from the repository's top:
 // README.md, CONTRIBUTING.md, docs/*.md and the deploy files' READMEs.
