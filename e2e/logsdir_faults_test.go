@@ -152,6 +152,7 @@ func TestLogsDirFaults(t *testing.T) {
 			if barkErrs < 1 || expErrs < 1 {
 				t.Errorf("write errors not counted: bark %v, exporter %v", barkErrs, expErrs)
 			}
+			// Wait for the line to reach the buffer; the count below is the check.
 			serve.Logged("run log append failed")
 			logs := serve.Stderr.String()
 			if c := strings.Count(logs, "run log append failed"); c != 1 {
