@@ -5,11 +5,10 @@ used over the interpreter's own torch. Without it those tests skip, saying
 why; under LAVENDER_E2E=1 they fail instead."""
 
 import os
-import subprocess
 import sys
 import unittest
 
-from .servers import AS_FROM_A_TERMINAL, PACKAGE_ROOT
+from .servers import run_child
 
 
 def frameworks():
@@ -38,11 +37,4 @@ def frameworks():
 def run(code, env=None, timeout=120, cwd=None):
     """Runs code in a fresh interpreter with the client and the real
     frameworks on its path; returns the CompletedProcess."""
-    full = dict(os.environ)
-    for k in ("LAVENDER_PHASE", "RANK", "LOCAL_RANK", "SLURM_PROCID", "LAVENDER_URL", "WORLD_SIZE"):
-        full.pop(k, None)
-    full.update(env or {})
-    full["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, frameworks()])
-    full["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run([sys.executable, "-c", AS_FROM_A_TERMINAL + code], env=full, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+    return run_child(code, frameworks(), env, timeout, cwd)

@@ -115,10 +115,19 @@ class Silent:
 def run_python(code, env=None, timeout=60):
     """Runs code in a fresh python3 with the package and the framework
     stand-ins on its path; returns the CompletedProcess."""
+    return run_child(code, FRAMEWORKS, env, timeout)
+
+
+def run_child(code, frameworks, env=None, timeout=60, cwd=None):
+    """Runs code in a fresh interpreter with the package and the
+    frameworks directory given on its path, none of the test run's own
+    rank or phase variables, and SIGINT as from a terminal; returns the
+    CompletedProcess."""
     full = dict(os.environ)
-    for k in ("LAVENDER_PHASE", "RANK", "LOCAL_RANK", "SLURM_PROCID", "LAVENDER_URL"):
+    for k in ("LAVENDER_PHASE", "RANK", "LOCAL_RANK", "SLURM_PROCID", "LAVENDER_URL", "WORLD_SIZE"):
         full.pop(k, None)
     full.update(env or {})
-    full["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, FRAMEWORKS])
+    full["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, frameworks])
     full["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run([sys.executable, "-c", AS_FROM_A_TERMINAL + code], env=full, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-c", AS_FROM_A_TERMINAL + code], env=full, capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
