@@ -2,6 +2,7 @@
 progress, ended ok or failed with a reason."""
 
 import atexit
+import collections
 import logging
 import math
 import os
@@ -16,6 +17,8 @@ from . import _sender, _wire
 OK, FAILED = "ok", "failed"
 # How long an end waits for the size of a checkpoint saved just before it.
 SIZE_WAIT = 1.0
+# How long a save's size waits for the save before it to be booked first.
+ORDER_WAIT = 60.0
 
 
 class Phase:
@@ -51,8 +54,11 @@ class Phase:
         self._lock = threading.RLock()
         self._progress = (None, total, None)  # step, total, loss, replaced whole
         self._eval = None  # (eval_step, eval_total) while an evaluation runs
-        self._save_bytes = None
-        self._save_dir = None  # the watched dir the last measured save went to
+        # Saves measured and not yet posted, oldest first, each as (bytes,
+        # the watched dir it went to): one ping carries one, so two saves
+        # measured between two pings are both booked.
+        self._saves = collections.deque(maxlen=_wire.MAX_SAVES)
+        self._saves_taken = threading.Condition(self._lock)
         self._sizers = []
         try:
             cwd = os.getcwd()
@@ -142,7 +148,8 @@ class Phase:
         directory), measured on a thread of its own."""
         if self._state != "running" or self.rank != 0 or self._sender is None:
             return
-        t = threading.Thread(target=self._measure, args=(path,), name="lavender-size", daemon=True)
+        before = self._sizers[-1] if self._sizers else None
+        t = threading.Thread(target=self._measure, args=(path, before), name="lavender-size", daemon=True)
         self._sizers = [s for s in self._sizers if s.is_alive()] + [t]
         t.start()
 
@@ -236,19 +243,13 @@ class Phase:
             _hooks.ended_ok(self)
         if os.getpid() != self._pid or self._sender is None:
             return  # a forked child (a DataLoader worker) reports nothing
+        if self.rank == 0 and was == "running":
+            self._hand_over_saves()
         self._sender.unwatch(self)
         if status == OK and (was != "running" or self.rank != 0 or self.wrapped):
             if self.wrapped and was == "running" and self.rank == 0:
                 self._sender.post(self._ping_body(), wait=_sender.END_WAIT)  # the last step
             return
-        if self.rank == 0 and was == "running" and self._sizers:
-            # A save just before the end (the last checkpoint) is still news
-            # to the disk guard: wait a moment for its size.
-            deadline = time.monotonic() + SIZE_WAIT
-            for t in self._sizers:
-                t.join(max(deadline - time.monotonic(), 0))
-            if self._save_bytes is not None:
-                self._sender.post(self._ping_body())
         if self.rank != 0:
             reason = "rank %d: %s" % (self.rank, reason or "failed")
         body = {"phase": self.name, "event": "end", "status": status}
@@ -257,6 +258,23 @@ class Phase:
         if self.rank == 0:
             self._add_progress(body)
         self._sender.post(body, wait=_sender.END_WAIT)
+
+    def _hand_over_saves(self):
+        """Sees the saves measured and not yet pinged onto the wire before
+        the end: a save just before it (the last checkpoint) is still news
+        to the disk guard, so its size is waited for a moment. The sender
+        pings them, one each, in order; what it has not taken in time (a
+        server that does not answer) is queued behind them."""
+        deadline = time.monotonic() + SIZE_WAIT
+        for t in self._sizers:
+            t.join(max(deadline - time.monotonic(), 0))
+        if not self._saves:
+            return
+        self._ping_soon()
+        with self._saves_taken:
+            self._saves_taken.wait_for(lambda: not self._saves, _sender.END_WAIT)
+        while self._saves:
+            self._sender.post(self._ping_body())
 
     def _end_failed_after_ok(self, reason):
         _hooks.forget_ended_ok(self)
@@ -299,14 +317,18 @@ class Phase:
         if self._dirs:
             body["dirs"] = self._dirs
         with self._lock:
-            saved, self._save_bytes = self._save_bytes, None
-            if saved is not None and self._save_dir:
+            saved, home = self._saves.popleft() if self._saves else (None, None)
+            self._saves_taken.notify_all()
+            if home:
                 # The server books a save on the filesystem of the last dir
                 # a ping names: the one the checkpoint was written to.
-                self._dirs = ([d for d in self._dirs if d != self._save_dir] + [self._save_dir])[-_wire.MAX_DIRS:]
+                self._dirs = ([d for d in self._dirs if d != home] + [home])[-_wire.MAX_DIRS:]
                 body["dirs"] = self._dirs
+            more = bool(self._saves)
         if saved is not None:
             body["save_bytes"] = saved
+        if more:
+            self._next_ping = 0  # the next save's ping follows at once
         return body
 
     def _add_progress(self, body, step_zero=False, with_loss=True):
@@ -325,15 +347,19 @@ class Phase:
             if value is not None:
                 body["loss"] = value
 
-    def _measure(self, path):
+    def _measure(self, path, before):
         try:
             n = _size_of(path)
         except OSError as e:
             _sender.say(logging.DEBUG, "lavender: size of %s: %s" % (path, e))
             return
+        if before is not None:
+            # Saves are booked in the order they were made (the server takes
+            # the last as the newest), unless the one before is stuck on its
+            # storage.
+            before.join(ORDER_WAIT)
         with self._lock:
-            self._save_bytes = n
-            self._save_dir = _home(path, self._dirs)
+            self._saves.append((n, _home(path, self._dirs)))
         if self._state == "running":
             self._ping_soon()
 

@@ -11,6 +11,8 @@ import urllib.parse
 DEFAULT_URL = "http://127.0.0.1:9877"
 HEARTBEAT_PATH = "/api/v1/heartbeat"
 MAX_DIRS = 8
+# Saves measured and waiting for a ping, as many as the server remembers.
+MAX_SAVES = 8
 MAX_REASON = 200
 
 # The launchers' rank variables, most specific first: torchrun, accelerate

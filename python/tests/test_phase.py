@@ -7,6 +7,7 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 from lavender import _phase, _sender
 from lavender._phase import Phase
@@ -184,6 +185,49 @@ class PhaseTest(unittest.TestCase):
             self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("save_bytes") == 200 for b in bs)))
         saves = [(b["save_bytes"], b["dirs"]) for b in self.exporter.bodies if "save_bytes" in b]
         self.assertEqual(saves, [(100, [os.getcwd(), logs, ckpt]), (200, [os.getcwd(), logs, ckpt, elsewhere])])
+
+    def test_saves_measured_between_two_pings_are_each_booked(self):
+        # A fast loop saves twice before the sender's next ping, or just
+        # before the end: each save reaches the server, in the order made.
+        dirs = [tempfile.mkdtemp() for _ in range(4)]
+        for i, d in enumerate(dirs):
+            with open(os.path.join(d, "last.ckpt"), "wb") as f:
+                f.write(b"\0" * (100 * (i + 1)))
+        with self.phase(every=60, dirs=dirs) as p:
+            with p._lock:  # the sender cannot take a save until both are in
+                p._measure(os.path.join(dirs[0], "last.ckpt"), None)
+                p._measure(os.path.join(dirs[1], "last.ckpt"), None)
+            self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("save_bytes") == 200 for b in bs)))
+            with p._lock:
+                p._measure(os.path.join(dirs[2], "last.ckpt"), None)
+                p._measure(os.path.join(dirs[3], "last.ckpt"), None)
+        bodies = self.exporter.bodies
+        saves = [(b["save_bytes"], b["dirs"][-1]) for b in bodies if "save_bytes" in b]
+        self.assertEqual(saves, [(100 * (i + 1), d) for i, d in enumerate(dirs)])
+        self.assertEqual(bodies[-1]["event"], "end")
+
+    def test_saves_are_booked_in_the_order_made(self):
+        # The second save is measured first (the first is a bigger tree):
+        # the server still gets the first save first, as it takes the last
+        # as the newest.
+        first, second = tempfile.mkdtemp(), tempfile.mkdtemp()
+        measure = _phase._size_of
+
+        def slow_for_the_first(path):
+            if path == first:
+                time.sleep(0.3)
+            return measure(path)
+
+        with open(os.path.join(first, "a"), "wb") as f:
+            f.write(b"\0" * 10)
+        with open(os.path.join(second, "b"), "wb") as f:
+            f.write(b"\0" * 20)
+        with mock.patch.object(_phase, "_size_of", slow_for_the_first):
+            with self.phase() as p:
+                p.saved(first)
+                p.saved(second)
+                self.assertTrue(self.exporter.wait_for(lambda bs: sum("save_bytes" in b for b in bs) == 2))
+        self.assertEqual([b["save_bytes"] for b in self.exporter.bodies if "save_bytes" in b], [10, 20])
 
     def test_inconsistent_progress_is_left_out(self):
         with self.phase() as p:
