@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -108,24 +110,44 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 	}
 	// Swap climbs to 54 % and pressure to 23 %, a few chart samples at
-	// each level.
+	// each level. A sample at a level means the watchdog's poll that took
+	// it has also judged it, so the pressure push (at 15 %) has gone out
+	// before swap reaches 54 %, and each is a push of its own.
+	const samplesPerLevel = 4
 	samples := 0
 	for i, ratio := range []float64{0.30, 0.38, 0.46, 0.54} {
 		procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, ratio))
-		pressure := []float64{0.02, 0.08, 0.15, 0.23}[i] * 100
-		procfs.SetPSI(&testkit.PSI{SomeAvg10: pressure, FullAvg10: pressure * 0.9, SomeTotal: 1000000, FullTotal: 500000})
-		samples += 4
+		pressure := []float64{0.02, 0.08, 0.15, 0.23}[i]
+		procfs.SetPSI(&testkit.PSI{SomeAvg10: pressure * 100, FullAvg10: pressure * 90, SomeTotal: 1000000, FullTotal: 500000})
 		testkit.WaitFor(t, 20*time.Second, func() bool {
 			_, body := testkit.MustDo(t, nil, "GET", r.base+"/api/v1/status", nil, "", "")
-			var s struct{ History []json.RawMessage }
-			return json.Unmarshal([]byte(body), &s) == nil && len(s.History) >= samples
-		}, "chart samples")
+			var s struct {
+				History []struct {
+					UsedRatio float64  `json:"used_ratio"`
+					Pressure  *float64 `json:"pressure_some_avg10"`
+				}
+			}
+			if json.Unmarshal([]byte(body), &s) != nil {
+				return false
+			}
+			atLevel := 0
+			for _, h := range s.History {
+				if math.Abs(h.UsedRatio-ratio) < 0.005 && h.Pressure != nil && math.Abs(*h.Pressure-pressure) < 0.001 {
+					atLevel++
+				}
+			}
+			return atLevel >= samplesPerLevel
+		}, fmt.Sprintf("%d chart samples at swap %.0f%% and pressure %.0f%%", samplesPerLevel, ratio*100, pressure*100))
+		samples += samplesPerLevel
 	}
 	// The 54 % push goes out on the watchdog's poll, apart from the chart's
 	// samples: the page must be loaded after its BARK line is written.
-	testkit.WaitFor(t, 20*time.Second, func() bool {
+	if !testkit.Poll(20*time.Second, func() bool {
 		return strings.Contains(runlogtest.Text(t, r.logDir), " BARK swap 54% sent ok=1 fail=0\n")
-	}, "the swap push's BARK line")
+	}) {
+		t.Fatalf("gave up after 20s waiting for the swap push's BARK line; run log:\n%s\npushes: %q",
+			runlogtest.Text(t, r.logDir), r.pushes())
+	}
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),
