@@ -243,12 +243,13 @@ class Phase:
             _hooks.ended_ok(self)
         if os.getpid() != self._pid or self._sender is None:
             return  # a forked child (a DataLoader worker) reports nothing
+        wait = _sender.END_WAIT
         if self.rank == 0 and was == "running":
-            self._hand_over_saves()
+            wait = self._hand_over_saves()
         self._sender.unwatch(self)
         if status == OK and (was != "running" or self.rank != 0 or self.wrapped):
             if self.wrapped and was == "running" and self.rank == 0:
-                self._sender.post(self._ping_body(), wait=_sender.END_WAIT)  # the last step
+                self._sender.post(self._ping_body(), wait=wait)  # the last step
             return
         if self.rank != 0:
             reason = "rank %d: %s" % (self.rank, reason or "failed")
@@ -257,24 +258,26 @@ class Phase:
             body["reason"] = _wire.short(reason)
         if self.rank == 0:
             self._add_progress(body)
-        self._sender.post(body, wait=_sender.END_WAIT)
+        self._sender.post(body, wait=wait)
 
     def _hand_over_saves(self):
         """Sees the saves measured and not yet pinged onto the wire before
         the end: a save just before it (the last checkpoint) is still news
         to the disk guard, so its size is waited for a moment. The sender
         pings them, one each, in order; what it has not taken in time (a
-        server that does not answer) is queued behind them."""
-        deadline = time.monotonic() + SIZE_WAIT
+        server that does not answer) is queued behind them. The saves and
+        the end share one END_WAIT: this returns what is left of it."""
+        sized = time.monotonic() + SIZE_WAIT
         for t in self._sizers:
-            t.join(max(deadline - time.monotonic(), 0))
-        if not self._saves:
-            return
-        self._ping_soon()
-        with self._saves_taken:
-            self._saves_taken.wait_for(lambda: not self._saves, _sender.END_WAIT)
-        while self._saves:
-            self._sender.post(self._ping_body())
+            t.join(max(sized - time.monotonic(), 0))
+        deadline = time.monotonic() + _sender.END_WAIT
+        if self._saves:
+            self._ping_soon()
+            with self._saves_taken:
+                self._saves_taken.wait_for(lambda: not self._saves, _sender.END_WAIT)
+            while self._saves:
+                self._sender.post(self._ping_body())
+        return max(deadline - time.monotonic(), 0)
 
     def _end_failed_after_ok(self, reason):
         _hooks.forget_ended_ok(self)
