@@ -1,9 +1,9 @@
 package bark
 
 import (
-	"regexp"
 	"strings"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/notify"
 )
 
@@ -13,7 +13,7 @@ const redacted = notify.Redacted
 // apnsToken matches an APNs device token in the path bark-server posts to
 // (https://api.push.apple.com/3/device/<token>), which it quotes in its 500
 // answer. A token is 32 bytes today, hex-encoded; Apple allows longer ones.
-var apnsToken = regexp.MustCompile(`/3/device/[0-9A-Fa-f]{64,}`)
+var apnsToken = lazyregexp.New(`/3/device/[0-9A-Fa-f]{64,}`)
 
 // knownSecrets are the secret parts of every target loaded from a file in
 // this process: Scrub and the logger's scrub use them for text that did

@@ -1,12 +1,12 @@
 package exporter
 
 import (
-	"regexp"
 	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/internal/throttle"
 	"github.com/lavender-ml/lavender/kmsg"
 )
@@ -25,7 +25,7 @@ const (
 
 // deviceName is what a storage device label may hold: a kernel device name
 // ("nvme1n1p1", "sda", "dm-0", "md127").
-var deviceName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,32}$`)
+var deviceName = lazyregexp.New(`^[A-Za-z0-9_.:-]{1,32}$`)
 
 // KernelLog exports what the kernel log said: GPU Xid errors, GPUs fallen
 // off the bus, storage errors, and whether the log can be read at all, so

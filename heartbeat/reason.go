@@ -3,9 +3,10 @@ package heartbeat
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 )
 
 // maxTailBytes is how much of the command's stderr the wrapper keeps to
@@ -45,7 +46,7 @@ func (t *tailBuffer) Bytes() ([]byte, bool) {
 
 // ansiEscape matches the terminal escapes (colours, cursor moves) that
 // tools write even into a pipe.
-var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)`)
+var ansiEscape = lazyregexp.New(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)`)
 
 // stderrLines splits the tail of stderr into the lines a person would see:
 // a carriage return (tqdm redrawing its bar) keeps only what follows it,
@@ -137,9 +138,9 @@ func workerTraceback(lines []string) (string, bool) {
 func leadingSpace(s string) int { return len(s) - len(strings.TrimLeft(s, " \t")) }
 
 var (
-	torchrunRank     = regexp.MustCompile(`^\s*rank\s*:\s*(\d+)`)
-	torchrunExitcode = regexp.MustCompile(`^\s*exitcode\s*:\s*(-?\d+)`)
-	torchrunTrace    = regexp.MustCompile(`^(\s*)traceback\s*:\s*(.*)$`)
+	torchrunRank     = lazyregexp.New(`^\s*rank\s*:\s*(\d+)`)
+	torchrunExitcode = lazyregexp.New(`^\s*exitcode\s*:\s*(-?\d+)`)
+	torchrunTrace    = lazyregexp.New(`^(\s*)traceback\s*:\s*(.*)$`)
 )
 
 // torchrunRootCause reads torchrun's "Root Cause (first observed

@@ -1,9 +1,10 @@
 package kmsg
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 )
 
 // Kind is what a fault is.
@@ -84,15 +85,15 @@ func (f Fault) FallenOff() bool {
 //	NVRM: GPU at 0000:01:00.0 has fallen off the bus.
 //	NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:1db6) installed in this system has fallen off the bus …
 var (
-	xidRecord = regexp.MustCompile(`^NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?((?: GPU-C?I:[0-9A-Fa-f]+)*)\): (\d{1,4}),\s*(.*)$`)
-	xidPID    = regexp.MustCompile(`^pid=('?<unknown>'?|\d+), name=([^,]*), ?(.*)$`)
-	gpuLost   = regexp.MustCompile(`^NVRM: GPU (?:at )?(?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?:? .*fallen off the bus`)
+	xidRecord = lazyregexp.New(`^NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?((?: GPU-C?I:[0-9A-Fa-f]+)*)\): (\d{1,4}),\s*(.*)$`)
+	xidPID    = lazyregexp.New(`^pid=('?<unknown>'?|\d+), name=([^,]*), ?(.*)$`)
+	gpuLost   = lazyregexp.New(`^NVRM: GPU (?:at )?(?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?:? .*fallen off the bus`)
 	// gpuLostRest is the last line of "The NVIDIA GPU <addr>", printed as
 	// a record of its own (with or without the NVRM prefix); nothing but
 	// its start is matched, so no other record that mentions the words
 	// can stand for it.
-	gpuLostRest = regexp.MustCompile(`^(?:NVRM: )?fallen off the bus and is not responding to commands`)
-	gpuHeader   = regexp.MustCompile(`^NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?`)
+	gpuLostRest = lazyregexp.New(`^(?:NVRM: )?fallen off the bus and is not responding to commands`)
+	gpuHeader   = lazyregexp.New(`^NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?`)
 )
 
 // The OOM killer's records for a kill (mm/oom_kill.c), the only records
@@ -117,8 +118,8 @@ var (
 // the kill record already named, possibly long after a later kill: it is
 // not taken, so it can never name a newer kill's victim.
 var (
-	killedProcess = regexp.MustCompile(`(?s)^(?:(?:Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?Killed process (\d+) \((.*)\) total-vm:\d+kB(?:,|$)`)
-	oomKillTask   = regexp.MustCompile(`(?s)^oom-kill:constraint=CONSTRAINT_[A-Z_]+,.*?,task=(.*),pid=(\d+),uid=\d+$`)
+	killedProcess = lazyregexp.New(`(?s)^(?:(?:Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?Killed process (\d+) \((.*)\) total-vm:\d+kB(?:,|$)`)
+	oomKillTask   = lazyregexp.New(`(?s)^oom-kill:constraint=CONSTRAINT_[A-Z_]+,.*?,task=(.*),pid=(\d+),uid=\d+$`)
 )
 
 // storageDev is a device name in parentheses: up to the ")", a space, or
@@ -183,28 +184,28 @@ const storageDev = `([^)\s:]+)`
 // device either; the block layer's "I/O error, dev loop0, …" that follows
 // it does.
 var storageRules = []struct {
-	re   *regexp.Regexp
+	re   *lazyregexp.Regexp
 	kind StorageKind
 }{
-	{regexp.MustCompile(`^EXT4-fs \(` + storageDev + `\): Remounting filesystem read-only`), ReadOnly},
-	{regexp.MustCompile(`^EXT4-fs (?:error|critical) \(device ` + storageDev + `\)`), FSError},
-	{regexp.MustCompile(`^EXT4-fs warning \(device ` + storageDev + `\): ext4_end_bio:\d+: I/O error -?\d+ writing to inode`), IOError},
-	{regexp.MustCompile(`^EXT4-fs \(` + storageDev + `\): (?:I/O error while writing superblock|previous I/O error to superblock detected)`), IOError},
-	{regexp.MustCompile(`^EXT4-fs \(` + storageDev + `\): error count since last fsck: [1-9]`), FSError},
-	{regexp.MustCompile(`^Aborting journal on device ([\w!+-]+)\.`), FSError},
-	{regexp.MustCompile(`^JBD2: (?:I/O error when updating journal superblock for|Error -?\d+ detected when updating journal superblock for|Detected IO errors(?: -?\d+)? while flushing file data on) ([\w!+-]+)`), IOError},
-	{regexp.MustCompile(`^BTRFS(?: \w+)? \(device ` + storageDev + `(?::? state [A-Za-z]+)?\): forced readonly`), ReadOnly},
-	{regexp.MustCompile(`^BTRFS:? (?:error|critical) \(device ` + storageDev + `(?::? state [A-Za-z]+)?\)`), FSError},
-	{regexp.MustCompile(`^BTRFS (?:warning|info) \(device ` + storageDev + `(?::? state [A-Za-z]+)?\): (?:csum failed |checksum error at logical )`), FSError},
-	{regexp.MustCompile(`^XFS \(` + storageDev + `\): (?:Filesystem has been shut down|xfs_do_force_shutdown\(0x[0-9A-Fa-f]+\) called from line|(?:Corruption of in-memory data|(?:Metadata|Log|Block device removal) I/O [Ee]rror|I/O [Ee]rror) \(0x[0-9A-Fa-f]+\) detected at |(?:Corruption of in-memory data|Log I/O Error|I/O Error) [Dd]etected\.\s+Shutting down filesystem)`), Shutdown},
-	{regexp.MustCompile(`^XFS \(` + storageDev + `\): (?:Corruption|Metadata corruption detected at|Metadata CRC error detected at|metadata I/O error|log mount/recovery failed: error|log I/O error -?\d+|xfs_log_force: error -?\d+ returned|Internal error )`), FSError},
-	{regexp.MustCompile(`^Buffer I/O error on dev(?:ice)? ([^,\s]+),`), IOError},
-	{regexp.MustCompile(`^(?:[a-z_]+: )?(?:I/O|critical medium|critical target|critical space allocation|critical nexus|timeout|transport) error, dev ([^,\s]+), sector`), IOError},
-	{regexp.MustCompile(`^sd \d+:\d+:\d+:\d+: \[(sd[a-z]+)\] (?:tag#\d+ )?(?:Add\. Sense: (?:Unrecovered read error|Write error)|Sense Key : (?:Medium Error|Hardware Error))`), IOError},
-	{regexp.MustCompile(`^nvme (nvme\d+): controller is down`), NVMeDown},
-	{regexp.MustCompile(`^(nvme\d+n\d+): detected capacity change from [1-9]\d* to 0$`), NVMeDown},
-	{regexp.MustCompile(`^nvme (nvme\d+): I/O .*QID \d+ timeout`), NVMeTimeout},
-	{regexp.MustCompile(`^nvme (nvme\d+): (?:resetting controller|Device not ready; aborting reset|Removing after probe failure|Disabling device after reset failure|failed to set APST feature)`), NVMeReset},
+	{lazyregexp.New(`^EXT4-fs \(` + storageDev + `\): Remounting filesystem read-only`), ReadOnly},
+	{lazyregexp.New(`^EXT4-fs (?:error|critical) \(device ` + storageDev + `\)`), FSError},
+	{lazyregexp.New(`^EXT4-fs warning \(device ` + storageDev + `\): ext4_end_bio:\d+: I/O error -?\d+ writing to inode`), IOError},
+	{lazyregexp.New(`^EXT4-fs \(` + storageDev + `\): (?:I/O error while writing superblock|previous I/O error to superblock detected)`), IOError},
+	{lazyregexp.New(`^EXT4-fs \(` + storageDev + `\): error count since last fsck: [1-9]`), FSError},
+	{lazyregexp.New(`^Aborting journal on device ([\w!+-]+)\.`), FSError},
+	{lazyregexp.New(`^JBD2: (?:I/O error when updating journal superblock for|Error -?\d+ detected when updating journal superblock for|Detected IO errors(?: -?\d+)? while flushing file data on) ([\w!+-]+)`), IOError},
+	{lazyregexp.New(`^BTRFS(?: \w+)? \(device ` + storageDev + `(?::? state [A-Za-z]+)?\): forced readonly`), ReadOnly},
+	{lazyregexp.New(`^BTRFS:? (?:error|critical) \(device ` + storageDev + `(?::? state [A-Za-z]+)?\)`), FSError},
+	{lazyregexp.New(`^BTRFS (?:warning|info) \(device ` + storageDev + `(?::? state [A-Za-z]+)?\): (?:csum failed |checksum error at logical )`), FSError},
+	{lazyregexp.New(`^XFS \(` + storageDev + `\): (?:Filesystem has been shut down|xfs_do_force_shutdown\(0x[0-9A-Fa-f]+\) called from line|(?:Corruption of in-memory data|(?:Metadata|Log|Block device removal) I/O [Ee]rror|I/O [Ee]rror) \(0x[0-9A-Fa-f]+\) detected at |(?:Corruption of in-memory data|Log I/O Error|I/O Error) [Dd]etected\.\s+Shutting down filesystem)`), Shutdown},
+	{lazyregexp.New(`^XFS \(` + storageDev + `\): (?:Corruption|Metadata corruption detected at|Metadata CRC error detected at|metadata I/O error|log mount/recovery failed: error|log I/O error -?\d+|xfs_log_force: error -?\d+ returned|Internal error )`), FSError},
+	{lazyregexp.New(`^Buffer I/O error on dev(?:ice)? ([^,\s]+),`), IOError},
+	{lazyregexp.New(`^(?:[a-z_]+: )?(?:I/O|critical medium|critical target|critical space allocation|critical nexus|timeout|transport) error, dev ([^,\s]+), sector`), IOError},
+	{lazyregexp.New(`^sd \d+:\d+:\d+:\d+: \[(sd[a-z]+)\] (?:tag#\d+ )?(?:Add\. Sense: (?:Unrecovered read error|Write error)|Sense Key : (?:Medium Error|Hardware Error))`), IOError},
+	{lazyregexp.New(`^nvme (nvme\d+): controller is down`), NVMeDown},
+	{lazyregexp.New(`^(nvme\d+n\d+): detected capacity change from [1-9]\d* to 0$`), NVMeDown},
+	{lazyregexp.New(`^nvme (nvme\d+): I/O .*QID \d+ timeout`), NVMeTimeout},
+	{lazyregexp.New(`^nvme (nvme\d+): (?:resetting controller|Device not ready; aborting reset|Removing after probe failure|Disabling device after reset failure|failed to set APST feature)`), NVMeReset},
 }
 
 // scsiResult is a SCSI disk command that failed for good ("FAILED
@@ -214,7 +215,7 @@ var storageRules = []struct {
 // (0x06, as kernels without SCSI constants print it). With DID_OK the
 // sense data that follows tells: "Medium Error" is a fault, the empty
 // card reader's "Not Ready" / "Medium not present" is not.
-var scsiResult = regexp.MustCompile(`^sd \d+:\d+:\d+:\d+: \[(sd[a-z]+)\] tag#\d+ (?:FAILED|UNKNOWN\(0x[0-9A-Fa-f]+\)) Result: hostbyte=(\w+) driverbyte=(\w+)`)
+var scsiResult = lazyregexp.New(`^sd \d+:\d+:\d+:\d+: \[(sd[a-z]+)\] tag#\d+ (?:FAILED|UNKNOWN\(0x[0-9A-Fa-f]+\)) Result: hostbyte=(\w+) driverbyte=(\w+)`)
 
 func scsiFailed(host, driver string) bool {
 	hostOK := host == "DID_OK" || host == "0x00"
@@ -227,8 +228,8 @@ func scsiFailed(host, driver string) bool {
 // faults and the filesystem's are one device's. A device-mapper name on
 // its own ("dm-4", an external journal) is left as it is.
 var (
-	internalJournal = regexp.MustCompile(`^(.+)-\d+$`)
-	dmDevice        = regexp.MustCompile(`^dm-\d+$`)
+	internalJournal = lazyregexp.New(`^(.+)-\d+$`)
+	dmDevice        = lazyregexp.New(`^dm-\d+$`)
 )
 
 func journalDevice(name string) string {

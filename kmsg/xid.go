@@ -1,8 +1,9 @@
 package kmsg
 
 import (
-	"regexp"
 	"strconv"
+
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 )
 
 // XidFallenOffBus is the Xid of a GPU that stopped answering on PCIe.
@@ -285,14 +286,14 @@ func CatalogXids() []int {
 
 // xid154 reads the action an Xid 154 states: "GPU recovery action changed
 // from 0x0 (None) to 0x2 (Node Reboot Required)".
-var xid154 = regexp.MustCompile(`to 0x([0-9A-Fa-f]+) \(([^)]*)\)`)
+var xid154 = lazyregexp.New(`to 0x([0-9A-Fa-f]+) \(([^)]*)\)`)
 
 // nvlink5Nonfatal is an NVLink5 Xid (144–150) the driver itself calls
 // non-fatal: "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 …)".
 // The catalog's decode of those Xids gives such errors no action of their
 // own (IGNORE, or whatever the Xid 154 logged with them states); the
 // "Fatal" ones need the GPU reset.
-var nvlink5Nonfatal = regexp.MustCompile(`^[A-Z0-9_/]+ Nonfatal `)
+var nvlink5Nonfatal = lazyregexp.New(`^[A-Z0-9_/]+ Nonfatal `)
 
 // ActionOf is the immediate action for the fault: the catalog's for its
 // Xid, for Xid 154 the one the record states, and for an NVLink5 Xid the

@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/internal/textsafe"
 	"github.com/lavender-ml/lavender/notify"
 )
@@ -88,7 +88,7 @@ func Priority(level string) int {
 
 // sequenceIDRegex is what a sequence id may be: a message id's alphabet
 // and a topic's length, safe in a path segment and a header.
-var sequenceIDRegex = regexp.MustCompile(`^[-_A-Za-z0-9]{1,64}$`)
+var sequenceIDRegex = lazyregexp.New(`^[-_A-Za-z0-9]{1,64}$`)
 
 // SequenceID is the ntfy sequence id of an incident id: the id itself when
 // it is safe in a path and a header (lavender's are hex), else a hash of

@@ -1,9 +1,9 @@
 package ntfy
 
 import (
-	"regexp"
 	"strings"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/notify"
 )
 
@@ -13,7 +13,7 @@ const redacted = notify.Redacted
 // anyToken is an ntfy access token anywhere in a text ("tk_" and 29
 // lowercase letters and digits): a second line of defence for a token no
 // target of this process holds (another user's, quoted by a proxy).
-var anyToken = regexp.MustCompile(`tk_[a-z0-9]{29}`)
+var anyToken = lazyregexp.New(`tk_[a-z0-9]{29}`)
 
 // minSecretLen: shorter parts are not scrubbed, since replacing every "ab"
 // in a message protects nothing and garbles the rest.

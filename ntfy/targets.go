@@ -12,12 +12,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/internal/targetfile"
 	"github.com/lavender-ml/lavender/notify"
 )
@@ -47,11 +47,11 @@ const (
 )
 
 // topicRegex is ntfy's own rule for a topic name (server.go topicRegex).
-var topicRegex = regexp.MustCompile(`^[-_A-Za-z0-9]{1,64}$`)
+var topicRegex = lazyregexp.New(`^[-_A-Za-z0-9]{1,64}$`)
 
 // envNameRegex is what token_env= and password_env= may name: a POSIX
 // shell variable, so that nothing else (a token pasted there) is accepted.
-var envNameRegex = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+var envNameRegex = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // Target is one ntfy topic from a *.ntfy.env file and how to authenticate
 // to its server. Its token or password was read when it was loaded, so a
@@ -609,7 +609,7 @@ func checkSecret(option, s string) (string, string) {
 // refused without repeating it.
 func looksLikeToken(s string) bool { return tokenRegex.MatchString(s) }
 
-var tokenRegex = regexp.MustCompile(`^tk_[a-z0-9]{20,}$`)
+var tokenRegex = lazyregexp.New(`^tk_[a-z0-9]{20,}$`)
 
 // setToken makes the target authenticate with an access token.
 func (t *Target) setToken(token string) {

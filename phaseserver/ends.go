@@ -2,11 +2,11 @@ package phaseserver
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/phaseapi"
 	"github.com/lavender-ml/lavender/proctree"
 	"github.com/lavender-ml/lavender/runlog"
@@ -262,7 +262,7 @@ func (s *Server) refused(reason string, err error) {
 
 // exceptionHead matches a reason that starts with an exception's class,
 // perhaps after a rank: "RuntimeError: …", "rank 1: torch.OutOfMemoryError: …".
-var exceptionHead = regexp.MustCompile(`^((?:rank \d+: )?[A-Za-z_][\w.]*):\s`)
+var exceptionHead = lazyregexp.New(`^((?:rank \d+: )?[A-Za-z_][\w.]*):\s`)
 
 // shortReason is the head of a reason for the run log's END line: the
 // exception class of a traceback's last line ("RuntimeError"), else the

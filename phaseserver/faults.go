@@ -1,9 +1,9 @@
 package phaseserver
 
 import (
-	"regexp"
 	"time"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/phaseapi"
 	"github.com/lavender-ml/lavender/proctree"
 )
@@ -26,7 +26,7 @@ const maxPhaseFaults = 64
 
 // genericReason matches the reasons that say how a process ended, not why:
 // the fault that killed it says more.
-var genericReason = regexp.MustCompile(`(?i)^(died without ending|exit(ed)?( with)? (status|code)|signal |killed|terminated|SIG[A-Z]+$|$)`)
+var genericReason = lazyregexp.New(`(?i)^(died without ending|exit(ed)?( with)? (status|code)|signal |killed|terminated|SIG[A-Z]+$|$)`)
 
 // NoteFault records that a fault of the kernel log hit phase at at, in the
 // words of reason ("GPU 0000:3b:00 Xid 79: fallen off the bus"). A failed
@@ -67,7 +67,7 @@ func (s *Server) failedReasonLocked(name, reason string, now time.Time) string {
 // gpuError matches a reason that is the GPU's failure as the training code
 // saw it ("RuntimeError: CUDA error: unspecified launch failure"): the
 // fault says why, the reason what the code saw.
-var gpuError = regexp.MustCompile(`(?i)\b(cuda|nccl|cublas|cudnn|gpu)\b`)
+var gpuError = lazyregexp.New(`(?i)\b(cuda|nccl|cublas|cudnn|gpu)\b`)
 
 // withFault is the reason of a failed end after fault: the fault when the
 // reason only says how the process ended, the fault and then the reason

@@ -1,9 +1,9 @@
 package phaseserver
 
 import (
-	"regexp"
 	"time"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/phaseapi"
 )
 
@@ -33,7 +33,7 @@ var (
 	// outsideSignal matches the reasons of a process stopped by a
 	// terminating signal someone sent, in the forms the client, the
 	// wrapper and torchrun write them, after a rank's prefix.
-	outsideSignal = regexp.MustCompile(`(?i)^(rank \d+: )?(` +
+	outsideSignal = lazyregexp.New(`(?i)^(rank \d+: )?(` +
 		`(interrupted by |killed by )?SIG(TERM|INT|HUP)\b.*` +
 		`|KeyboardInterrupt\b.*` +
 		`|SystemExit: exit status (129|130|143)` +
@@ -42,7 +42,7 @@ var (
 		`|.*\bSignals?\.SIG(TERM|INT|HUP)\b.*)$`)
 	// peerGone matches the errors a rank sees when another rank is gone:
 	// gloo's and NCCL's connection errors, c10d's store and socket errors.
-	peerGone = regexp.MustCompile(`(?i)(connection (reset|closed|refused)( by peer)?` +
+	peerGone = lazyregexp.New(`(?i)(connection (reset|closed|refused)( by peer)?` +
 		`|broken pipe|ECONNRESET|remote process exited|peer (closed|disconnected|hung up)` +
 		`|NCCL communicator was aborted|DistNetworkError|DistBackendError.*(closed|reset|abort)` +
 		`|ProcessGroupNCCL.*(watchdog|abort)|Socket Timeout|connectFullMesh failed|recvBytes|sendBytes)`)
@@ -62,11 +62,11 @@ func reasonStrength(reason string) int {
 
 // exitedEarly is the client's reason for a process that exited while its
 // phase ran: how it ended, not why.
-var exitedEarly = regexp.MustCompile(`^(rank \d+: )?the process exited before the phase ended$`)
+var exitedEarly = lazyregexp.New(`^(rank \d+: )?the process exited before the phase ended$`)
 
 // killingSignal matches a death by a signal nobody sends to stop a job
 // politely: the OOM killer's SIGKILL, a crash's SIGSEGV or SIGABRT.
-var killingSignal = regexp.MustCompile(`(?i)\bSIG(KILL|SEGV|ABRT|BUS|ILL|FPE)\b`)
+var killingSignal = lazyregexp.New(`(?i)\bSIG(KILL|SEGV|ABRT|BUS|ILL|FPE)\b`)
 
 // strongerReason reports whether reason, of a failed end that came at now,
 // replaces the reason the failed phase p keeps: it says more about the

@@ -2,11 +2,11 @@ package pushtext
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/internal/textsafe"
 	"github.com/lavender-ml/lavender/kmsg"
 	"github.com/lavender-ml/lavender/watchdog"
@@ -129,7 +129,7 @@ var diskWords = map[kmsg.StorageKind][2]string{
 // nvmeNamespace is an NVMe namespace's block device ("nvme2n1"), which the
 // kernel names in a nvme_down fault when its capacity dropped to 0; a
 // controller ("nvme2") is named when it went down.
-var nvmeNamespace = regexp.MustCompile(`^nvme\d+n\d+$`)
+var nvmeNamespace = lazyregexp.New(`^nvme\d+n\d+$`)
 
 // wordsFor is diskWords for a fault of the device.
 func wordsFor(kind kmsg.StorageKind, device string) ([2]string, bool) {

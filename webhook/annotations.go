@@ -2,13 +2,13 @@ package webhook
 
 import (
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/phaseapi"
 	"github.com/lavender-ml/lavender/pushtext"
 	"github.com/lavender-ml/lavender/watchdog"
@@ -91,7 +91,7 @@ func parseBytes(v string) (uint64, bool) {
 // plainDecimal is what Prometheus's templates write: digits, an optional
 // fraction and exponent. strconv.ParseFloat alone would also take "0x1p-1"
 // (hex), "inf" and "nan", which would push a number nobody wrote.
-var plainDecimal = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+var plainDecimal = lazyregexp.New(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
 func parseDecimal(v string) (float64, bool) {
 	if !plainDecimal.MatchString(v) {

@@ -1,12 +1,12 @@
 package webhook
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/lavender-ml/lavender/internal/lazyregexp"
 	"github.com/lavender-ml/lavender/kmsg"
 	"github.com/lavender-ml/lavender/pushtext"
 )
@@ -28,8 +28,8 @@ const (
 // pciAddress and kernelDevice are what the exporter puts in those labels;
 // anything else is not worded as a fault.
 var (
-	pciAddress   = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}$`)
-	kernelDevice = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,32}$`)
+	pciAddress   = lazyregexp.New(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}$`)
+	kernelDevice = lazyregexp.New(`^[A-Za-z0-9_.:-]{1,32}$`)
 )
 
 // kernelFaultText is the text of GPUXidError, GPUFallenOffBus and

@@ -24,20 +24,20 @@ var mayUse = map[string][]string{
 	// The watchdog reads the phases and their ends in phaseapi's types,
 	// the ones the phase server keeps and the status page shows; it never
 	// uses phaseapi's text cleaning (textsafe) to word anything.
-	"watchdog": {"kmsg", "diskguard", "gpu", "internal/ring", "phaseapi", "internal/textsafe", "internal/backoff"},
+	"watchdog": {"kmsg", "diskguard", "gpu", "internal/ring", "phaseapi", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
 	// The kernel log reader and its parsers (OOM kills, Xids, storage
 	// faults): a leaf that the exporter, the watchdog and cmd read.
-	"kmsg": {},
+	"kmsg": {"internal/lazyregexp"},
 	// The heartbeat API's wire format, shared by the phase server and
 	// heartbeat (client and phase run wrapper), which never import each
 	// other: a client does not pull in the server.
 	// It cleans reasons with textsafe, so a reason reads the same in the
 	// run log as on the phone.
 	"phaseapi":  {"internal/textsafe"},
-	"heartbeat": {"phaseapi", "proctree", "internal/procfile", "internal/textsafe"},
+	"heartbeat": {"phaseapi", "proctree", "internal/procfile", "internal/textsafe", "internal/lazyregexp"},
 	// The host's collectors, in node_exporter's shape: procfs and the
 	// kernel log, nothing of phases.
-	"exporter": {"kmsg", "internal/throttle", "internal/procfile"},
+	"exporter": {"kmsg", "internal/throttle", "internal/procfile", "internal/lazyregexp"},
 	// NVML's GPU telemetry, its collector and its Xid events: a leaf,
 	// so the exporter, the watchdog, the texts and cmd can each read it
 	// (the watchdog and pushtext hold its Device, never NVML).
@@ -45,17 +45,17 @@ var mayUse = map[string][]string{
 	// The heartbeat API's server side and the phase table: it judges the
 	// phases' processes and hands the disk guard their directories, and
 	// reads no host metric.
-	"phaseserver": {"runlog", "phaseapi", "proctree", "diskguard", "internal/throttle", "internal/procfile", "internal/textsafe"},
+	"phaseserver": {"runlog", "phaseapi", "proctree", "diskguard", "internal/throttle", "internal/procfile", "internal/textsafe", "internal/lazyregexp"},
 	// Who a process is, from procfs: alive, its parents, its host. The
 	// phase server judges phase pids with it, the kernel-log readers victims.
 	"proctree": {"internal/procfile"},
 	// The Bark client alone: targets, templates, encryption, sending,
 	// redaction. It knows nothing of Alertmanager, the watchdog, phases
 	// or the run log.
-	"bark": {"notify", "internal/targetfile", "internal/textsafe"},
+	"bark": {"notify", "internal/targetfile", "internal/textsafe", "internal/lazyregexp"},
 	// The ntfy client alone, the same shape as the Bark client's: targets,
 	// headers, sending, sequence ids, redaction.
-	"ntfy": {"notify", "internal/targetfile", "internal/textsafe"},
+	"ntfy": {"notify", "internal/targetfile", "internal/textsafe", "internal/lazyregexp"},
 	// The contract between delivery and the channels: one message, the
 	// notifier interface, the failure classes, the secrets every channel
 	// scrubs and the logger's scrub.
@@ -64,21 +64,21 @@ var mayUse = map[string][]string{
 	// watchdog → pushtext → (watchpush, webhook) → delivery → (bark, …), so
 	// the watchdog knows no text and no channel, and the texts know no
 	// delivery.
-	"pushtext": {"watchdog", "phaseapi", "kmsg", "diskguard", "gpu", "internal/ring", "internal/textsafe", "internal/backoff"},
+	"pushtext": {"watchdog", "phaseapi", "kmsg", "diskguard", "gpu", "internal/ring", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
 	// The one pipeline of every push: dedup, incidents, storm control,
 	// fan-out to the channels' notifiers, the run log's line, the history
 	// and the state file. It knows no Alertmanager and no watchdog (see
 	// neverUse), and no words but a storm summary's.
-	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff"},
+	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
 	// Alertmanager's webhook: decodes alerts, words them with pushtext,
 	// hands them to delivery.
-	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff"},
+	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
 	// The watchdog's pushes: words them with pushtext, gives them their
 	// incident ids and levels, hands them to delivery.
-	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff"},
+	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/procfile", "diskguard", "internal/backoff"},
+	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/procfile", "diskguard", "internal/backoff", "internal/lazyregexp"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	// The watchdog reads its readings and the phase server hands it the
@@ -96,7 +96,7 @@ var mayUse = map[string][]string{
 	// product package, and only cmd uses it (see usedOnlyBy).
 	"app": {"bark", "ntfy", "gpu", "delivery", "diskguard", "exporter", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
 		"watchdog", "watchpush", "webguard", "webhook", "webserve", "notify", "proctree", "internal/targetfile", "internal/textsafe", "internal/ring",
-		"internal/throttle", "internal/procfile", "internal/backoff"},
+		"internal/throttle", "internal/procfile", "internal/backoff", "internal/lazyregexp"},
 	// Takes SIGHUP from the first instant of the process, so it must
 	// initialise before everything else: it may import nothing of ours.
 	"cmd/lavender/internal/hangup": {},
@@ -131,6 +131,9 @@ var mayUse = map[string][]string{
 	// What every channel's target files share: finding, reading safely,
 	// the file:line error, the check's report. The channels use it.
 	"internal/targetfile": {},
+	// A regular expression compiled on first use, so that loading the
+	// kernel log's or ntfy's patterns costs a short command nothing.
+	"internal/lazyregexp": {},
 	// The Python client (python/); its Go tests only run the Python ones.
 	"python": {},
 }
