@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/lavender-ml/lavender/delivery"
@@ -243,7 +244,7 @@ func (p *Page) handlePage(w http.ResponseWriter, r *http.Request) {
 	s := p.Snapshot()
 	v := view{
 		Status:  s,
-		CSS:     pageCSS,
+		CSS:     pageCSS(),
 		Links:   p.cfg.Links,
 		High:    s.Swap != nil && s.Swap.TotalBytes > 0 && s.Swap.UsedRatio >= s.Threshold,
 		Chart:   newChart(s.History, s.Threshold, s.PressureThreshold, s.Time, p.window()),
@@ -264,7 +265,7 @@ func (p *Page) handlePage(w http.ResponseWriter, r *http.Request) {
 		v.KernelLogBlind = &k
 	}
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, v); err != nil {
+	if err := pageTemplate().Execute(&buf, v); err != nil {
 		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -299,13 +300,13 @@ type view struct {
 	MinFree        watchdog.MinFree // the disk floor in force
 }
 
-var pageCSS = func() template.CSS {
+var pageCSS = sync.OnceValue(func() template.CSS {
 	b, err := files.ReadFile("status.css")
 	if err != nil {
 		panic(err)
 	}
 	return template.CSS(b)
-}()
+})
 
 // onlyPath answers 404 for every path but path. A mux pattern ending in a
 // slash ("/" above all) catches every path below it, and without this a
