@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -21,30 +20,18 @@ import (
 // or an exit code it does not return. What the pages show of a command's
 // behaviour is checked in process, in cmd/lavender's docs tests.
 
-// built binary, so that a page never shows output lavender does not print.
-
-// runBinary runs the built lavender in dir with args and returns its
-// stdout, its stderr and its exit code.
+// runBinary runs the built lavender in dir with args to its end, as
+// testkit starts it (no LAVENDER_* from the test's environment, a data race
+// it reports fails the test), and returns its stdout, its stderr and its
+// exit code.
 func runBinary(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(testkit.Binary(t), args...)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LAVENDER_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
+	c := testkit.StartCommandWith(t, testkit.Options{Dir: dir}, args...)
 	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("lavender %s: %v", strings.Join(args, " "), err)
+	if err := c.Wait(time.Minute); err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%s: %v", c, err)
 	}
-	return out.String(), errOut.String(), code
+	return c.Stdout.String(), c.Stderr.String(), c.ExitCode()
 }
 
 // TestDocsShowTheVersionReport: configuration.md's `lavender version`
