@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -197,6 +198,25 @@ func (n *Notifier) Target() Target { return n.target }
 
 // Name is the target's file:line.
 func (n *Notifier) Name() string { return n.target.Name() }
+
+// String, GoString, Format and LogValue print the target's name only: the
+// notifier holds its device key.
+func (n *Notifier) String() string { return n.Name() }
+
+// GoString implements fmt.GoStringer.
+func (n *Notifier) GoString() string { return "bark.Notifier(" + n.Name() + ")" }
+
+// Format implements fmt.Formatter, so that no verb reaches the fields.
+func (n *Notifier) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		io.WriteString(f, n.GoString())
+		return
+	}
+	io.WriteString(f, n.Name())
+}
+
+// LogValue implements slog.LogValuer.
+func (n *Notifier) LogValue() slog.Value { return slog.StringValue(n.Name()) }
 
 // Channel is "bark".
 func (n *Notifier) Channel() string { return ChannelName }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"path/filepath"
@@ -68,12 +69,22 @@ func (t Target) Name() string { return t.File + ":" + strconv.Itoa(t.Line) }
 // Host is the Bark server's host[:port].
 func (t Target) Host() string { return t.host }
 
-// String, GoString and LogValue keep the template (and its key) out of %v,
-// %+v, %#v and slog.
+// String, GoString, Format and LogValue keep the template (and its key)
+// out of every fmt verb and slog.
 func (t Target) String() string { return t.Name() }
 
 // GoString implements fmt.GoStringer.
 func (t Target) GoString() string { return "bark.Target(" + t.Name() + ")" }
+
+// Format implements fmt.Formatter: every verb prints the name, so that no
+// verb (%d, %x) reaches the fields.
+func (t Target) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		io.WriteString(f, t.GoString())
+		return
+	}
+	io.WriteString(f, t.Name())
+}
 
 // LogValue implements slog.LogValuer.
 func (t Target) LogValue() slog.Value { return slog.StringValue(t.Name()) }

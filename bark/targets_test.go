@@ -2,6 +2,7 @@ package bark
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,6 +148,39 @@ func TestTargetNeverPrintsItsTemplate(t *testing.T) {
 	}
 	if got := tg.scrub("device SECRETKEY123 and PASSWORD99 not found"); strings.Contains(got, "SECRETKEY123") || strings.Contains(got, "PASSWORD99") {
 		t.Errorf("scrub left a secret: %s", got)
+	}
+}
+
+// TestTargetAndNotifierFormatAsTheirName: every fmt verb and slog print
+// a target, and its notifier, as file:line only. Without a Formatter, %d
+// and %x would reach the fields, template and key included.
+func TestTargetAndNotifierFormatAsTheirName(t *testing.T) {
+	ts, err := parseTargets("phone.bark.env", []byte("https://user:PASSWORD99@api.day.app/SECRETKEY123/$0"))
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("parseTargets: %v, %d targets", err, len(ts))
+	}
+	n := New(ts[0], nil, "")
+	for _, tt := range []struct {
+		value    any
+		goString string
+	}{
+		{ts[0], "bark.Target(phone.bark.env:1)"},
+		{n, "bark.Notifier(phone.bark.env:1)"},
+	} {
+		for _, verb := range []string{"%v", "%+v", "%s", "%d", "%x", "%X", "%q", "%#v"} {
+			want := "phone.bark.env:1"
+			if verb == "%#v" {
+				want = tt.goString
+			}
+			if got := fmt.Sprintf(verb, tt.value); got != want {
+				t.Errorf("%s of %T = %q, want %q", verb, tt.value, got, want)
+			}
+		}
+		var log strings.Builder
+		slog.New(slog.NewTextHandler(&log, nil)).Info("push", "target", tt.value)
+		if got := log.String(); strings.Contains(got, "SECRETKEY123") || strings.Contains(got, "PASSWORD99") || !strings.Contains(got, "target=phone.bark.env:1") {
+			t.Errorf("slog of %T: %s", tt.value, got)
+		}
 	}
 }
 

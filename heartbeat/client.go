@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -34,6 +35,25 @@ type Client struct {
 	username string
 	password string
 }
+
+// String, GoString, Format and LogValue print the base URL only: the
+// client holds the basic-auth password.
+func (c *Client) String() string { return c.base.String() }
+
+// GoString implements fmt.GoStringer.
+func (c *Client) GoString() string { return "heartbeat.Client(" + c.String() + ")" }
+
+// Format implements fmt.Formatter, so that no verb reaches the fields.
+func (c *Client) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		io.WriteString(f, c.GoString())
+		return
+	}
+	io.WriteString(f, c.String())
+}
+
+// LogValue implements slog.LogValuer.
+func (c *Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // ClientOption configures a Client.
 type ClientOption func(*Client)

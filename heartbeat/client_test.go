@@ -1,6 +1,8 @@
 package heartbeat
 
 import (
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -50,5 +52,28 @@ func TestParseBaseURL(t *testing.T) {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestClientFormatsAsItsURL: a client holds the basic-auth password, so
+// every fmt verb and slog print its base URL only.
+func TestClientFormatsAsItsURL(t *testing.T) {
+	c, err := NewClient("http://127.0.0.1:9877", WithBasicAuth("trainer", "S3CRETPW"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"%v", "%+v", "%s", "%d", "%x", "%q", "%#v"} {
+		want := "http://127.0.0.1:9877"
+		if verb == "%#v" {
+			want = "heartbeat.Client(http://127.0.0.1:9877)"
+		}
+		if got := fmt.Sprintf(verb, c); got != want {
+			t.Errorf("%s = %q, want %q", verb, got, want)
+		}
+	}
+	var log strings.Builder
+	slog.New(slog.NewTextHandler(&log, nil)).Info("ping", "client", c)
+	if got := log.String(); strings.Contains(got, "S3CRETPW") || !strings.Contains(got, "client=http://127.0.0.1:9877") {
+		t.Errorf("slog: %s", got)
 	}
 }
