@@ -2,6 +2,7 @@ package ntfy
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -356,6 +357,18 @@ func TestTargetFormatsAsItsName(t *testing.T) {
 		if got := fmt.Sprintf(verb, ts[0]); got != want {
 			t.Errorf("%s = %q, want %q", verb, got, want)
 		}
+	}
+	// The notifier holds the token too.
+	n := New(ts[0], nil, "")
+	for verb, want := range map[string]string{"%v": "phone.ntfy.env:1", "%+v": "phone.ntfy.env:1", "%#v": "ntfy.Notifier(phone.ntfy.env:1)", "%d": "phone.ntfy.env:1", "%x": "phone.ntfy.env:1"} {
+		if got := fmt.Sprintf(verb, n); got != want {
+			t.Errorf("notifier %s = %q, want %q", verb, got, want)
+		}
+	}
+	var log strings.Builder
+	slog.New(slog.NewTextHandler(&log, nil)).Info("push", "target", ts[0], "notifier", n)
+	if got := log.String(); strings.Contains(got, testToken) || !strings.Contains(got, "target=phone.ntfy.env:1 notifier=phone.ntfy.env:1") {
+		t.Errorf("slog: %s", got)
 	}
 }
 
