@@ -63,6 +63,10 @@ type stormLimiter struct {
 	mu      sync.Mutex
 	targets map[string]*stormState
 	known   map[string]bool // the targets configured now (trackTargets)
+
+	// held tells run that alerts are held (Allow, requeue, restore), so
+	// that run ticks only while some are: an idle serve stays asleep.
+	holding chan struct{}
 }
 
 // stormState is one target's window and its held alerts.
@@ -180,6 +184,7 @@ func newStormLimiter(maxPerMinute int, prefix string) (*stormLimiter, error) {
 			Help: "Pushes held back by storm control (--bark.max-per-minute), by target (file:line); they go out together in one summary push.",
 		}, []string{"target"}),
 		targets: make(map[string]*stormState),
+		holding: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -237,6 +242,28 @@ func (l *stormLimiter) Allow(target string, events []StormEvent, now time.Time) 
 		st.hold(e)
 	}
 	l.held.WithLabelValues(target).Inc()
+	l.wakeRun()
+	return false
+}
+
+// wakeRun tells run that alerts are held, without waiting: one signal
+// pending is enough.
+func (l *stormLimiter) wakeRun() {
+	select {
+	case l.holding <- struct{}{}:
+	default:
+	}
+}
+
+// holdsAlerts reports whether any target holds alerts.
+func (l *stormLimiter) holdsAlerts() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.targets {
+		if st.heldTotal > 0 {
+			return true
+		}
+	}
 	return false
 }
 
@@ -272,19 +299,35 @@ func (l *stormLimiter) summaries(now time.Time, atStop bool) []stormSummary {
 	return out
 }
 
-// run calls Due every tick until ctx ends and sends what it returns. send
-// is called from run's goroutine only, one summary at a time.
+// run calls Due every tick while alerts are held, until ctx ends, and
+// sends what it returns. With nothing held it waits without a timer, so
+// that storm control costs an idle process no wakeups. send is called
+// from run's goroutine only, one summary at a time.
 func (l *stormLimiter) run(ctx context.Context, tick time.Duration, now func() time.Time, send func(stormSummary)) {
 	if l == nil || l.max == 0 {
 		return
 	}
-	t := time.NewTicker(tick)
+	t := time.NewTimer(tick)
+	t.Stop()
 	defer t.Stop()
+	armed := false
 	for {
+		// Armed once, not at every signal: alerts held many times a
+		// second must not keep pushing the tick away.
+		if !armed && l.holdsAlerts() {
+			t.Reset(tick)
+			armed = true
+		}
+		var due <-chan time.Time
+		if armed {
+			due = t.C
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-l.holding:
+		case <-due:
+			armed = false
 			for _, s := range l.Due(now()) {
 				send(s)
 			}

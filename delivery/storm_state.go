@@ -50,6 +50,7 @@ func (l *stormLimiter) requeue(s stormSummary) (dropped int) {
 	st.heldTotal += s.Others
 	st.others += s.Others
 	st.restored += s.restored
+	l.wakeRun()
 	return 0
 }
 
@@ -113,6 +114,9 @@ func (l *stormLimiter) restore(target string, s stormSaved, now time.Time) {
 	st.restored += st.heldTotal - before
 	if len(st.sent) == 0 && st.heldTotal == 0 {
 		delete(l.targets, target)
+	}
+	if st.heldTotal > 0 {
+		l.wakeRun()
 	}
 }
 

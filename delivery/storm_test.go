@@ -404,6 +404,58 @@ func TestStormRunSendsSummaries(t *testing.T) {
 	}
 }
 
+// TestStormRunSleepsWhileNothingIsHeld: run reads the clock (and so
+// wakes) only while alerts are held, so an idle serve has no timer firing
+// every tick; a held alert wakes it, and once its summary is out it sleeps
+// again.
+func TestStormRunSleepsWhileNothingIsHeld(t *testing.T) {
+	l := mustStorm(t, 1)
+	var (
+		mu    sync.Mutex
+		now   = stormAt(0)
+		reads int
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); reads++; return now }
+	readsSoFar := func() int { mu.Lock(); defer mu.Unlock(); return reads }
+	got := make(chan stormSummary, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.run(ctx, time.Millisecond, clock, func(s stormSummary) { got <- s })
+	}()
+	defer func() { cancel(); <-done }()
+
+	// 50 ticks' time with nothing held, then one push allowed: no tick.
+	time.Sleep(50 * time.Millisecond)
+	l.Allow("t", alerts("A"), stormAt(0))
+	time.Sleep(50 * time.Millisecond)
+	if n := readsSoFar(); n != 0 {
+		t.Fatalf("run read the clock %d times with nothing held", n)
+	}
+
+	l.Allow("t", alerts("B"), stormAt(time.Second)) // held: run ticks until it is due
+	mu.Lock()
+	now = stormAt(time.Minute)
+	mu.Unlock()
+	select {
+	case s := <-got:
+		if s.Text != "[lavender-2] 1 more alert in the last minute: B ×1" {
+			t.Errorf("sent %+v", s)
+		}
+	case <-time.After(30 * time.Second): // a guard against hanging, not a speed check
+		t.Fatal("run sent no summary for the held alert")
+	}
+	after := readsSoFar()
+	if after == 0 {
+		t.Fatal("run sent a summary without reading the clock")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := readsSoFar(); n != after {
+		t.Errorf("run read the clock %d more times after the summary, with nothing held", n-after)
+	}
+}
+
 func TestSummaryName(t *testing.T) {
 	for in, want := range map[string]string{
 		"SwapUsageHigh":              "SwapUsageHigh",
