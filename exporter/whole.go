@@ -2,8 +2,10 @@ package exporter
 
 import (
 	"bytes"
+	"compress/gzip"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -25,19 +27,76 @@ import (
 // promhttp's write (its errors_total{cause="encoding"} and error log
 // line), since the write that fails is this one, after promhttp is done;
 // net/http drops that error as it drops any write to a closed connection.
+//
+// A 200 answer that h did not compress is gzipped here, at gzip.BestSpeed,
+// for a client that takes gzip (Prometheus always does): promhttp
+// compresses at the default level, which for a scrape of 15-20 KB costs
+// three times the CPU for a tenth fewer bytes, and on a lavender scrape
+// was a third of the process's time. So give it an h that does not
+// compress (promhttp.HandlerOpts.DisableCompression); an h that does keeps
+// its own encoding.
 func WholeResponse(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		buf := wholeBufs.Get().(*bytes.Buffer)
-		bw := &bufferedWriter{w: w, buf: buf}
+		bw := &bufferedWriter{w: w, buf: buf, gzip: acceptsGzip(r.Header.Values("Accept-Encoding"))}
 		defer func() {
-			if buf.Cap() <= maxPooledBody {
-				buf.Reset()
-				wholeBufs.Put(buf)
+			putBuffer(buf)
+			if bw.zbuf != nil {
+				putBuffer(bw.zbuf)
 			}
 		}()
 		h.ServeHTTP(bw, r)
 		bw.send()
 	})
+}
+
+func putBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledBody {
+		buf.Reset()
+		wholeBufs.Put(buf)
+	}
+}
+
+// gzipWriters are BestSpeed writers; each holds about a megabyte of
+// compressor state, so they are pooled as promhttp pools its own.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
+	return zw
+}}
+
+// acceptsGzip reads Accept-Encoding values as promhttp's negotiation does
+// (RFC 9110, 12.5.3) between identity, its first choice, and gzip: gzip
+// when it is listed, or matched by "*", with a weight above identity's.
+// Codings are case-insensitive; a weight that does not parse counts as 0.
+func acceptsGzip(values []string) bool {
+	identityQ, gzipQ := -1.0, -1.0
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			coding, params, _ := strings.Cut(item, ";")
+			coding = strings.ToLower(strings.TrimSpace(coding))
+			q := 1.0
+			for param := range strings.SplitSeq(params, ";") {
+				name, value, ok := strings.Cut(param, "=")
+				if !ok || !strings.EqualFold(strings.TrimSpace(name), "q") {
+					continue
+				}
+				f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+				if err != nil || !(f >= 0 && f <= 1) {
+					f = 0
+				}
+				q = f
+			}
+			switch coding {
+			case "identity":
+				identityQ = max(identityQ, q)
+			case "gzip":
+				gzipQ = max(gzipQ, q)
+			case "*":
+				identityQ, gzipQ = max(identityQ, q), max(gzipQ, q)
+			}
+		}
+	}
+	return gzipQ > 0 && gzipQ > identityQ
 }
 
 // maxPooledBody is the largest buffer kept for the next answer: a few
@@ -51,7 +110,9 @@ var wholeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 type bufferedWriter struct {
 	w      http.ResponseWriter
 	buf    *bytes.Buffer
-	status int // 0 until WriteHeader or the first Write
+	status int  // 0 until WriteHeader or the first Write
+	gzip   bool // the client takes gzip
+	zbuf   *bytes.Buffer
 }
 
 func (b *bufferedWriter) Header() http.Header { return b.w.Header() }
@@ -85,13 +146,42 @@ func (b *bufferedWriter) send() {
 	if b.status == 0 {
 		return
 	}
-	if b.w.Header().Get("Content-Length") == "" && bodyAllowed(b.status) {
-		b.w.Header().Set("Content-Length", strconv.Itoa(b.buf.Len()))
+	body := b.buf
+	header := b.w.Header()
+	if b.status == http.StatusOK && body.Len() > 0 && header.Get("Content-Encoding") == "" && header.Get("Content-Length") == "" {
+		if !varies(header, "Accept-Encoding") {
+			header.Add("Vary", "Accept-Encoding")
+		}
+		if b.gzip {
+			b.zbuf = wholeBufs.Get().(*bytes.Buffer)
+			zw := gzipWriters.Get().(*gzip.Writer)
+			zw.Reset(b.zbuf)
+			_, _ = zw.Write(body.Bytes()) // into memory: no error
+			_ = zw.Close()
+			gzipWriters.Put(zw)
+			header.Set("Content-Encoding", "gzip")
+			body = b.zbuf
+		}
+	}
+	if header.Get("Content-Length") == "" && bodyAllowed(b.status) {
+		header.Set("Content-Length", strconv.Itoa(body.Len()))
 	}
 	b.w.WriteHeader(b.status)
-	if b.buf.Len() > 0 {
-		_, _ = b.w.Write(b.buf.Bytes())
+	if body.Len() > 0 {
+		_, _ = b.w.Write(body.Bytes())
 	}
+}
+
+// varies reports whether the Vary header already names field.
+func varies(header http.Header, field string) bool {
+	for _, v := range header.Values("Vary") {
+		for name := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(name), field) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // bodyAllowed is net/http's rule for which statuses may carry a body

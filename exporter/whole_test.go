@@ -69,6 +69,131 @@ func TestWholeResponseSameBody(t *testing.T) {
 	}
 }
 
+// TestWholeResponseGzipsWhatPromhttpWould: behind WholeResponse, a
+// promhttp handler that does not compress answers every Accept-Encoding as
+// promhttp's compressing handler does (the same encoding, headers and
+// decompressed body), only at gzip.BestSpeed: more bytes, much less CPU.
+func TestWholeResponseGzipsWhatPromhttpWould(t *testing.T) {
+	reg := swap54Registry(t)
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "filler", Help: "Filler."}, []string{"i"})
+	for i := range 300 {
+		g.WithLabelValues(strconv.Itoa(i)).Set(float64(i))
+	}
+	reg.MustRegister(g)
+	compressing := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer compressing.Close()
+	whole := httptest.NewServer(WholeResponse(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true})))
+	defer whole.Close()
+	get := func(url string, acceptEncoding []string) (*http.Response, []byte, int) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Accept", "text/plain;version=0.0.4")
+		req.Header["Accept-Encoding"] = acceptEncoding
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := len(body)
+		if resp.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp, body, sent
+	}
+	for _, ae := range [][]string{
+		nil,
+		{"gzip"},
+		{"gzip, deflate, br, zstd"}, // a browser
+		{"identity"},
+		{"*"},
+		{"gzip;q=0"},
+		{"gzip;q=0.5, identity"},
+		{"identity;q=0.5, gzip;q=0.8"},
+		{"*;q=0.5, gzip"},
+		{"deflate", "gzip"}, // two header lines
+		{"deflate, br"},
+		{" gzip ; q=1.0 "},
+	} {
+		want, wantBody, wantSent := get(compressing.URL, ae)
+		got, gotBody, gotSent := get(whole.URL, ae)
+		if !bytes.Equal(gotBody, wantBody) {
+			t.Errorf("Accept-Encoding %q: body differs (%d vs %d bytes)", ae, len(gotBody), len(wantBody))
+		}
+		if got.StatusCode != want.StatusCode || !equalHeaders(got.Header, want.Header, "Content-Length", "Date", "Transfer-Encoding") {
+			t.Errorf("Accept-Encoding %q: %d %v, want %d %v", ae, got.StatusCode, got.Header, want.StatusCode, want.Header)
+		}
+		if got.Header.Get("Content-Encoding") == "gzip" && (gotSent >= len(gotBody)/3 || gotSent > wantSent*13/10) {
+			t.Errorf("Accept-Encoding %q: %d bytes gzipped to %d (promhttp's level: %d)", ae, len(gotBody), gotSent, wantSent)
+		}
+	}
+}
+
+// TestAcceptsGzip covers what the comparison with promhttp cannot: weights
+// that do not parse, and case.
+func TestAcceptsGzip(t *testing.T) {
+	for _, tc := range []struct {
+		values []string
+		want   bool
+	}{
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{"gzip"}, true},
+		{[]string{"GZip"}, true},
+		{[]string{"gzip;q=0"}, false},
+		{[]string{"gzip;q=abc"}, false},
+		{[]string{"gzip;q=2"}, false},
+		{[]string{"gzip;q=0.001"}, true},
+		{[]string{"gzip;Q=0"}, false},
+		{[]string{"x-gzip"}, false},
+		{[]string{"*"}, false},
+		{[]string{"*;q=0.5, gzip"}, true},
+		{[]string{"gzip, identity;q=0"}, true},
+		{[]string{"gzip;q=0.5, identity;q=0.5"}, false},
+	} {
+		if got := acceptsGzip(tc.values); got != tc.want {
+			t.Errorf("acceptsGzip(%q) = %v, want %v", tc.values, got, tc.want)
+		}
+	}
+}
+
+// TestWholeResponseCompressesOnly200: an error answer, and one whose
+// handler set its own encoding or length, goes as the handler wrote it.
+func TestWholeResponseCompressesOnly200(t *testing.T) {
+	body := strings.Repeat("lavender_swap_used_bytes 0\n", 100)
+	for name, h := range map[string]http.HandlerFunc{
+		"error": func(w http.ResponseWriter, r *http.Request) { http.Error(w, body, http.StatusServiceUnavailable) },
+		"own encoding": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Encoding", "br")
+			io.WriteString(w, body)
+		},
+		"own length": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			io.WriteString(w, body)
+		},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		want := httptest.NewRecorder()
+		h.ServeHTTP(want, req)
+		got := httptest.NewRecorder()
+		WholeResponse(h).ServeHTTP(got, req)
+		if got.Code != want.Code || got.Body.String() != want.Body.String() || !equalHeaders(got.Header(), want.Header(), "Content-Length") {
+			t.Errorf("%s: %d %v, want %d %v", name, got.Code, got.Header(), want.Code, want.Header())
+		}
+	}
+}
+
 func equalHeaders(a, b http.Header, except ...string) bool {
 	a, b = a.Clone(), b.Clone()
 	for _, k := range except {
