@@ -50,8 +50,8 @@ func runServeRSS(ctx context.Context, args []string) error {
 	}
 	defer cleanup()
 	fmt.Printf("## serve RSS after %d scrapes + %d webhooks (real /proc, watchdog at its default 5s)\n\n", *scrapes, *webhooks)
-	fmt.Println("| environment | RSS at ready | after scrapes | after webhooks | scrapes/s | webhooks/s |")
-	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Println("| environment | RSS at ready | after scrapes | after webhooks | of it anonymous (RssAnon) | scrapes/s | webhooks/s |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	for i, variant := range strings.Split(*envs, ";") {
 		var env []string
 		if v := strings.TrimSpace(variant); v != "" {
@@ -82,11 +82,12 @@ func runServeRSS(ctx context.Context, args []string) error {
 			return fmt.Errorf("webhooks answered %s", res.codesString())
 		}
 		r2, _ := rssKiB(p.pid())
+		a2, _ := anonKiB(p.pid())
 		name := strings.Join(env, " ")
 		if name == "" {
 			name = "(default)"
 		}
-		fmt.Printf("| %s | %s | %s | **%s** | %.0f | %.0f |\n", name, mib(r0), mib(r1), mib(r2), scrapeRate,
+		fmt.Printf("| %s | %s | %s | **%s** | %s | %.0f | %.0f |\n", name, mib(r0), mib(r1), mib(r2), mib(a2), scrapeRate,
 			float64(res.n)/res.elapsed.Seconds())
 		p.stop()
 	}
