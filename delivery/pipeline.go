@@ -396,8 +396,7 @@ func (b *Pipeline) Send(ctx context.Context, ds []*Push) {
 	}
 	switch {
 	case held:
-		b.changed()
-		b.saveState()
+		b.saveStateThrough(b.changed())
 	case pushed:
 		b.changed()
 		b.saveSoon()

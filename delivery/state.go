@@ -64,7 +64,7 @@ type bridgeState struct {
 
 // changed notes a change of what the state file keeps; the next save
 // writes it.
-func (b *Pipeline) changed() { b.changes.Add(1) }
+func (b *Pipeline) changed() uint64 { return b.changes.Add(1) }
 
 // restoreState reads the state file, if there is one, and takes its held
 // alerts and dedup memory. A damaged file (bad JSON, another version, over
@@ -236,20 +236,26 @@ func (b *Pipeline) saveSoon() {
 
 // saveState writes the state file if anything changed since the last save:
 // atomically (temp file, fsync, rename, fsync of the dir), as the exporter
-// saves its phase table. Concurrent callers share a save. A failure is
-// counted in the bridge's write errors and logged at most once a minute;
-// the state stays in memory, and a stop still sends what is held.
-func (b *Pipeline) saveState() {
+// saves its phase table. A failure is counted in the bridge's write errors
+// and logged at most once a minute; the state stays in memory, and a stop
+// still sends what is held.
+func (b *Pipeline) saveState() { b.saveStateThrough(b.changes.Load()) }
+
+// saveStateThrough returns once change (a number changed returned) is
+// saved, by this call or by one that took the state after it, or the save
+// failed. So callers that queue behind a save on the disk share the next
+// one, whatever changed meanwhile, rather than each writing the file again.
+func (b *Pipeline) saveStateThrough(change uint64) {
 	st := &b.state
 	if st.path == "" {
 		return
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	change := b.changes.Load()
-	if change == st.saved {
+	if change <= st.saved {
 		return
 	}
+	change = b.changes.Load() // the snapshot below holds every change up to here
 	if st.blocked && !b.unblockState() {
 		b.stateFailed(fmt.Errorf("delivery: save state %s: the file there cannot be read, so it is not overwritten", st.path))
 		return

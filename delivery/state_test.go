@@ -109,3 +109,35 @@ func TestStateOfTheLastVersionIsRestored(t *testing.T) {
 		t.Errorf("summary %q", last)
 	}
 }
+
+// TestSaveWaitsOnlyForItsOwnChange: a caller whose change a save that ran
+// meanwhile already wrote writes nothing, though something else changed
+// since; that later change has its own save coming. So callers queued
+// behind a save on the disk share the next one instead of each writing the
+// file again.
+func TestSaveWaitsOnlyForItsOwnChange(t *testing.T) {
+	f := newStateFixture(t)
+	f.postAlerts(0, 2) // one push, one held: the file exists
+	b := f.bridge
+	inode := func() uint64 {
+		t.Helper()
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino // each save renames a new file into place
+	}
+
+	held := b.changed() // a held alert, its caller not yet at the save
+	b.saveState()       // another caller's save writes it
+	saved := inode()
+	b.changed() // then something else changes, its save still to come
+	b.saveStateThrough(held)
+	if inode() != saved {
+		t.Error("the file was written again for a change already saved")
+	}
+	b.saveState() // the later change's own save
+	if inode() == saved {
+		t.Error("the later change was not saved")
+	}
+}
