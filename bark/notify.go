@@ -207,13 +207,7 @@ func (n *Notifier) String() string { return n.Name() }
 func (n *Notifier) GoString() string { return "bark.Notifier(" + n.Name() + ")" }
 
 // Format implements fmt.Formatter, so that no verb reaches the fields.
-func (n *Notifier) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		io.WriteString(f, n.GoString())
-		return
-	}
-	io.WriteString(f, n.Name())
-}
+func (n *Notifier) Format(f fmt.State, verb rune) { textsafe.FormatAs(f, verb, n.Name(), n.GoString()) }
 
 // LogValue implements slog.LogValuer.
 func (n *Notifier) LogValue() slog.Value { return slog.StringValue(n.Name()) }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/lavender-ml/lavender/internal/targetfile"
+	"github.com/lavender-ml/lavender/internal/textsafe"
 	"github.com/lavender-ml/lavender/notify"
 )
 
@@ -78,13 +78,7 @@ func (t Target) GoString() string { return "bark.Target(" + t.Name() + ")" }
 
 // Format implements fmt.Formatter: every verb prints the name, so that no
 // verb (%d, %x) reaches the fields.
-func (t Target) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		io.WriteString(f, t.GoString())
-		return
-	}
-	io.WriteString(f, t.Name())
-}
+func (t Target) Format(f fmt.State, verb rune) { textsafe.FormatAs(f, verb, t.Name(), t.GoString()) }
 
 // LogValue implements slog.LogValuer.
 func (t Target) LogValue() slog.Value { return slog.StringValue(t.Name()) }

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lavender-ml/lavender/internal/textsafe"
 	"github.com/lavender-ml/lavender/phaseapi"
 )
 
@@ -44,13 +45,7 @@ func (c *Client) String() string { return c.base.String() }
 func (c *Client) GoString() string { return "heartbeat.Client(" + c.String() + ")" }
 
 // Format implements fmt.Formatter, so that no verb reaches the fields.
-func (c *Client) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		io.WriteString(f, c.GoString())
-		return
-	}
-	io.WriteString(f, c.String())
-}
+func (c *Client) Format(f fmt.State, verb rune) { textsafe.FormatAs(f, verb, c.String(), c.GoString()) }
 
 // LogValue implements slog.LogValuer.
 func (c *Client) LogValue() slog.Value { return slog.StringValue(c.String()) }

@@ -25,6 +25,8 @@
 package textsafe
 
 import (
+	"fmt"
+	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -159,4 +161,15 @@ func extends(r rune) bool {
 		return true
 	}
 	return unicode.In(r, unicode.Mn, unicode.Me)
+}
+
+// FormatAs is the Format method of a type that holds a secret (a device
+// key, a token, a password): every fmt verb prints name, and %#v prints
+// goString, so that no verb (%d, %x, %+v) reaches the fields.
+func FormatAs(f fmt.State, verb rune, name, goString string) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = io.WriteString(f, goString)
+		return
+	}
+	_, _ = io.WriteString(f, name)
 }

@@ -1,6 +1,7 @@
 package textsafe
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -73,5 +74,27 @@ func TestTruncateSplitsNoEmoji(t *testing.T) {
 	}
 	if got := Truncate("abcdefg", 6); got != "abc…" {
 		t.Errorf("ASCII: %q", got)
+	}
+}
+
+type secretHolder struct{ key string }
+
+func (s secretHolder) Format(f fmt.State, verb rune) {
+	FormatAs(f, verb, "phone.bark.env:1", "bark.Target(phone.bark.env:1)")
+}
+
+func TestFormatAs(t *testing.T) {
+	v := secretHolder{key: "SECRETKEY123"}
+	for _, verb := range []string{"%v", "%+v", "%s", "%q", "%d", "%x", "%X", "%10v", "%#v"} {
+		want := "phone.bark.env:1"
+		if verb == "%#v" {
+			want = "bark.Target(phone.bark.env:1)"
+		}
+		if got := fmt.Sprintf(verb, v); got != want {
+			t.Errorf("%s = %q, want %q", verb, got, want)
+		}
+	}
+	if got := fmt.Sprint([]secretHolder{v}, map[string]secretHolder{"a": v}); strings.Contains(got, "SECRETKEY123") {
+		t.Errorf("in a slice and a map: %s", got)
 	}
 }
