@@ -31,32 +31,8 @@ func TestWholeResponseSameBody(t *testing.T) {
 	whole := httptest.NewServer(WholeResponse(inner))
 	defer whole.Close()
 	for _, enc := range []string{"identity", "gzip"} {
-		get := func(url string) (*http.Response, []byte) {
-			req, _ := http.NewRequest(http.MethodGet, url, nil)
-			req.Header.Set("Accept", "text/plain;version=0.0.4")
-			req.Header.Set("Accept-Encoding", enc)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if enc == "gzip" {
-				zr, err := gzip.NewReader(bytes.NewReader(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if body, err = io.ReadAll(zr); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return resp, body
-		}
-		want, wantBody := get(plain.URL)
-		got, gotBody := get(whole.URL)
+		want, wantBody, _ := scrape(t, plain.URL, []string{enc})
+		got, gotBody, _ := scrape(t, whole.URL, []string{enc})
 		if !bytes.Equal(gotBody, wantBody) || len(gotBody) < 16<<10 {
 			t.Errorf("%s: body differs (%d vs %d bytes)", enc, len(gotBody), len(wantBody))
 		}
@@ -84,31 +60,6 @@ func TestWholeResponseGzipsWhatPromhttpWould(t *testing.T) {
 	defer compressing.Close()
 	whole := httptest.NewServer(WholeResponse(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true})))
 	defer whole.Close()
-	get := func(url string, acceptEncoding []string) (*http.Response, []byte, int) {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		req.Header.Set("Accept", "text/plain;version=0.0.4")
-		req.Header["Accept-Encoding"] = acceptEncoding
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent := len(body)
-		if resp.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(bytes.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if body, err = io.ReadAll(zr); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return resp, body, sent
-	}
 	for _, ae := range [][]string{
 		nil,
 		{"gzip"},
@@ -123,8 +74,8 @@ func TestWholeResponseGzipsWhatPromhttpWould(t *testing.T) {
 		{"deflate, br"},
 		{" gzip ; q=1.0 "},
 	} {
-		want, wantBody, wantSent := get(compressing.URL, ae)
-		got, gotBody, gotSent := get(whole.URL, ae)
+		want, wantBody, wantSent := scrape(t, compressing.URL, ae)
+		got, gotBody, gotSent := scrape(t, whole.URL, ae)
 		if !bytes.Equal(gotBody, wantBody) {
 			t.Errorf("Accept-Encoding %q: body differs (%d vs %d bytes)", ae, len(gotBody), len(wantBody))
 		}
@@ -192,6 +143,36 @@ func TestWholeResponseCompressesOnly200(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %v", name, got.Code, got.Header(), want.Code, want.Header())
 		}
 	}
+}
+
+// scrape GETs url in the text format with acceptEncoding as its
+// Accept-Encoding lines, and returns the answer, its body decompressed and
+// how many bytes were sent.
+func scrape(t *testing.T, url string, acceptEncoding []string) (*http.Response, []byte, int) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	req.Header["Accept-Encoding"] = acceptEncoding
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := len(body)
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp, body, sent
 }
 
 func equalHeaders(a, b http.Header, except ...string) bool {
