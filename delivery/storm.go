@@ -64,7 +64,7 @@ type stormLimiter struct {
 	targets map[string]*stormState
 	known   map[string]bool // the targets configured now (trackTargets)
 
-	// held tells run that alerts are held (Allow, requeue, restore), so
+	// holding tells run that alerts are held (Allow, requeue, restore), so
 	// that run ticks only while some are: an idle serve stays asleep.
 	holding chan struct{}
 }
