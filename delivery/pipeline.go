@@ -358,20 +358,40 @@ type slot struct {
 	err     *notify.Error
 }
 
-// deliver pushes every delivery to every target concurrently, at most
-// MaxParallel at a time, and fills in the outcomes. Deliveries with a key
-// skip targets that accepted the same alert within the dedup window;
-// storm control holds back those past a target's limit.
+// Send pushes every push to every target concurrently, at most
+// MaxParallel at a time, and fills in the outcomes; it records nothing
+// (Record writes the run log's line, Event the history's). Pushes with a
+// key skip targets that accepted the same alert within the dedup window;
+// storm control holds back those past a target's limit. What they held is
+// saved before Send returns.
 //
 // A push's goroutine starts only once it holds a slot, so a group of
 // 12,000 alerts costs MaxParallel goroutines, not one per alert and target;
 // once ctx ends, the pushes not yet started fail at once, without a
 // goroutine, so the answer stays in time. Failures are logged once per
 // target for the whole call, not once per push.
-// Send pushes every push to every target concurrently, at most
-// MaxParallel at a time, and fills in the outcomes; it records nothing
-// (Record writes the run log's line, Event the history's).
 func (b *Pipeline) Send(ctx context.Context, ds []*Push) {
+	batch := b.NewBatch()
+	batch.Send(ctx, ds)
+	batch.Close()
+}
+
+// A Batch sends pushes in parts, as Send does, and saves what they held
+// once, at Close: for a caller that sends a large group in parts to bound
+// its memory but answers once (the webhook). Saving after every part wrote
+// the whole state file, dedup memory included, two dozen times for one
+// body of 12,000 alerts.
+type Batch struct {
+	b            *Pipeline
+	held, pushed bool
+}
+
+// NewBatch starts a batch; call Close before telling anyone the outcome.
+func (b *Pipeline) NewBatch() *Batch { return &Batch{b: b} }
+
+// Send delivers ds as Pipeline.Send does, but leaves the save to Close.
+func (x *Batch) Send(ctx context.Context, ds []*Push) {
+	b := x.b
 	targets := b.current()
 	if len(targets) == 0 || len(ds) == 0 {
 		return
@@ -386,21 +406,25 @@ func (b *Pipeline) Send(ctx context.Context, ds []*Push) {
 	r.awaitConcurrentCopies()
 	b.logFailures(targets, r.slots)
 	r.tally(ds)
-	// A held alert is saved before anyone is told: one answered 200 must
-	// survive a crash. The dedup memory of a push is saved within a second
-	// (saveSoon): under a load of many webhooks a second, one save serves
-	// them all, and a crash can repeat a push of the last second at worst.
-	held, pushed := false, false
 	for _, d := range ds {
-		held, pushed = held || d.Held > 0, pushed || d.OK > 0
+		x.held, x.pushed = x.held || d.Held > 0, x.pushed || d.OK > 0
 	}
+}
+
+// Close saves what the batch changed. A held alert is saved before anyone
+// is told: one answered 200 must survive a crash. The dedup memory of a
+// push is saved within a second (saveSoon): under a load of many webhooks
+// a second, one save serves them all, and a crash can repeat a push of the
+// last second at worst.
+func (x *Batch) Close() {
 	switch {
-	case held:
-		b.saveStateThrough(b.changed())
-	case pushed:
-		b.changed()
-		b.saveSoon()
+	case x.held:
+		x.b.saveStateThrough(x.b.changed())
+	case x.pushed:
+		x.b.changed()
+		x.b.saveSoon()
 	}
+	x.held, x.pushed = false, false
 }
 
 // deliveryRun is one deliver call's state: a slot per delivery and target.

@@ -141,3 +141,48 @@ func TestSaveWaitsOnlyForItsOwnChange(t *testing.T) {
 		t.Error("the later change was not saved")
 	}
 }
+
+// TestBatchSavesAtClose: a batch's parts save nothing; Close saves what
+// they all held, once.
+func TestBatchSavesAtClose(t *testing.T) {
+	f := newStateFixture(t)
+	f.postAlerts(0, 1) // the one push a minute; what follows is held
+	heldInFile := func() int {
+		t.Helper()
+		data, err := os.ReadFile(f.path)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		var st stateFile
+		if len(data) > 0 {
+			if err := json.Unmarshal(data, &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := 0
+		for _, s := range st.Storm {
+			for _, h := range s.Held {
+				n += h.Count
+			}
+		}
+		return n
+	}
+	before := heldInFile()
+	batch := f.bridge.NewBatch()
+	for i := 1; i <= 3; i++ {
+		p := NewPush("SwapUsageHigh", "[lavender-2] SwapUsageHigh")
+		p.Key = &Key{Incident: AlertIncident(fmt.Sprintf("%016x", i+1), incidentStart.UnixNano()), Status: "firing"}
+		p.Storm = []StormEvent{AlertEvent("SwapUsageHigh", false)}
+		batch.Send(t.Context(), []*Push{p})
+		if p.Held != 1 {
+			t.Fatalf("push %d: held %d, want 1", i, p.Held)
+		}
+	}
+	if n := heldInFile(); n != before {
+		t.Errorf("the state file holds %d alerts before Close, want %d as before the batch", n, before)
+	}
+	batch.Close()
+	if n := heldInFile(); n != before+3 {
+		t.Errorf("the state file holds %d alerts after Close, want %d", n, before+3)
+	}
+}

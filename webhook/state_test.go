@@ -309,3 +309,24 @@ func TestStateLockedToOneBridge(t *testing.T) {
 		t.Errorf("the restart after the first bridge closed:\n%s", log)
 	}
 }
+
+// TestStateHoldsALargeBodyWhenItIsAnswered: a body of several delivery
+// chunks is saved once, after its last chunk and before the answer, and
+// that save holds every alert the body held: a crash right after the
+// answer loses none of them.
+func TestStateHoldsALargeBodyWhenItIsAnswered(t *testing.T) {
+	f := newStateFixture(t)
+	const n = 2*deliverChunk + 100
+	alerts := make([]webhookAlert, n)
+	for i := range alerts {
+		alerts[i] = stormAlert(i)
+	}
+	code, answer := f.post(webhookBody(t, alerts...))
+	if code != 200 || !strings.Contains(answer, fmt.Sprintf("pushed=1 failed=0 skipped=0 duplicate=0 held=%d", n-1)) {
+		t.Fatalf("%d %q, want one push and the rest held", code, answer)
+	}
+	f.restart() // at once: no deferred save had its second
+	if log := f.logs.String(); !strings.Contains(log, fmt.Sprintf("held=%d ", n-1)) {
+		t.Errorf("a restart right after the answer restored:\n%s", log)
+	}
+}

@@ -322,14 +322,17 @@ func (b *Handler) warnIfNoTargets(plans []planned) bool {
 // deliverInChunks delivers the planned pushes deliverChunk alerts at a
 // time and calls fold for every alert, in order, once its chunk is done,
 // so the per-target state of a group of thousands of alerts is never all
-// alive at once: memory stays bounded whatever the body's size.
+// alive at once: memory stays bounded whatever the body's size. What the
+// chunks held is saved once, at the end, before the answer.
 func (b *Handler) deliverInChunks(ctx context.Context, plans []planned, fold func(int, planned)) {
 	var (
 		chunk  []*delivery.Push
 		folded int
 	)
+	batch := b.delivery.NewBatch()
+	defer batch.Close()
 	flush := func(upTo int) {
-		b.delivery.Send(ctx, chunk)
+		batch.Send(ctx, chunk)
 		chunk = chunk[:0]
 		for ; folded < upTo; folded++ {
 			fold(folded, plans[folded])
