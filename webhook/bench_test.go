@@ -22,7 +22,7 @@ func BenchmarkWebhookDecodeFormat(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if p := br.plan(msg); p[0].delivery == nil {
+				if p := planPushes(br, msg); p[0].delivery == nil {
 					b.Fatal("nothing planned")
 				}
 			}

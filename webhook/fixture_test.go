@@ -195,3 +195,13 @@ func oomAlert(kills uint64, victim watchdog.Victim, phase string, swap watchdog.
 	return watchdog.Alert{Rule: watchdog.RuleOOM, Status: watchdog.Firing, Began: pushedAt, At: pushedAt, Kills: kills, Victim: victim, Phase: phase,
 		Sample: watchdog.Sample{Swap: swap, OOM: watchdog.OOM{Available: true, Kills: 7, Victim: victim}}}
 }
+
+// planPushes plans msg and builds every alert's push at once, as
+// deliverInChunks builds them a chunk at a time.
+func planPushes(b *Handler, msg *WebhookMessage) []planned {
+	plans := b.plan(msg)
+	for i := range plans {
+		plans[i].delivery = b.planPush(msg, plans[i])
+	}
+	return plans
+}

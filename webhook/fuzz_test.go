@@ -45,7 +45,7 @@ func FuzzWebhook(f *testing.F) {
 			return
 		}
 		b := bridges[[2]bool{sendResolved, onlySwap}]
-		plans := b.plan(msg)
+		plans := planPushes(b, msg)
 		if len(plans) != len(msg.Alerts) {
 			t.Fatalf("%d plans for %d alerts", len(plans), len(msg.Alerts))
 		}

@@ -99,7 +99,7 @@ func TestPlanGolden(t *testing.T) {
 				fmt.Fprintf(&out, "%s: error: %v\n", filepath.Base(file), err)
 				continue
 			}
-			for _, p := range f.hook.plan(msg) {
+			for _, p := range planPushes(f.hook, msg) {
 				if p.delivery == nil {
 					fmt.Fprintf(&out, "%s: %s skipped\n", filepath.Base(file), p.status)
 					continue

@@ -51,32 +51,47 @@ func decodeWebhook(body []byte) (*WebhookMessage, error) {
 
 // planned is what the bridge does with one alert.
 type planned struct {
-	status   string         // "firing", "resolved" or "unknown": the metric label
-	name     string         // the alert name, for the status page
-	delivery *delivery.Push // nil: skipped
+	status string // "firing", "resolved" or "unknown": the metric label
+	name   string // the alert name, for the status page
+	alert  int    // its index in the message's alerts
+	// delivery is the push, built by planPush for the chunk that sends it
+	// and dropped once folded; nil: skipped, or not built yet.
+	delivery *delivery.Push
 }
 
-// plan decides, for every alert in msg, whether and what to push. It never
-// fails: an alert with missing or odd annotations still gets a message.
+// plan lists every alert in msg with its status and name. The pushes are
+// built a chunk at a time (planPush), so that a body of thousands of
+// alerts never holds all of its pushes at once.
 func (b *Handler) plan(msg *WebhookMessage) []planned {
 	out := make([]planned, 0, len(msg.Alerts))
-	for _, a := range msg.Alerts {
-		p := planned{status: a.Status, name: a.Labels[model.AlertNameLabel]}
+	for i, a := range msg.Alerts {
+		p := planned{status: a.Status, name: a.Labels[model.AlertNameLabel], alert: i}
 		if p.status != "firing" && p.status != "resolved" {
 			p.status = "unknown"
-		} else {
-			p.delivery = b.planAlert(a)
-		}
-		if d := p.delivery; d != nil {
-			fp := fingerprint(a)
-			d.Key = &delivery.Key{Incident: delivery.AlertIncident(fp, a.StartsAt.UnixNano()), Status: a.Status}
-			b.delivery.Incident(d, incidentID(fp, a.StartsAt), hostOf(a.Labels["instance"]), a.Status == "resolved")
-			d.Storm = []delivery.StormEvent{delivery.AlertEvent(a.Labels[model.AlertNameLabel], a.Status == "resolved")}
-			d.Tags = tags(alertName(a), a.Status == "resolved")
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// planPush decides whether and what to push for the alert p stands for;
+// nil: nothing. It never fails: an alert with missing or odd annotations
+// still gets a message.
+func (b *Handler) planPush(msg *WebhookMessage, p planned) *delivery.Push {
+	if p.status == "unknown" {
+		return nil
+	}
+	a := msg.Alerts[p.alert]
+	d := b.planAlert(a)
+	if d == nil {
+		return nil
+	}
+	fp := fingerprint(a)
+	d.Key = &delivery.Key{Incident: delivery.AlertIncident(fp, a.StartsAt.UnixNano()), Status: a.Status}
+	b.delivery.Incident(d, incidentID(fp, a.StartsAt), hostOf(a.Labels["instance"]), a.Status == "resolved")
+	d.Storm = []delivery.StormEvent{delivery.AlertEvent(a.Labels[model.AlertNameLabel], a.Status == "resolved")}
+	d.Tags = tags(alertName(a), a.Status == "resolved")
+	return d
 }
 
 // push is the push of t, after the prefix.
@@ -257,9 +272,9 @@ func (b *Handler) handleWebhook(r *http.Request) (code int, text string, bodyByt
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), received.Add(b.cfg.Timeout))
 	defer cancel()
 	plans := b.plan(msg)
-	noTargets := b.warnIfNoTargets(plans)
 	t := &webhookTally{b: b, firstEvent: max(0, len(plans)-delivery.MaxEvents)}
-	b.deliverInChunks(ctx, plans, t.fold)
+	due := b.deliverInChunks(ctx, msg, plans, t.fold)
+	noTargets := b.warnIfNoTargets(due)
 	t.recordRest()
 	return t.status(), t.answer(len(plans), noTargets), bodyBytes
 }
@@ -303,15 +318,9 @@ func (b *Handler) readWebhook(r *http.Request) (msg *WebhookMessage, received ti
 	return msg, received, bodyBytes, http.StatusOK, ""
 }
 
-// warnIfNoTargets logs, and reports, that pushes are due but there is no
-// target to send them to.
-func (b *Handler) warnIfNoTargets(plans []planned) bool {
-	due := 0
-	for _, p := range plans {
-		if p.delivery != nil {
-			due++
-		}
-	}
+// warnIfNoTargets logs, and reports, that due pushes found no target to
+// send them to.
+func (b *Handler) warnIfNoTargets(due int) bool {
 	if due == 0 || len(b.delivery.Targets()) > 0 {
 		return false
 	}
@@ -319,12 +328,14 @@ func (b *Handler) warnIfNoTargets(plans []planned) bool {
 	return true
 }
 
-// deliverInChunks delivers the planned pushes deliverChunk alerts at a
-// time and calls fold for every alert, in order, once its chunk is done,
-// so the per-target state of a group of thousands of alerts is never all
-// alive at once: memory stays bounded whatever the body's size. What the
-// chunks held is saved once, at the end, before the answer.
-func (b *Handler) deliverInChunks(ctx context.Context, plans []planned, fold func(int, planned)) {
+// deliverInChunks builds and delivers the pushes of plans deliverChunk
+// alerts at a time and calls fold for every alert, in order, once its
+// chunk is done; a folded push is dropped. So the pushes and per-target
+// state of a group of thousands of alerts are never all alive at once:
+// memory stays bounded whatever the body's size. What the chunks held is
+// saved once, at the end, before the answer. It returns how many pushes
+// were due.
+func (b *Handler) deliverInChunks(ctx context.Context, msg *WebhookMessage, plans []planned, fold func(int, planned)) (due int) {
 	var (
 		chunk  []*delivery.Push
 		folded int
@@ -333,21 +344,28 @@ func (b *Handler) deliverInChunks(ctx context.Context, plans []planned, fold fun
 	defer batch.Close()
 	flush := func(upTo int) {
 		batch.Send(ctx, chunk)
+		clear(chunk)
 		chunk = chunk[:0]
 		for ; folded < upTo; folded++ {
 			fold(folded, plans[folded])
+			plans[folded].delivery = nil
+			msg.Alerts[plans[folded].alert] = template.Alert{} // its labels and annotations go too
 		}
 	}
-	for i, p := range plans {
-		if p.delivery == nil {
+	for i := range plans {
+		d := b.planPush(msg, plans[i])
+		if d == nil {
 			continue
 		}
-		chunk = append(chunk, p.delivery)
+		plans[i].delivery = d
+		due++
+		chunk = append(chunk, d)
 		if len(chunk) == deliverChunk {
 			flush(i + 1)
 		}
 	}
 	flush(len(plans))
+	return due
 }
 
 // webhookTally is what a webhook's alerts came to: the counts of the
