@@ -44,8 +44,13 @@ func runBigWebhook(ctx context.Context, args []string) error {
 	alerts := fs.Int("alerts", 12000, "alerts in each body")
 	parallel := fs.Int("parallel", 4, "bodies posted at once in the second run")
 	timeout := fs.Duration("bark-timeout", 5*time.Second, "--bark.timeout")
+	perMinute := fs.Int("max-per-minute", -1, "--bark.max-per-minute; -1 leaves lavender's default (storm control holds all but the first pushes)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var extra []string
+	if *perMinute >= 0 {
+		extra = append(extra, fmt.Sprintf("--bark.max-per-minute=%d", *perMinute))
 	}
 	if *targets < 1 || *targets > 10 || *alerts < 1 || *alerts > 20000 || *parallel < 1 || *parallel > 8 {
 		return fmt.Errorf("targets 1-10, alerts 1-20000, parallel 1-8")
@@ -96,7 +101,7 @@ func runBigWebhook(ctx context.Context, args []string) error {
 	if err := os.WriteFile(filepath.Join(barkDir, "phone.bark.env"), []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
-	p, base, err := startBridge(ctx, *lavender, dir, barkDir, *timeout)
+	p, base, err := startBridge(ctx, *lavender, dir, barkDir, *timeout, extra...)
 	if err != nil {
 		return err
 	}

@@ -402,13 +402,14 @@ func rawClient(conns int) *http.Client {
 
 // startBridge runs `lavender bridge` from dir with the targets in barkDir and
 // returns it and its base URL once it is ready.
-func startBridge(ctx context.Context, lavender, dir, barkDir string, timeout time.Duration) (*proc, string, error) {
+func startBridge(ctx context.Context, lavender, dir, barkDir string, timeout time.Duration, extra ...string) (*proc, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := start(dir, "bridge", nil, lavender, "bridge", "--web.listen-address="+addr,
-		"--runlog.dir="+filepath.Join(dir, "logs"), "--bark.config-dir="+barkDir, "--bark.timeout="+timeout.String())
+	args := append([]string{"bridge", "--web.listen-address=" + addr,
+		"--runlog.dir=" + filepath.Join(dir, "logs"), "--bark.config-dir=" + barkDir, "--bark.timeout=" + timeout.String()}, extra...)
+	p, err := start(dir, "bridge", nil, lavender, args...)
 	if err != nil {
 		return nil, "", err
 	}
