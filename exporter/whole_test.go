@@ -18,13 +18,8 @@ import (
 // bytes, headers and status as promhttp's own answer, plain and gzip, with
 // a Content-Length in place of chunking.
 func TestWholeResponseSameBody(t *testing.T) {
-	reg := swap54Registry(t)
 	// Enough series that promhttp's answer spans several 4 KiB chunks.
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "filler", Help: "Filler."}, []string{"i"})
-	for i := range 1000 {
-		g.WithLabelValues(strconv.Itoa(i)).Set(float64(i))
-	}
-	reg.MustRegister(g)
+	reg := fillerRegistry(t, 1000)
 	inner := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	plain := httptest.NewServer(inner)
 	defer plain.Close()
@@ -50,12 +45,7 @@ func TestWholeResponseSameBody(t *testing.T) {
 // promhttp's compressing handler does (the same encoding, headers and
 // decompressed body), only at gzip.BestSpeed: more bytes, much less CPU.
 func TestWholeResponseGzipsWhatPromhttpWould(t *testing.T) {
-	reg := swap54Registry(t)
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "filler", Help: "Filler."}, []string{"i"})
-	for i := range 300 {
-		g.WithLabelValues(strconv.Itoa(i)).Set(float64(i))
-	}
-	reg.MustRegister(g)
+	reg := fillerRegistry(t, 300)
 	compressing := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer compressing.Close()
 	whole := httptest.NewServer(WholeResponse(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true})))
@@ -143,6 +133,18 @@ func TestWholeResponseCompressesOnly200(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %v", name, got.Code, got.Header(), want.Code, want.Header())
 		}
 	}
+}
+
+// fillerRegistry is swap54Registry with series more gauges, to make an
+// answer of a given size.
+func fillerRegistry(t *testing.T, series int) *prometheus.Registry {
+	reg := swap54Registry(t)
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "filler", Help: "Filler."}, []string{"i"})
+	for i := range series {
+		g.WithLabelValues(strconv.Itoa(i)).Set(float64(i))
+	}
+	reg.MustRegister(g)
+	return reg
 }
 
 // scrape GETs url in the text format with acceptEncoding as its
