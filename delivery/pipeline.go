@@ -386,7 +386,8 @@ type Batch struct {
 	held, pushed bool
 }
 
-// NewBatch starts a batch; call Close before telling anyone the outcome.
+// NewBatch starts a batch; call Close before telling anyone the outcome
+// (inside delivery, a save at once of everything changed serves too).
 func (b *Pipeline) NewBatch() *Batch { return &Batch{b: b} }
 
 // Send delivers ds as Pipeline.Send does, but leaves the save to Close.
@@ -781,7 +782,9 @@ func (b *Pipeline) SendDue(ctx context.Context, now time.Time) {
 // (or, at a stop, after the next start), so Bark being down loses nothing.
 func (b *Pipeline) sendSummary(ctx context.Context, s stormSummary) {
 	d := &Push{Subject: s.Subject(), Message: notify.Message{Text: s.Text}, Phone: s.Target}
-	b.Send(ctx, []*Push{d})
+	// Not Send: its save of a push that went out waits up to a second, and
+	// the save below, at once, would then write the file a second time.
+	b.NewBatch().Send(ctx, []*Push{d})
 	b.Record(d)
 	if d.OK+d.Failed > 0 {
 		b.history.event(d.Event("storm", "summary", d.Action(), b.cfg.Now()))
@@ -791,8 +794,7 @@ func (b *Pipeline) sendSummary(ctx context.Context, s stormSummary) {
 			b.logger.Warn("[bark] summary not sent, and its target is no longer configured; its alerts are dropped", "target", s.Target, "alerts", dropped)
 		}
 	}
-	// Saved at once either way: a crash must neither lose the alerts of a
-	// failed summary nor send a sent one again.
-	b.changed()
-	b.saveState()
+	// Saved at once either way, the batch's change with it: a crash must
+	// neither lose the alerts of a failed summary nor send a sent one again.
+	b.saveStateThrough(b.changed())
 }
