@@ -7,6 +7,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/delivery"
 	"github.com/lavender-ml/lavender/exporter"
 	"github.com/lavender-ml/lavender/heartbeat"
@@ -42,7 +43,7 @@ var defaultVars = kong.Vars{
 	"phase_url":           heartbeat.DefaultURL,
 	"phase_timeout":       flagDuration(heartbeat.DefaultTimeout),
 	"phase_every":         flagDuration(heartbeat.DefaultPingInterval),
-	"runtime_gogc":        fmt.Sprint(defaultGOGC),
+	"runtime_gogc":        fmt.Sprint(app.DefaultGOGC),
 }
 
 // flagDefaults writes every ${name} of defaultVars, watchdogVars, diskVars

@@ -15,6 +15,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
@@ -198,7 +199,7 @@ func TestHelpShowsEveryDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("--runtime.gogc=%d", defaultGOGC); !strings.Contains(help, want) {
+	if want := fmt.Sprintf("--runtime.gogc=%d", app.DefaultGOGC); !strings.Contains(help, want) {
 		t.Errorf("lavender serve --help does not show %q", want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
@@ -45,7 +46,7 @@ func startInProcessWith(t testing.TB, base Globals, args ...string) *inProcess {
 		args = append(args, "--web.listen-address=127.0.0.1:0")
 	}
 	cli := parseCLI(t, args...)
-	logger, err := newLogger("debug", "logfmt", p.logs)
+	logger, err := app.NewLogger("debug", "logfmt", p.logs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,22 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"os"
-	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 
 	"github.com/lavender-ml/lavender"
-	"github.com/lavender-ml/lavender/bark"
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/diskguard"
-	"github.com/lavender-ml/lavender/notify"
-	"github.com/lavender-ml/lavender/ntfy"
 	"github.com/lavender-ml/lavender/runlog"
 )
 
@@ -54,14 +48,14 @@ type CLI struct {
 	Bark     BarkCmd     `cmd:"" help:"bark send, bark check: send and check's first names."`
 }
 
-// versionFlag is --version: kong.VersionFlag, but printing versionText
+// versionFlag is --version: kong.VersionFlag, but printing app.VersionText
 // itself rather than a kong variable, which kong would expand again for
 // every flag (see flagDefaults).
 type versionFlag bool
 
-func (versionFlag) BeforeReset(app *kong.Kong) error {
-	fmt.Fprintln(app.Stdout, versionText())
-	app.Exit(0)
+func (versionFlag) BeforeReset(k *kong.Kong) error {
+	fmt.Fprintln(k.Stdout, app.VersionText())
+	k.Exit(0)
 	return nil
 }
 
@@ -69,45 +63,8 @@ func (versionFlag) BeforeReset(app *kong.Kong) error {
 type VersionCmd struct{}
 
 func (VersionCmd) Run(g *Globals) error {
-	_, err := fmt.Fprintln(g.Stdout, versionText())
+	_, err := fmt.Fprintln(g.Stdout, app.VersionText())
 	return err
-}
-
-// versionText is version.Print's report without the lines the build left
-// empty: a plain `go build` stamps no build user or date, and no tags.
-// The revision and the commit's date come from the VCS stamp that `go
-// build` embeds when it can.
-func versionText() string {
-	settings := map[string]string{}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			settings[s.Key] = s.Value
-		}
-	}
-	var b strings.Builder
-	b.WriteString("lavender, version " + version.Version)
-	var about []string
-	if version.Branch != "" {
-		about = append(about, "branch: "+version.Branch)
-	}
-	if rev := version.GetRevision(); rev != "" && rev != "unknown" {
-		about = append(about, "revision: "+rev)
-	}
-	if len(about) > 0 {
-		b.WriteString(" (" + strings.Join(about, ", ") + ")")
-	}
-	line := func(key, value string) {
-		if value != "" && value != "unknown" {
-			fmt.Fprintf(&b, "\n  %-18s%s", key+":", value)
-		}
-	}
-	line("build user", version.BuildUser)
-	line("build date", version.BuildDate)
-	line("commit date", settings["vcs.time"])
-	line("go version", version.GoVersion)
-	line("platform", version.GoOS+"/"+version.GoArch)
-	line("tags", version.GetTags())
-	return b.String()
 }
 
 // Globals are what every command's Run receives.
@@ -145,36 +102,6 @@ func (f runlogFlags) validateRunlog() error {
 
 func (f runlogFlags) options() runlog.Options {
 	return runlog.Options{Dir: f.Dir, MaxBytes: f.MaxBytes}
-}
-
-func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
-	lvl := promslog.NewLevel()
-	if err := lvl.Set(level); err != nil {
-		return nil, err
-	}
-	fmtr := promslog.NewFormat()
-	if err := fmtr.Set(format); err != nil {
-		return nil, err
-	}
-	// Every line is scrubbed of device keys and APNs tokens, whatever wrote it.
-	// Every channel's secrets, whichever channel loaded them.
-	scrub := func(s string) string { return ntfy.Scrub(bark.Scrub(s)) }
-	return slog.New(notify.NewScrubHandler(promslog.New(&promslog.Config{Level: lvl, Format: fmtr, Writer: w}).Handler(), scrub)), nil
-}
-
-// routeStdLog sends the standard log package, where net/http speaks (e.g.
-// "Unsolicited response received on idle HTTP channel", quoting what a
-// server sent, key included), through logger and its scrubbing.
-func routeStdLog(logger *slog.Logger) (restore func()) {
-	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
-	log.SetOutput(slog.NewLogLogger(logger.Handler(), slog.LevelWarn).Writer())
-	log.SetFlags(0)
-	log.SetPrefix("")
-	return func() {
-		log.SetOutput(w)
-		log.SetFlags(flags)
-		log.SetPrefix(prefix)
-	}
 }
 
 // newParser is the kong parser of cli; run uses it, and the tests that
@@ -216,11 +143,11 @@ func run(args []string, stdout, stderr io.Writer, exit func(int)) error {
 	if err != nil {
 		return err
 	}
-	logger, err := newLogger(cli.LogLevel, cli.LogFormat, stderr)
+	logger, err := app.NewLogger(cli.LogLevel, cli.LogFormat, stderr)
 	if err != nil {
 		return err
 	}
-	defer routeStdLog(logger)()
+	defer app.RouteStdLog(logger)()
 	return ctx.Run(&Globals{Logger: logger, Stdout: stdout, Stderr: stderr})
 }
 

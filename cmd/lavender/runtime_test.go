@@ -1,48 +1,51 @@
 package main
 
 import (
-	"io"
+	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
-	"slices"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/internal/testkit"
 )
 
 // TestMain keeps commands started through run() from changing the test
 // binary's own runtime settings (TestRuntimeFlags checks what they would
-// set).
+// ask app to set).
 func TestMain(m *testing.M) {
-	setGOMAXPROCS = func(int) int { return runtime.GOMAXPROCS(0) }
-	setGCPercent = func(int) int { return 0 } // apply ignores the old value
+	applyRuntime = func(app.RuntimeOptions, *slog.Logger) error { return nil }
 	// The parallel serve, exporter and phase tests wait on poll
 	// intervals and HTTP round trips, not on the CPU.
 	testkit.WaitBoundParallel(8)
 	os.Exit(m.Run())
 }
 
+// TestRuntimeFlags checks the options each serving command gives
+// app.ApplyRuntime, from its flags and the environment; app's
+// TestApplyRuntime checks what the runtime then gets.
 func TestRuntimeFlags(t *testing.T) {
+	gogc := func(n int) *int { return &n }
 	for _, tc := range []struct {
-		name      string
-		env       map[string]string
-		args      []string
-		wantProcs []int // what reaches runtime.GOMAXPROCS(n > 0)
-		wantGOGC  []int // what reaches debug.SetGCPercent
-		wantErr   string
+		name    string
+		env     map[string]string
+		args    []string
+		want    app.RuntimeOptions
+		wantErr string
 	}{
-		{name: "defaults: one P, as node_exporter; GOGC 75, as Prometheus", wantProcs: []int{1}, wantGOGC: []int{75}},
-		{name: "flags", args: []string{"--runtime.gomaxprocs=4", "--runtime.gogc=120"}, wantProcs: []int{4}, wantGOGC: []int{120}},
-		{name: "zero keeps Go's GOMAXPROCS", args: []string{"--runtime.gomaxprocs=0"}, wantGOGC: []int{75}},
-		{name: "GOMAXPROCS and GOGC from the environment",
-			env:       map[string]string{"GOMAXPROCS": "3", "GOGC": "off"},
-			wantProcs: []int{3}}, // the runtime applied GOGC itself
+		{name: "defaults: one P, as node_exporter; GOGC left to app", want: app.RuntimeOptions{GoMaxProcs: 1}},
+		{name: "flags", args: []string{"--runtime.gomaxprocs=4", "--runtime.gogc=120"}, want: app.RuntimeOptions{GoMaxProcs: 4, GoGC: gogc(120)}},
+		{name: "zero keeps Go's GOMAXPROCS", args: []string{"--runtime.gomaxprocs=0"}, want: app.RuntimeOptions{}},
+		{name: "GOMAXPROCS from the environment; GOGC is the runtime's",
+			env:  map[string]string{"GOMAXPROCS": "3", "GOGC": "off"},
+			want: app.RuntimeOptions{GoMaxProcs: 3}},
 		{name: "LAVENDER_ variables", env: map[string]string{"LAVENDER_RUNTIME_GOMAXPROCS": "2", "LAVENDER_RUNTIME_GOGC": "60"},
-			wantProcs: []int{2}, wantGOGC: []int{60}},
+			want: app.RuntimeOptions{GoMaxProcs: 2, GoGC: gogc(60)}},
 		{name: "flags beat the environment", env: map[string]string{"GOMAXPROCS": "3", "GOGC": "200"},
-			args: []string{"--runtime.gomaxprocs=2", "--runtime.gogc=50"}, wantProcs: []int{2}, wantGOGC: []int{50}},
+			args: []string{"--runtime.gomaxprocs=2", "--runtime.gogc=50"}, want: app.RuntimeOptions{GoMaxProcs: 2, GoGC: gogc(50)}},
 		{name: "negative GOMAXPROCS", args: []string{"--runtime.gomaxprocs=-1"}, wantErr: "--runtime.gomaxprocs must be 0 (one per CPU) or more, not -1"},
 		{name: "GOGC zero", args: []string{"--runtime.gogc=0"}, wantErr: "--runtime.gogc must be at least 1, not 0"},
 	} {
@@ -59,36 +62,40 @@ func TestRuntimeFlags(t *testing.T) {
 				flags := map[string]runtimeFlags{
 					"serve": cli.Serve.runtimeFlags, "exporter": cli.Exporter.runtimeFlags, "bridge": cli.Bridge.runtimeFlags,
 				}[cmd]
-				var procs, gogc []int
-				savedProcs, savedGC := setGOMAXPROCS, setGCPercent
-				setGOMAXPROCS = func(n int) int {
-					if n > 0 {
-						procs = append(procs, n)
-					}
-					return 1
-				}
-				setGCPercent = func(n int) int { gogc = append(gogc, n); return 100 }
-				err := flags.apply(slog.New(slog.NewTextHandler(io.Discard, nil)))
-				setGOMAXPROCS, setGCPercent = savedProcs, savedGC
+				var got []app.RuntimeOptions
+				saved := applyRuntime
+				applyRuntime = func(o app.RuntimeOptions, _ *slog.Logger) error { got = append(got, o); return nil }
+				err := flags.apply(slog.New(slog.DiscardHandler))
+				applyRuntime = saved
 				if tc.wantErr != "" {
 					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 						t.Errorf("%s: error %v, want %q", cmd, err, tc.wantErr)
 					}
-					if len(procs)+len(gogc) != 0 {
-						t.Errorf("%s: changed the runtime (%v, %v) despite the error", cmd, procs, gogc)
+					if len(got) != 0 {
+						t.Errorf("%s: asked app for %+v despite the error", cmd, got)
 					}
 					continue
 				}
 				if err != nil {
 					t.Fatalf("%s: %v", cmd, err)
 				}
-				if !slices.Equal(procs, tc.wantProcs) {
-					t.Errorf("%s: GOMAXPROCS set to %v, want %v", cmd, procs, tc.wantProcs)
-				}
-				if !slices.Equal(gogc, tc.wantGOGC) {
-					t.Errorf("%s: GOGC set to %v, want %v", cmd, gogc, tc.wantGOGC)
+				if len(got) != 1 || got[0].GoMaxProcs != tc.want.GoMaxProcs || !reflect.DeepEqual(got[0].GoGC, tc.want.GoGC) {
+					t.Errorf("%s: asked app for %s, want one call with %s", cmd, describeRuntime(got), describeRuntime([]app.RuntimeOptions{tc.want}))
 				}
 			}
 		})
 	}
+}
+
+// describeRuntime prints runtime options with GoGC's value, not its address.
+func describeRuntime(opts []app.RuntimeOptions) string {
+	var parts []string
+	for _, o := range opts {
+		gc := "nil"
+		if o.GoGC != nil {
+			gc = strconv.Itoa(*o.GoGC)
+		}
+		parts = append(parts, fmt.Sprintf("{GoMaxProcs: %d, GoGC: %s}", o.GoMaxProcs, gc))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/delivery"
 	"github.com/lavender-ml/lavender/internal/barktest"
 	"github.com/lavender-ml/lavender/internal/testkit"
@@ -90,8 +91,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// net/http speaks through the standard log package: route it as run()
 	// does, into what the sweep reads.
 	stdLogs := &testkit.SyncBuffer{}
-	stdLogger, _ := newLogger("debug", "logfmt", stdLogs)
-	t.Cleanup(routeStdLog(stdLogger))
+	stdLogger, _ := app.NewLogger("debug", "logfmt", stdLogs)
+	t.Cleanup(app.RouteStdLog(stdLogger))
 	// okBark knows the marker and "k"; its 400 for any other key quotes it.
 	okBark := barktest.New(t, secretMarker, "k")
 	good := okBark.Template(secretMarker) + "\n"
@@ -285,11 +286,11 @@ func TestPhaseClientNeverFollowsRedirects(t *testing.T) {
 // log package, which bypasses lavender's logger unless routed through it.
 func TestStdLogGoesThroughTheScrubbingLogger(t *testing.T) {
 	logs := &testkit.SyncBuffer{}
-	logger, err := newLogger("debug", "logfmt", logs)
+	logger, err := app.NewLogger("debug", "logfmt", logs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	restore := routeStdLog(logger)
+	restore := app.RouteStdLog(logger)
 	t.Cleanup(restore)
 	talker := barktest.New(t, secretMarker)
 	talker.SetFault(barktest.IdleTalk())

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/delivery"
 	"github.com/lavender-ml/lavender/internal/barktest"
 	"github.com/lavender-ml/lavender/internal/ntfytest"
@@ -74,7 +75,7 @@ func TestLoggerScrubsEveryChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf testkit.SyncBuffer
-	logger, err := newLogger("debug", "logfmt", &buf)
+	logger, err := app.NewLogger("debug", "logfmt", &buf)
 	if err != nil {
 		t.Fatal(err)
 	}

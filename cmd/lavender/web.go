@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/lavender-ml/lavender/app"
 )
@@ -38,32 +35,5 @@ func serveUntilSignal(g *Globals, rt runtimeFlags, serve func(context.Context) e
 	if err := rt.apply(g.Logger); err != nil {
 		return err
 	}
-	ctx, stop := shutdownContext(g)
-	defer stop()
-	return serve(ctx)
-}
-
-// shutdownContext ends at the first SIGINT or SIGTERM, so a serving command
-// shuts down gracefully; a second signal exits at once.
-func shutdownContext(g *Globals) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig, ok := <-sigs
-		if !ok {
-			return
-		}
-		g.Logger.Info("shutting down; a second signal exits at once", "signal", sig.String())
-		cancel()
-		if sig, ok = <-sigs; ok {
-			g.Logger.Warn("second signal, exiting now", "signal", sig.String())
-			os.Exit(1)
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(sigs)
-		close(sigs)
-		cancel()
-	}
+	return app.RunUntilSignal(g.Logger, serve)
 }
