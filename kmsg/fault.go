@@ -200,7 +200,7 @@ var storageRules = []struct {
 	{lazyregexp.New(`^XFS \(` + storageDev + `\): (?:Filesystem has been shut down|xfs_do_force_shutdown\(0x[0-9A-Fa-f]+\) called from line|(?:Corruption of in-memory data|(?:Metadata|Log|Block device removal) I/O [Ee]rror|I/O [Ee]rror) \(0x[0-9A-Fa-f]+\) detected at |(?:Corruption of in-memory data|Log I/O Error|I/O Error) [Dd]etected\.\s+Shutting down filesystem)`), Shutdown},
 	{lazyregexp.New(`^XFS \(` + storageDev + `\): (?:Corruption|Metadata corruption detected at|Metadata CRC error detected at|metadata I/O error|log mount/recovery failed: error|log I/O error -?\d+|xfs_log_force: error -?\d+ returned|Internal error )`), FSError},
 	{lazyregexp.New(`^Buffer I/O error on dev(?:ice)? ([^,\s]+),`), IOError},
-	{lazyregexp.New(`^(?:[a-z_]+: )?(?:I/O|critical medium|critical target|critical space allocation|critical nexus|timeout|transport) error, dev ([^,\s]+), sector`), IOError},
+	{lazyregexp.New(`^(?:[a-z_]+: )?(?:I/O|critical medium|critical target|critical space allocation|critical nexus|timeout|recoverable transport|device offline|protection) error, dev ([^,\s]+), sector`), IOError},
 	{lazyregexp.New(`^sd \d+:\d+:\d+:\d+: \[(sd[a-z]+)\] (?:tag#\d+ )?(?:Add\. Sense: (?:Unrecovered read error|Write error)|Sense Key : (?:Medium Error|Hardware Error))`), IOError},
 	{lazyregexp.New(`^nvme (nvme\d+): controller is down`), NVMeDown},
 	{lazyregexp.New(`^(nvme\d+n\d+): detected capacity change from [1-9]\d* to 0$`), NVMeDown},
