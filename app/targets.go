@@ -40,7 +40,7 @@ func Send(ctx context.Context, o SendOptions, env Env, stdout, stderr io.Writer)
 	}
 	res, err := delivery.LoadTargets(o.ConfigDir, nil)
 	for _, w := range res.Warnings {
-		env.Logger.Warn("[push] config file readable by others", "warning", w)
+		env.Logger.Warn("[push] target files", "warning", w)
 	}
 	var dirErr *bark.ConfigDirError
 	if errors.As(err, &dirErr) {

@@ -144,6 +144,12 @@ func LoadTargets(dir string) (LoadResult, error) {
 		}
 		res.Files = append(res.Files, name)
 		ts, bad := parseLines(name, data)
+		for _, t := range ts {
+			if host := targetfile.InClearTo(t.tmpl); host != "" {
+				res.Warnings = append(res.Warnings, fmt.Sprintf(
+					"%s sends its device key over plain http to %s, where anyone on the way can read it; use https", t.Name(), host))
+			}
+		}
 		res.Targets = append(res.Targets, ts...)
 		res.Bad = append(res.Bad, bad...)
 		for _, e := range bad {

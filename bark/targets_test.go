@@ -263,3 +263,35 @@ func targetNames(res LoadResult) string {
 	}
 	return strings.Join(names, " ")
 }
+
+// TestLoadTargetsWarnsOfKeysInClear: a template that sends its device key
+// over plain http to another host is warned about, encrypted or not (the
+// key is in the URL either way); https and a server on loopback are not.
+func TestLoadTargetsWarnsOfKeysInClear(t *testing.T) {
+	dir := barktest.ConfigDir(t, map[string]string{
+		"lan.bark.env": "http://bark.lan:8080/KEYA/$0\n" +
+			"https://bark.lan/KEYB/$0\n" +
+			"http://127.0.0.1:8080/KEYC/$0\n" +
+			"BARK_ENCRYPTION=aes-128-cbc:0123456789abcdef\n" +
+			"http://192.168.1.5/push?device_key=KEYD&body=$0\n",
+	})
+	res, err := LoadTargets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"lan.bark.env:1 sends its device key over plain http to bark.lan:8080, where anyone on the way can read it; use https",
+		"lan.bark.env:5 sends its device key over plain http to 192.168.1.5, where anyone on the way can read it; use https",
+	}
+	if got := strings.Join(res.Warnings, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "KEY") {
+			t.Errorf("warning holds a device key: %s", w)
+		}
+	}
+	if len(res.Targets) != 4 {
+		t.Errorf("%d targets loaded, want all 4: a warning refuses nothing", len(res.Targets))
+	}
+}

@@ -187,7 +187,7 @@ func (b *Pipeline) load(initial bool) error {
 		b.afterRead()
 	}
 	for _, w := range res.Warnings {
-		b.logger.Warn("[bark] config file readable by others", "warning", w)
+		b.logger.Warn("[bark] target files", "warning", w)
 	}
 	if err != nil {
 		b.metrics.reloadOK.Set(0)

@@ -19,7 +19,7 @@ type Loaded struct {
 	Notifiers []notify.Notifier // every good target: Bark's files, then ntfy's, each in name order
 	Files     int               // target files read
 	Bad       int               // lines refused
-	Warnings  []string          // files readable by others
+	Warnings  []string          // files readable by others, credentials sent in clear
 	// Report is one line per target and per bad line, channel by channel,
 	// as `check` prints them.
 	Report []string

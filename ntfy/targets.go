@@ -287,9 +287,16 @@ func (p *parser) parse(data []byte) {
 			continue
 		}
 		t.File, t.Line = p.file, i+1
+		if host := targetfile.InClearTo(t.server); host != "" && t.authKind != "" {
+			p.warnings = append(p.warnings, fmt.Sprintf(
+				"%s sends its %s over plain http to %s, where anyone on the way can read it; use https", t.Name(), credentialWord[t.authKind], host))
+		}
 		p.targets = append(p.targets, t)
 	}
 }
+
+// credentialWord names a target's credential by its auth kind.
+var credentialWord = map[string]string{"token": "access token", "basic": "password"}
 
 // ExamplePlaceholder stands for the topic in .ntfy.env.example: a copy
 // nobody edited must not push to a public topic everyone's copy shares.

@@ -385,3 +385,33 @@ func TestShippedExampleIsNotConfigured(t *testing.T) {
 		t.Errorf("targets %v, error %v", ts, err)
 	}
 }
+
+// TestLoadTargetsWarnsOfCredentialsInClear: a token or password sent over
+// plain http to another host is warned about; an open topic, https and a
+// server on loopback are not.
+func TestLoadTargetsWarnsOfCredentialsInClear(t *testing.T) {
+	t.Setenv("LAVENDER_TEST_PASSWORD", "correct horse battery")
+	dir := ntfytest.ConfigDir(t, map[string]string{
+		"lan.ntfy.env": "http://ntfy.lan/a token_file=tok\n" +
+			"http://ntfy.lan:8080/b user=phil password_env=LAVENDER_TEST_PASSWORD\n" +
+			"http://ntfy.lan/open\n" +
+			"https://ntfy.lan/c token_file=tok\n" +
+			"http://127.0.0.1:2586/d token_file=tok\n" +
+			"http://localhost:2586/e token_file=tok\n",
+		"tok": testToken + "\n",
+	})
+	res, err := LoadTargets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"lan.ntfy.env:1 sends its access token over plain http to ntfy.lan, where anyone on the way can read it; use https",
+		"lan.ntfy.env:2 sends its password over plain http to ntfy.lan:8080, where anyone on the way can read it; use https",
+	}
+	if got := strings.Join(res.Warnings, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	if len(res.Targets) != 6 {
+		t.Errorf("%d targets loaded, want all 6: a warning refuses nothing", len(res.Targets))
+	}
+}

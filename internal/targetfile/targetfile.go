@@ -7,6 +7,8 @@ package targetfile
 import (
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -122,4 +124,24 @@ func Report(lines []Line, bad []*LineError) []string {
 		out[i] = l.Text
 	}
 	return out
+}
+
+// InClearTo returns the host[:port] of rawURL when a request to it would
+// carry its credential in clear over the network: plain http to a host
+// other than this one's loopback. It returns "" for https, for loopback
+// (a server beside lavender, or a tunnel's local end) and for a URL that
+// does not parse.
+func InClearTo(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") || u.Host == "" {
+		return ""
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return u.Host
 }

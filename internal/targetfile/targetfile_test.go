@@ -65,3 +65,25 @@ func TestReport(t *testing.T) {
 		t.Errorf("Report = %q, want %q", got, want)
 	}
 }
+
+func TestInClearTo(t *testing.T) {
+	for url, want := range map[string]string{
+		"http://ntfy.lan/alerts":              "ntfy.lan",
+		"HTTP://192.168.1.5:8080/KEY/$0":      "192.168.1.5:8080",
+		"http://[2001:db8::1]:80/t":           "[2001:db8::1]:80",
+		"https://ntfy.sh/alerts":              "",
+		"http://127.0.0.1:8080/KEY/$0":        "",
+		"http://127.0.0.53/t":                 "",
+		"http://[::1]:2586/t":                 "",
+		"http://localhost:2586/t":             "",
+		"http://ntfy.localhost/t":             "",
+		"http://localhost.example.com/t":      "localhost.example.com",
+		"http://user@127.0.0.1.example.com/t": "127.0.0.1.example.com",
+		"%zz":                                 "",
+		"http:///no-host":                     "",
+	} {
+		if got := InClearTo(url); got != want {
+			t.Errorf("InClearTo(%q) = %q, want %q", url, got, want)
+		}
+	}
+}
