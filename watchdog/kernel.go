@@ -128,7 +128,7 @@ func (r *KernelRule) Fault(f KernelFault, now time.Time) []Alert {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := f.key()
-	if inc, ok := r.incidents[k]; ok && (inc.pending || inc.inFlight || now.Before(inc.window.Add(r.repeat))) {
+	if inc, ok := r.incidents[k]; ok && inc.open(now, r.repeat) {
 		if f.Kind != inc.fault.Kind && f.Usec-inc.fault.Usec < uint64(echoWindow/time.Microsecond) {
 			// The same lost GPU said the other way: the Xid says more.
 			if f.Kind == kmsg.Xid {
@@ -149,6 +149,15 @@ func (r *KernelRule) Fault(f KernelFault, now time.Time) []Alert {
 	inc := &faultIncident{fault: f, began: now, window: now, inFlight: true}
 	r.incidents[k] = inc
 	return []Alert{inc.alert(r.name, Firing, 0, now)}
+}
+
+// open reports whether a record at now belongs to the incident: its push
+// is on its way or waits for a retry, its window lasts, or the window
+// ended with repeats whose count the next Observe has yet to push. In a
+// flood the next record always comes before that poll; a new incident
+// there would drop the count and push the same fault as new again.
+func (inc *faultIncident) open(now time.Time, repeat time.Duration) bool {
+	return inc.pending || inc.inFlight || inc.held > 0 || now.Before(inc.window.Add(repeat))
 }
 
 // pickPhase keeps the phase named by a pid over one that only ran.

@@ -168,3 +168,80 @@ func TestFaultsPushWithoutAPoll(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelFloodIsOneIncident: a fault logged every second, polled every
+// 5s, is one incident for as long as it lasts: one firing push, then at
+// the end of each window a reminder of the same incident (same Began)
+// that counts the window's repeats, every record counted once. The record
+// that comes after a window ends but before the poll that pushes its
+// count is a repeat, not a new incident. Once the flood stops, a quiet
+// window ends the incident, and the next record is a new one.
+func TestKernelFloodIsOneIncident(t *testing.T) {
+	const repeat = 10 * time.Minute
+	for _, tc := range []struct {
+		name  string
+		rule  func(gpu, disk *KernelRule) *KernelRule
+		fault KernelFault
+	}{
+		{"gpu xid", func(gpu, _ *KernelRule) *KernelRule { return gpu },
+			KernelFault{Fault: kmsg.Fault{Kind: kmsg.Xid, GPU: "0000:3b:00", Xid: 13}}},
+		{"storage fault", func(_, disk *KernelRule) *KernelRule { return disk },
+			KernelFault{Fault: kmsg.Fault{Kind: kmsg.Storage, Device: "nvme1n1p1", Storage: kmsg.IOError}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.rule(kernelRules(t, repeat))
+			var pushes []Alert
+			push := func(alerts []Alert, now time.Time) {
+				for _, a := range alerts {
+					pushes = append(pushes, a)
+					r.Pushed(a, true, now)
+				}
+			}
+			const flood = 21 * 60 // seconds of a record every second
+			records := 0
+			for sec := 0; sec <= 41*60; sec++ {
+				now := t0.Add(time.Duration(sec) * time.Second)
+				if sec < flood {
+					f := tc.fault
+					f.Usec = uint64(sec) * 1e6
+					push(r.Fault(f, now), now)
+					records++
+				}
+				if sec%5 == 2 { // the poll, out of step with the records
+					push(r.Observe(Sample{}, now), now)
+				}
+			}
+			if len(pushes) == 0 || pushes[0].Status != Firing || !pushes[0].Began.Equal(t0) {
+				t.Fatalf("first push: %+v", pushes)
+			}
+			counted := 0
+			for _, a := range pushes[1:] {
+				if a.Status != Reminder || !a.Began.Equal(t0) {
+					t.Errorf("push at %s: %s began %s, want a reminder of the incident that began at 0s",
+						a.At.Sub(t0), a.Status, a.Began.Sub(t0))
+				}
+				if a.Repeats == 0 || a.Window < repeat {
+					t.Errorf("push at %s counts %d repeats in %s", a.At.Sub(t0), a.Repeats, a.Window)
+				}
+				counted += a.Repeats
+			}
+			if counted != records-1 {
+				t.Errorf("reminders count %d repeats of %d records after the first", counted, records-1)
+			}
+			// 21 minutes of records span three windows: 0s-10m2s,
+			// 10m2s-20m4s and 20m4s-30m7s (each ends at its first poll).
+			if len(pushes) != 4 {
+				t.Errorf("%d pushes, want the firing one and a reminder for each of the three windows", len(pushes))
+			}
+			if st := r.State(); !st.Armed {
+				t.Errorf("after a quiet window: %+v", st)
+			}
+			now := t0.Add(42 * time.Minute)
+			f := tc.fault
+			f.Usec = uint64(now.Sub(t0) / time.Microsecond)
+			if a := r.Fault(f, now); len(a) != 1 || a[0].Status != Firing || !a[0].Began.Equal(now) {
+				t.Errorf("a record after the quiet window: %+v, want a new incident", a)
+			}
+		})
+	}
+}
