@@ -50,7 +50,7 @@ func (r *GPUECCRule) Observe(s Sample, now time.Time) []Alert {
 		if seen && d.ECCVolatileUncorrected > prev {
 			rise := d.ECCVolatileUncorrected - prev
 			if inc == nil {
-				inc = &eccIncident{}
+				inc = &eccIncident{l: newLasting(r.cfg.Retry)}
 				r.incidents[key] = inc
 			}
 			inc.lastRise = now

@@ -122,7 +122,7 @@ func (r *GPUPhaseRule) Observe(s Sample, now time.Time) []Alert {
 			on = on && r.holds(d)
 		}
 		moved, reports := progressAt(p)
-		l := lastingFor(r.incidents, key, on)
+		l := lastingFor(r.incidents, key, on, r.cfg.Retry)
 		if l == nil {
 			continue
 		}

@@ -48,7 +48,7 @@ func (r *GPUDeviceRule) Observe(s Sample, now time.Time) []Alert {
 			continue
 		}
 		key := gpuIncident(d)
-		l := lastingFor(r.incidents, key, on)
+		l := lastingFor(r.incidents, key, on, r.cfg.Retry)
 		if l == nil {
 			continue
 		}

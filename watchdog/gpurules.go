@@ -104,7 +104,7 @@ func NewGPURules(cfg GPUConfig) ([]Rule, error) {
 		rules = append(rules, &GPUPhaseRule{name: RuleGPUIdle, after: cfg.IdleAfter, cfg: cfg, incidents: map[phaseRun]*lasting{}})
 	}
 	if cfg.SlowdownAfter > 0 {
-		rules = append(rules, &GPUSlowdownRule{cfg: cfg, since: map[int]time.Time{}})
+		rules = append(rules, &GPUSlowdownRule{cfg: cfg, since: map[int]time.Time{}, inc: newLasting(cfg.Retry)})
 	}
 	return rules, nil
 }
@@ -134,6 +134,8 @@ func (f GPUFacts) Indexes() []int {
 // lasting is one incident of a condition that must hold for a while
 // before it pushes, and must be gone for GPUClearAfter (or be ended
 // outright) before it resolves. No reminders: Pushed caps the backoff.
+// Make one with newLasting: an episode without its retry would retry a
+// push no target accepted at every poll, without a backoff.
 type lasting struct {
 	ep       episode
 	since    time.Time // when the condition began to hold; zero while it does not
@@ -141,6 +143,13 @@ type lasting struct {
 	facts    GPUFacts  // what the incident's first push said
 	phase    string
 	began    time.Time // when the incident last pushed began: its resolution's Began
+}
+
+// newLasting is an incident whose pushes that reach no phone are retried
+// after retry (--watchdog.interval), doubling up to the repeat that
+// pushed caps them at.
+func newLasting(retry time.Duration) lasting {
+	return lasting{ep: episode{retry: retry}}
 }
 
 // observe reads one poll: on, whether the condition holds; start, the
@@ -215,12 +224,13 @@ func (l *lasting) pushed(a Alert, delivered bool, now time.Time, repeat time.Dur
 	}
 }
 
-// lastingFor is key's incident in incidents, made when the condition is
-// on; nil when there is none and nothing is wrong.
-func lastingFor[K comparable](incidents map[K]*lasting, key K, on bool) *lasting {
+// lastingFor is key's incident in incidents, made (with the rule's retry)
+// when the condition is on; nil when there is none and nothing is wrong.
+func lastingFor[K comparable](incidents map[K]*lasting, key K, on bool, retry time.Duration) *lasting {
 	l := incidents[key]
 	if l == nil && on {
-		l = &lasting{}
+		fresh := newLasting(retry)
+		l = &fresh
 		incidents[key] = l
 	}
 	return l

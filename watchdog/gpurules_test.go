@@ -472,3 +472,81 @@ func TestGPUFlagsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGPURulesBackOffWhileEveryTargetFails: a GPU rule's push that no
+// target accepts is retried after --watchdog.interval, then after twice
+// the last wait, never more than --watchdog.repeat apart, as the other
+// rules retry. The rules come from NewRules, as serve builds them, so the
+// interval is the one the flags give.
+func TestGPURulesBackOffWhileEveryTargetFails(t *testing.T) {
+	const (
+		poll   = 5 * time.Second
+		repeat = time.Minute
+	)
+	flags := DefaultRuleFlags
+	flags.Interval, flags.Repeat = poll, repeat
+	flags.GPUHangAfter, flags.GPUIdleAfter, flags.GPUSlowdownAfter = time.Minute, time.Minute, time.Minute
+	phase := phaseapi.Phase{Name: "A", Status: phaseapi.StatusActive, Started: t0}
+	onGPU0 := func(d gpu.Device) Sample {
+		d.Index, d.BusID = 0, "0000:18:00"
+		return Sample{Phases: []phaseapi.Phase{phase}, PhaseGPUs: map[string][]int{"A": {0}}, GPUs: []gpu.Device{d}}
+	}
+	ecc := func(n uint64) Sample { return onGPU0(gpu.Device{Supported: gpu.FieldECC, ECCVolatileUncorrected: n}) }
+	for _, tc := range []struct {
+		rule   RuleName
+		sample func(poll int) Sample
+	}{
+		{RuleGPULost, func(int) Sample { return onGPU0(gpu.Device{Lost: true}) }},
+		{RuleGPUECC, func(i int) Sample { return ecc(min(uint64(i), 1)) }}, // rises once, at the second poll
+		{RuleGPURemap, func(int) Sample {
+			return onGPU0(gpu.Device{Supported: gpu.FieldRemappedRows, RemappedRows: gpu.RemappedRows{Pending: true}})
+		}},
+		{RuleGPUHang, func(int) Sample {
+			return onGPU0(gpu.Device{Supported: gpu.FieldUtilization | gpu.FieldPower | gpu.FieldPowerLimit, SMUtil: 100, PowerW: 70, PowerLimitW: 400})
+		}},
+		{RuleGPUIdle, func(int) Sample { return onGPU0(gpu.Device{Supported: gpu.FieldUtilization}) }},
+		{RuleGPUSlowdown, func(int) Sample {
+			return onGPU0(gpu.Device{Supported: gpu.FieldClockEvents, ClockEventReasons: gpu.ReasonHWSlowdown})
+		}},
+	} {
+		t.Run(string(tc.rule), func(t *testing.T) {
+			rules, err := NewRules(flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r Rule
+			for _, rule := range rules {
+				if rule.Name() == tc.rule {
+					r = rule
+				}
+			}
+			if r == nil {
+				t.Fatalf("NewRules built no %s rule", tc.rule)
+			}
+			// Waits of 5s, 10s, 20s, 40s, then the 1m cap.
+			want := []time.Duration{0, 5 * time.Second, 15 * time.Second, 35 * time.Second, 75 * time.Second,
+				135 * time.Second, 195 * time.Second, 255 * time.Second}
+			var first time.Time
+			var got []time.Duration
+			for i := range 100 {
+				now := t0.Add(time.Duration(i) * poll)
+				if !first.IsZero() && now.Sub(first) > want[len(want)-1] {
+					break
+				}
+				for _, a := range r.Observe(tc.sample(i), now) {
+					if a.Status != Firing {
+						t.Fatalf("at %s: %s push, want a retry of the firing one", now.Sub(t0), a.Status)
+					}
+					if first.IsZero() {
+						first = now
+					}
+					got = append(got, now.Sub(first))
+					r.Pushed(a, false, now)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("tries at %v after the first, want %v", got, want)
+			}
+		})
+	}
+}
