@@ -71,8 +71,10 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 	// Resolutions replace the notifications that showed their incidents,
 	// one push for each notification whose every incident ends now; the
 	// rest (shown elsewhere too, or never shown) go together as before.
-	// One push failing repeats them all on the watchdog's retry: each
-	// replaces its own notification again, which changes nothing.
+	// Each push goes out whatever became of the others, and the counts are
+	// their sums: the watchdog never retries a resolution, so a push left
+	// out after another failed would leave its notification showing its
+	// incidents for ever.
 	for _, g := range p.shown.split(ids) {
 		var part []watchdog.Alert
 		var partIDs []string
@@ -80,9 +82,6 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 			part, partIDs = append(part, alerts[i]), append(partIDs, ids[i])
 		}
 		o, f := p.push(ctx, part, partIDs, g.notification)
-		if o == 0 && f > 0 {
-			return 0, failed + f
-		}
 		ok, failed = ok+o, failed+f
 	}
 	return ok, failed

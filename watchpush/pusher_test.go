@@ -1,10 +1,12 @@
 package watchpush
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lavender-ml/lavender/delivery"
 	"github.com/lavender-ml/lavender/internal/barktest"
 	"github.com/lavender-ml/lavender/phaseapi"
 	"github.com/lavender-ml/lavender/watchdog"
@@ -282,5 +284,38 @@ func TestResolutionKeepsAStillStalledPhaseInView(t *testing.T) {
 	f.pusher.Push(t.Context(), []watchdog.Alert{endA})
 	if got := srv.Pushes(); len(got) != 2 || got[1].ID == got[0].ID {
 		t.Errorf("pushes %+v: A's end must not replace the notification that still shows B", got)
+	}
+}
+
+// resolvedLater is a's resolution an hour on.
+func resolvedLater(a watchdog.Alert) watchdog.Alert {
+	a.Status, a.At = watchdog.Resolved, a.At.Add(time.Hour)
+	return a
+}
+
+// TestResolutionsGoOutWhenAnotherNotificationsFails: one poll ends the
+// incidents of two notifications; the first one's push fails, and the
+// second still replaces its own: the watchdog never retries a resolution,
+// so a push left out would leave its notification showing stalled phases
+// for ever. Push counts both outcomes.
+func TestResolutionsGoOutWhenAnotherNotificationsFails(t *testing.T) {
+	srv := barktest.New(t)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *fixtureConfig) { c.Retry = delivery.Retry{Off: true} })
+	stalled := func(name string) watchdog.Alert { return silentPhaseAlert(name, 20*time.Minute) }
+	a, b, c, d := stalled("A"), stalled("B"), stalled("C"), stalled("D")
+	f.pusher.Push(t.Context(), []watchdog.Alert{a, b}) // N1
+	f.pusher.Push(t.Context(), []watchdog.Alert{c, d}) // N2
+	srv.SetFault(barktest.FailFirst(1, barktest.Status(http.StatusServiceUnavailable, "push failed")))
+	ok, failed := f.pusher.Push(t.Context(), []watchdog.Alert{resolvedLater(a), resolvedLater(b), resolvedLater(c), resolvedLater(d)})
+	if ok != 1 || failed != 1 {
+		t.Errorf("Push = %d, %d, want 1, 1 (N1's resolution failed, N2's went out)", ok, failed)
+	}
+	got := srv.Pushes()
+	if len(got) != 4 {
+		t.Fatalf("%d pushes, want 4 (N1, N2, then a resolution for each)", len(got))
+	}
+	if got[2].ID != got[0].ID || got[3].ID != got[1].ID || got[3].Status != http.StatusOK {
+		t.Errorf("resolutions %q (HTTP %d), %q (HTTP %d): want N1's %q, then N2's %q accepted",
+			got[2].ID, got[2].Status, got[3].ID, got[3].Status, got[0].ID, got[1].ID)
 	}
 }
