@@ -66,7 +66,7 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 		resolvedOnly = resolvedOnly && a.Status == watchdog.Resolved
 	}
 	if !resolvedOnly {
-		return p.push(ctx, alerts, ids, "")
+		return outcome(p.push(ctx, alerts, ids, ""))
 	}
 	// Resolutions replace the notifications that showed their incidents,
 	// one push for each notification whose every incident ends now; the
@@ -74,14 +74,20 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 	// Each push goes out whatever became of the others, and the counts are
 	// their sums: the watchdog never retries a resolution, so a push left
 	// out after another failed would leave its notification showing its
-	// incidents for ever.
+	// incidents for ever. A notification is forgotten only once a target
+	// took its resolution: until then, the same resolutions sent again
+	// find it and replace it, rather than go out under an id of their own.
 	for _, g := range p.shown.split(ids) {
 		var part []watchdog.Alert
 		var partIDs []string
 		for _, i := range g.members {
 			part, partIDs = append(part, alerts[i]), append(partIDs, ids[i])
 		}
-		o, f := p.push(ctx, part, partIDs, g.notification)
+		d := p.push(ctx, part, partIDs, g.notification)
+		if g.notification != "" && reached(d) {
+			p.shown.forget(g.notification)
+		}
+		o, f := outcome(d)
 		ok, failed = ok+o, failed+f
 	}
 	return ok, failed
@@ -89,7 +95,7 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 
 // push sends one push of alerts, whose incidents are ids, under the
 // notification id notification ("": its own, from the incidents).
-func (p *Pusher) push(ctx context.Context, alerts []watchdog.Alert, ids []string, notification string) (ok, failed int) {
+func (p *Pusher) push(ctx context.Context, alerts []watchdog.Alert, ids []string, notification string) *delivery.Push {
 	var texts []pushtext.Text
 	var events []delivery.StormEvent
 	resolvedOnly := true
@@ -108,9 +114,7 @@ func (p *Pusher) push(ctx context.Context, alerts []watchdog.Alert, ids []string
 	default:
 		id = delivery.IncidentID(append([]string{"watchdog-poll"}, ids...)...)
 	}
-	if resolvedOnly {
-		p.shown.forget(id)
-	} else {
+	if !resolvedOnly {
 		p.shown.record(id, ids)
 	}
 	// The joined text fits the push after the prefix, and the subject the
@@ -133,9 +137,20 @@ func (p *Pusher) push(ctx context.Context, alerts []watchdog.Alert, ids []string
 	if d.OK+d.Failed+d.Held > 0 {
 		p.delivery.AddEvent(d.Event("watchdog", status, d.Action(), p.delivery.Now()))
 	}
-	// A held push counts as delivered, as the webhook answers a held alert
-	// 200: it goes out in the summary, and a retry would only add to it.
-	return d.OK + d.Held, d.Failed
+	return d
+}
+
+// outcome is what Push answers for d: the targets that took it and those
+// that failed. A held push counts as delivered, as the webhook answers a
+// held alert 200: it goes out in the summary, and a retry would only add
+// to it.
+func outcome(d *delivery.Push) (ok, failed int) { return d.OK + d.Held, d.Failed }
+
+// reached reports whether a target took d (or held it, or had it
+// already), or none failed it: only a push that every target it was tried
+// on failed leaves its notification to be replaced still.
+func reached(d *delivery.Push) bool {
+	return d.OK+d.Held+d.Duplicate > 0 || d.Failed+d.Joined == 0
 }
 
 // tags are a poll's push's tags: each alert's, once, in the alerts'

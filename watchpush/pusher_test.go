@@ -319,3 +319,33 @@ func TestResolutionsGoOutWhenAnotherNotificationsFails(t *testing.T) {
 			got[2].ID, got[2].Status, got[3].ID, got[3].Status, got[0].ID, got[1].ID)
 	}
 }
+
+// TestRetriedResolutionReplacesTheNotificationItFailedToReplace: a
+// notification is forgotten only once its resolution reached a phone, so
+// that resending the resolutions of a poll whose push partly failed
+// replaces the notification still showing them, rather than adding one
+// with an id of its own.
+func TestRetriedResolutionReplacesTheNotificationItFailedToReplace(t *testing.T) {
+	srv := barktest.New(t)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *fixtureConfig) { c.Retry = delivery.Retry{Off: true} })
+	stalled := func(name string) watchdog.Alert { return silentPhaseAlert(name, 20*time.Minute) }
+	a, b, c, d := stalled("A"), stalled("B"), stalled("C"), stalled("D")
+	f.pusher.Push(t.Context(), []watchdog.Alert{a, b}) // N1
+	f.pusher.Push(t.Context(), []watchdog.Alert{c, d}) // N2
+	n1, n2 := srv.Pushes()[0].ID, srv.Pushes()[1].ID
+	// C and D first: N2's push is the one that fails.
+	poll := []watchdog.Alert{resolvedLater(c), resolvedLater(d), resolvedLater(a), resolvedLater(b)}
+	srv.SetFault(barktest.FailFirst(1, barktest.Status(http.StatusServiceUnavailable, "push failed")))
+	f.pusher.Push(t.Context(), poll)
+	f.pusher.Push(t.Context(), poll)
+	replaced := false
+	for _, p := range srv.Accepted()[2:] {
+		if p.ID != n1 && p.ID != n2 {
+			t.Errorf("a resolution went out as %q: each must replace N1 (%q) or N2 (%q)", p.ID, n1, n2)
+		}
+		replaced = replaced || p.ID == n2 && strings.Contains(p.Body, `"C"`) && strings.Contains(p.Body, `"D"`)
+	}
+	if !replaced {
+		t.Errorf("no resolution of C and D replaced N2 (%q)", n2)
+	}
+}
