@@ -51,8 +51,9 @@ func New(cfg Config, d *delivery.Pipeline) *Pusher {
 // The push carries its incident's id (IncidentID), so that reminders and
 // the resolution replace the first notification; a push of several alerts
 // is a notification of its own, with an id derived from all of theirs,
-// and their resolutions replace it (or, resolved apart, each
-// notification its own). Its group is the host's name. With
+// and their resolutions replace it: all of them when they end in one
+// poll, or the last of them to end, the earlier ones having each a
+// notification of their own. Its group is the host's name. With
 // DeleteOnResolve, a push of resolutions only deletes the notification
 // instead.
 func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed int) {
@@ -69,14 +70,17 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 		return outcome(p.push(ctx, alerts, ids, ""))
 	}
 	// Resolutions replace the notifications that showed their incidents,
-	// one push for each notification whose every incident ends now; the
-	// rest (shown elsewhere too, or never shown) go together as before.
+	// one push for each notification whose every incident still shown
+	// ends now; the rest (shown elsewhere too, or never shown) go together
+	// as before.
 	// Each push goes out whatever became of the others, and the counts are
 	// their sums: the watchdog never retries a resolution, so a push left
 	// out after another failed would leave its notification showing its
 	// incidents for ever. A notification is forgotten only once a target
 	// took its resolution: until then, the same resolutions sent again
 	// find it and replace it, rather than go out under an id of their own.
+	// An incident that ends apart leaves its notification whatever became
+	// of its push, so that the last of the others to end replaces it.
 	for _, g := range p.shown.split(ids) {
 		var part []watchdog.Alert
 		var partIDs []string
@@ -84,7 +88,10 @@ func (p *Pusher) Push(ctx context.Context, alerts []watchdog.Alert) (ok, failed 
 			part, partIDs = append(part, alerts[i]), append(partIDs, ids[i])
 		}
 		d := p.push(ctx, part, partIDs, g.notification)
-		if g.notification != "" && reached(d) {
+		switch {
+		case g.notification == "":
+			p.shown.ended(partIDs)
+		case reached(d):
 			p.shown.forget(g.notification)
 		}
 		o, f := outcome(d)

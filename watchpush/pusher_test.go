@@ -1,6 +1,7 @@
 package watchpush
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -347,5 +348,47 @@ func TestRetriedResolutionReplacesTheNotificationItFailedToReplace(t *testing.T)
 	}
 	if !replaced {
 		t.Errorf("no resolution of C and D replaced N2 (%q)", n2)
+	}
+}
+
+// TestLastResolutionReplacesTheSharedNotification: phases stalled in one
+// poll share a notification; the first to end gets a push of its own,
+// and the last to end, in a later poll, replaces the shared one, which
+// otherwise would say for ever that both are stalled. Its text is that
+// phase's resolution alone: the other's is on the phone already. With
+// DeleteOnResolve, the last one deletes the shared notification.
+func TestLastResolutionReplacesTheSharedNotification(t *testing.T) {
+	for _, del := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DeleteOnResolve=%t", del), func(t *testing.T) {
+			srv := barktest.New(t)
+			f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *fixtureConfig) { c.DeleteOnResolve = del })
+			a, b, c := silentPhaseAlert("A", 20*time.Minute), silentPhaseAlert("B", 20*time.Minute), silentPhaseAlert("C", 20*time.Minute)
+			for i, poll := range [][]watchdog.Alert{{a, b, c}, {resolvedLater(a)}, {resolvedLater(b)}, {resolvedLater(c)}} {
+				if ok, failed := f.pusher.Push(t.Context(), poll); ok != 1 || failed != 0 {
+					t.Fatalf("poll %d: Push = %d, %d, want 1, 0", i, ok, failed)
+				}
+			}
+			got := srv.Pushes()
+			if len(got) != 4 {
+				t.Fatalf("%d pushes, want 4", len(got))
+			}
+			n := got[0].ID
+			if got[1].ID == n || got[2].ID == n {
+				t.Errorf("ids %q, %q: A's and B's ends must leave the notification that still shows C alone", got[1].ID, got[2].ID)
+			}
+			last := got[3]
+			if last.ID != n {
+				t.Fatalf("C's resolution, the last of the three, went out as %q, not as their notification %q", last.ID, n)
+			}
+			if del {
+				if last.Delete != "1" {
+					t.Errorf("C's resolution does not delete their notification: delete=%q", last.Delete)
+				}
+				return
+			}
+			if !strings.Contains(last.Body, `resolved: phase "C"`) || strings.Contains(last.Body, `"A"`) || strings.Contains(last.Body, `"B"`) {
+				t.Errorf("their notification now reads %q: want C's resolution alone", last.Body)
+			}
+		})
 	}
 }

@@ -46,6 +46,28 @@ func (s *shown) forget(notification string) {
 	delete(s.incidents, notification)
 }
 
+// ended drops incidents whose resolutions went out apart from the
+// notification showing them, while it still showed others: the last of
+// its incidents to end then finds it whole and replaces it, rather than
+// leave it saying for ever that the ended ones still fire.
+func (s *shown) ended(incidents []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range incidents {
+		n, ok := s.notification[id]
+		if !ok {
+			continue
+		}
+		delete(s.notification, id)
+		rest := slices.DeleteFunc(s.incidents[n], func(other string) bool { return other == id })
+		if len(rest) == 0 {
+			delete(s.incidents, n)
+		} else {
+			s.incidents[n] = rest
+		}
+	}
+}
+
 // group is some resolutions of one poll, by index, and the notification
 // they replace ("": their own).
 type group struct {
@@ -54,9 +76,9 @@ type group struct {
 }
 
 // split groups ending incidents by the notification showing them, where
-// every incident that notification shows ends now; the others form one
-// group with no notification. Groups come in the order of their first
-// incident.
+// every incident that notification shows and that has not ended apart
+// (ended) ends now; the others form one group with no notification.
+// Groups come in the order of their first incident.
 func (s *shown) split(ending []string) []group {
 	s.mu.Lock()
 	defer s.mu.Unlock()
