@@ -392,3 +392,34 @@ func TestLastResolutionReplacesTheSharedNotification(t *testing.T) {
 		})
 	}
 }
+
+// TestReminderApartLeavesTheSharedNotification: a reminder pushed on its
+// own moves its incident to a notification of its own; the one it shared
+// then shows only the others, so the last of them to end replaces it, and
+// the moved incident's end replaces the reminder's notification.
+func TestReminderApartLeavesTheSharedNotification(t *testing.T) {
+	srv := barktest.New(t)
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, nil)
+	a, b := silentPhaseAlert("A", 20*time.Minute), silentPhaseAlert("B", 20*time.Minute)
+	remindA := a
+	remindA.Status, remindA.At = watchdog.Reminder, a.At.Add(30*time.Minute)
+	for i, poll := range [][]watchdog.Alert{{a, b}, {remindA}, {resolvedLater(b)}, {resolvedLater(a)}} {
+		if ok, failed := f.pusher.Push(t.Context(), poll); ok != 1 || failed != 0 {
+			t.Fatalf("poll %d: Push = %d, %d, want 1, 0", i, ok, failed)
+		}
+	}
+	got := srv.Pushes()
+	if len(got) != 4 {
+		t.Fatalf("%d pushes, want 4", len(got))
+	}
+	shared, own := got[0].ID, got[1].ID
+	if own == shared {
+		t.Fatalf("A's reminder went out as the shared notification %q", shared)
+	}
+	if got[2].ID != shared {
+		t.Errorf("B's resolution went out as %q, not as the notification it shared with A, %q (A's reminder moved A away)", got[2].ID, shared)
+	}
+	if got[3].ID != own {
+		t.Errorf("A's resolution went out as %q, not as its reminder's notification %q", got[3].ID, own)
+	}
+}

@@ -21,16 +21,34 @@ type shown struct {
 	notification map[string]string   // incident → the notification showing it last
 }
 
-// record notes that notification now shows incidents.
+// record notes that notification now shows incidents. An incident moved
+// from another notification (a reminder pushed apart) leaves it, so that
+// the last of those left there to end finds it whole and replaces it.
 func (s *shown) record(notification string, incidents []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.incidents == nil || len(s.notification)+len(incidents) > maxShown {
 		s.incidents, s.notification = map[string][]string{}, map[string]string{}
 	}
+	for _, id := range incidents {
+		if old, ok := s.notification[id]; ok && old != notification {
+			s.leave(old, id)
+		}
+	}
 	s.incidents[notification] = slices.Clone(incidents)
 	for _, id := range incidents {
 		s.notification[id] = notification
+	}
+}
+
+// leave drops incident from what notification shows, and the notification
+// once it shows none. The caller holds mu.
+func (s *shown) leave(notification, incident string) {
+	rest := slices.DeleteFunc(s.incidents[notification], func(other string) bool { return other == incident })
+	if len(rest) == 0 {
+		delete(s.incidents, notification)
+	} else {
+		s.incidents[notification] = rest
 	}
 }
 
@@ -59,12 +77,7 @@ func (s *shown) ended(incidents []string) {
 			continue
 		}
 		delete(s.notification, id)
-		rest := slices.DeleteFunc(s.incidents[n], func(other string) bool { return other == id })
-		if len(rest) == 0 {
-			delete(s.incidents, n)
-		} else {
-			s.incidents[n] = rest
-		}
+		s.leave(n, id)
 	}
 }
 
