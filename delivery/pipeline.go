@@ -199,12 +199,12 @@ func (b *Pipeline) load(initial bool) error {
 			"err", err, "good_targets", len(res.Notifiers))
 	}
 	notifiers := res.Notifiers
-	old := b.Targets()
+	old := b.current()
 	b.mu.Lock()
 	b.notifiers = notifiers
 	b.mu.Unlock()
-	b.metrics.trackTargets(old, names(notifiers))
-	if dropped := b.storm.trackTargets(phones(notifiers)); dropped > 0 {
+	b.metrics.trackTargets(names(old), names(notifiers))
+	if dropped := b.storm.trackTargets(keysOf(old), keysOf(notifiers)); dropped > 0 {
 		b.logger.Warn("[bark] a reload removed targets that held alerts; their summary is dropped", "alerts", dropped)
 		b.changed()
 	}
@@ -227,17 +227,6 @@ func names(ns []notify.Notifier) []string {
 	out := make([]string, len(ns))
 	for i, n := range ns {
 		out[i] = n.Name()
-	}
-	return out
-}
-
-// phones are the storm budgets' keys of the notifiers, each once.
-func phones(ns []notify.Notifier) []string {
-	var out []string
-	for _, n := range ns {
-		if !slices.Contains(out, n.Phone()) {
-			out = append(out, n.Phone())
-		}
 	}
 	return out
 }

@@ -119,3 +119,99 @@ func hasSeries(t *testing.T, f *fixture, metric, target string) bool {
 	_, err := f.metrics().Value(metric, testkit.Labels{"target": target, "result": "ok"})
 	return err == nil
 }
+
+// reload takes an edit of the target files in with a reload.
+func reload(f *stateFixture) {
+	f.t.Helper()
+	if err := f.bridge.Reload(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestReloadKeepsHeldAlertsOfAMovedTarget: alerts storm control holds
+// were answered 200, so a reload that moves their target to another key
+// (its line renumbered, its phone named or renamed) must carry them there,
+// and their summary goes out to the same device.
+func TestReloadKeepsHeldAlertsOfAMovedTarget(t *testing.T) {
+	for _, c := range []heldCase{{
+		name:   "a comment above its line",
+		before: map[string]string{"phone.bark.env": "{A}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2},
+		after:  map[string]string{"phone.bark.env": "# my iPhone\n{A}\n"},
+		want:   map[string]string{"A": "2"},
+	}, {
+		name:   "its line swapped with another",
+		before: map[string]string{"phone.bark.env": "{A}\n{B}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2, "phone.bark.env:2": 3},
+		after:  map[string]string{"phone.bark.env": "{B}\n{A}\n"},
+		want:   map[string]string{"A": "2", "B": "3"},
+	}, {
+		name:   "its line moved to another file",
+		before: map[string]string{"phone.bark.env": "{A}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2},
+		after:  map[string]string{"phone.bark.env": "", "iphone.bark.env": "# moved\n{A}\n"},
+		want:   map[string]string{"A": "2"},
+	}, {
+		name:   "now named by a PHONE= line",
+		before: map[string]string{"phone.bark.env": "{A}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2},
+		after:  map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n"},
+		want:   map[string]string{"A": "2"},
+	}, {
+		name:   "two targets now named as one phone",
+		before: map[string]string{"phone.bark.env": "{A}\n{B}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2, "phone.bark.env:2": 3},
+		after:  map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n{B}\n"},
+		want:   map[string]string{"A": "5", "B": "5"},
+	}, {
+		name:   "its phone renamed",
+		before: map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n"},
+		hold:   map[string]int{"phone alice": 2},
+		after:  map[string]string{"phone.bark.env": "PHONE=bob\n{A}\n"},
+		want:   map[string]string{"A": "2"},
+	}, {
+		name:   "its URL edited in place",
+		before: map[string]string{"phone.bark.env": "{A}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2},
+		after:  map[string]string{"phone.bark.env": "{B}\n"},
+		want:   map[string]string{"B": "2"},
+	}, {
+		name:   "its phone's only template edited",
+		before: map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n"},
+		hold:   map[string]int{"phone alice": 2},
+		after:  map[string]string{"phone.bark.env": "PHONE=alice\n{B}\n"},
+		want:   map[string]string{"B": "2"},
+	}} {
+		t.Run(c.name, func(t *testing.T) { runHeldCase(t, c, reload) })
+	}
+}
+
+// TestReloadDropsHeldAlertsOfARemovedTarget: held alerts whose target a
+// reload removed have nowhere to go, and are dropped with a WARN; never
+// handed to another target that took over the line.
+func TestReloadDropsHeldAlertsOfARemovedTarget(t *testing.T) {
+	for _, c := range []heldCase{{
+		name:    "its file removed",
+		before:  map[string]string{"phone.bark.env": "{A}\n", "tablet.bark.env": "{B}\n"},
+		hold:    map[string]int{"phone.bark.env:1": 2, "tablet.bark.env:1": 3},
+		after:   map[string]string{"phone.bark.env": ""},
+		want:    map[string]string{"B": "3"},
+		dropped: 2,
+	}, {
+		name:    "its line removed, the next one moved up into it",
+		before:  map[string]string{"phone.bark.env": "{A}\n{B}\n"},
+		hold:    map[string]int{"phone.bark.env:1": 2, "phone.bark.env:2": 3},
+		after:   map[string]string{"phone.bark.env": "{B}\n"},
+		want:    map[string]string{"B": "3"},
+		dropped: 2,
+	}, {
+		name:    "its phone removed",
+		before:  map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n", "tablet.bark.env": "{B}\n"},
+		hold:    map[string]int{"phone alice": 2, "tablet.bark.env:1": 3},
+		after:   map[string]string{"phone.bark.env": ""},
+		want:    map[string]string{"B": "3"},
+		dropped: 2,
+	}} {
+		t.Run(c.name, func(t *testing.T) { runHeldCase(t, c, reload) })
+	}
+}

@@ -22,7 +22,7 @@ func BenchmarkSaveStateFullDedup(b *testing.B) {
 		saved = append(saved, dedupSaved{Target: "0123456789abcdef", Fingerprint: fmt.Sprintf("%016x", i), StartsAt: now.UnixNano(), Status: "firing", Expires: now.Add(time.Hour)})
 	}
 	f.bridge.dedup.restore(saved, now)
-	f.bridge.storm.trackTargets([]string{"phone.bark.env:1"})
+	f.bridge.storm.trackTargets(stormKeys{}, unnamedKeys("phone.bark.env:1"))
 	for i := range 1000 {
 		f.bridge.storm.Allow("phone.bark.env:1", alerts(fmt.Sprintf("Alert%d", i%40)), now)
 	}

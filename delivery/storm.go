@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,6 +64,11 @@ type stormLimiter struct {
 	mu      sync.Mutex
 	targets map[string]*stormState
 	known   map[string]bool // the targets configured now (trackTargets)
+	// loads counts trackTargets' calls; moved maps each key before the last
+	// one to its target's key after it ("": gone), for a summary taken
+	// before it (requeue).
+	loads int
+	moved map[string]string
 
 	// holding tells run that alerts are held (Allow, requeue, restore), so
 	// that run ticks only while some are: an idle serve stays asleep.
@@ -158,6 +164,7 @@ type stormSummary struct {
 	// failed can be held again (requeue).
 	held     map[StormEvent]int
 	restored int
+	loads    int // the limiter's loads when it was taken
 }
 
 // nameCount is how many held alerts a summary lists under one label.
@@ -191,26 +198,71 @@ func newStormLimiter(maxPerMinute int, prefix string) (*stormLimiter, error) {
 // Collector is the held-pushes counter, for the caller to register.
 func (l *stormLimiter) Collector() prometheus.Collector { return l.held }
 
-// trackTargets starts the counter of every target at zero, and forgets the
-// counters and held alerts of targets a reload removed: there is no longer
-// anywhere to send their summary. It returns how many held alerts went so.
-func (l *stormLimiter) trackTargets(names []string) (dropped int) {
-	keep := make(map[string]bool, len(names))
-	for _, n := range names {
+// trackTargets starts the counter of every key of now at zero, and moves
+// the window and held alerts of each key of before to the key its target
+// has now (stormKeys.follow): a reload that renumbers a line must not drop
+// what its target holds. Those of targets a reload removed are forgotten,
+// with their counters: there is no longer anywhere to send their summary.
+// It returns how many held alerts went so.
+func (l *stormLimiter) trackTargets(before, now stormKeys) (dropped int) {
+	keep := make(map[string]bool, len(now.order))
+	for _, n := range now.order {
 		keep[n] = true
 		l.held.WithLabelValues(n)
 	}
+	// Every key of before, not only those holding alerts now: a summary on
+	// the wire during the reload took its alerts, and if it fails they go
+	// back (requeue) to where its target is now.
+	moved := make(map[string]string, len(before.order))
+	for _, key := range before.order {
+		moved[key] = now.follow(key, before.ids[key], before.configured)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.known = keep
-	for n, st := range l.targets {
-		if !keep[n] {
+	l.known, l.moved = keep, moved
+	l.loads++
+	targets := make(map[string]*stormState, len(l.targets))
+	for key, st := range l.targets {
+		to, ok := moved[key]
+		if !ok && keep[key] {
+			to = key // held by a Send that began before the last load: kept while the key is in use
+		}
+		if !keep[key] {
+			l.held.DeleteLabelValues(key)
+		}
+		switch into := targets[to]; {
+		case to == "":
 			dropped += st.heldTotal
-			delete(l.targets, n)
-			l.held.DeleteLabelValues(n)
+		case into != nil:
+			into.merge(st, l.max)
+		default:
+			targets[to] = st
+		}
+	}
+	l.targets = targets
+	for _, key := range before.order {
+		if !keep[key] {
+			l.held.DeleteLabelValues(key)
 		}
 	}
 	return dropped
+}
+
+// merge adds o's window and held alerts to st's, keeping the newest max
+// pushes of the two windows: two keys that became one (two targets now
+// named as one phone) share one budget.
+func (st *stormState) merge(o *stormState, max int) {
+	st.sent = append(st.sent, o.sent...)
+	slices.SortFunc(st.sent, func(a, b time.Time) int { return a.Compare(b) })
+	if max > 0 && len(st.sent) > max {
+		st.sent = st.sent[len(st.sent)-max:]
+	}
+	for e, n := range o.held {
+		st.holdN(e, n)
+	}
+	st.heldTotal += o.others
+	st.others += o.others
+	st.restored += o.restored
 }
 
 // Allow reports whether a push of events (the alerts it says) may go to
@@ -290,7 +342,9 @@ func (l *stormLimiter) summaries(now time.Time, atStop bool) []stormSummary {
 		if !atStop && l.max > 0 && len(st.sent) >= l.max {
 			continue // with storm control off, only alerts held before a restart are here: due at once
 		}
-		out = append(out, st.take(target, l.prefix, now))
+		s := st.take(target, l.prefix, now)
+		s.loads = l.loads
+		out = append(out, s)
 	}
 	if !atStop {
 		l.dropIdle(now)

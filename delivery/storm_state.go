@@ -28,21 +28,26 @@ type heldCount struct {
 func (l *stormLimiter) All(now time.Time) []stormSummary { return l.summaries(now, true) }
 
 // requeue holds a summary's alerts again, after its push failed, so that
-// they go out with the target's next summary. A target a reload removed
-// meanwhile has nowhere to send them; they are dropped and counted.
+// they go out with the target's next summary, under the key a reload gave
+// its target meanwhile. A target a reload removed meanwhile has nowhere to
+// send them; they are dropped and counted.
 func (l *stormLimiter) requeue(s stormSummary) (dropped int) {
 	if l == nil {
 		return 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.targets[s.Target]
+	target := s.Target
+	if to, ok := l.moved[target]; ok && s.loads+1 == l.loads {
+		target = to // a reload came meanwhile; "": it removed the target
+	}
+	st := l.targets[target]
 	if st == nil {
-		if !l.known[s.Target] || len(l.targets) >= stormMaxTargets {
+		if target == "" || !l.known[target] || len(l.targets) >= stormMaxTargets {
 			return s.Held
 		}
 		st = &stormState{}
-		l.targets[s.Target] = st
+		l.targets[target] = st
 	}
 	for e, n := range s.held {
 		st.holdN(e, n)

@@ -352,13 +352,13 @@ func TestStormTrackTargets(t *testing.T) {
 	if err := reg.Register(l.Collector()); err != nil {
 		t.Fatal(err)
 	}
-	l.trackTargets([]string{"a:1", "b:1"})
+	l.trackTargets(stormKeys{}, unnamedKeys("a:1", "b:1"))
 	if n := testutil.CollectAndCount(l.Collector(), HeldPushesMetric); n != 2 {
 		t.Fatalf("%d series before any push, want 2 at zero", n)
 	}
 	l.Allow("b:1", alerts("A"), stormAt(0))
-	l.Allow("b:1", alerts("A"), stormAt(time.Second)) // held
-	l.trackTargets([]string{"a:1"})                   // a reload removed b
+	l.Allow("b:1", alerts("A"), stormAt(time.Second))             // held
+	l.trackTargets(unnamedKeys("a:1", "b:1"), unnamedKeys("a:1")) // a reload removed b
 	if n := testutil.CollectAndCount(l.Collector(), HeldPushesMetric); n != 1 {
 		t.Errorf("%d series after b left, want 1", n)
 	}
