@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,23 +97,25 @@ func (b *Pipeline) restoreState() {
 }
 
 // applyState takes f's held alerts and dedup memory into the bridge.
-// Held alerts follow their target's identity to its line now; those of a
-// target no longer configured are dropped, with a WARN.
+// Held alerts follow their phone or target to its key now
+// (stormKeys.follow); those of a phone or target no longer configured are
+// dropped, with a WARN.
 func (b *Pipeline) applyState(f *stateFile) {
 	now := b.cfg.Now()
-	ids := b.phoneIDs()                        // phone → id
-	names := make(map[string]string, len(ids)) // id → phone
-	for phone, id := range ids {
-		if _, ok := names[id]; !ok {
-			names[id] = phone
+	keys := keysOf(b.current())
+	// The targets the file knows: one of them configured now under another
+	// key moved there, rather than being a saved target's line edited in
+	// place.
+	saved := make(map[string]bool)
+	for _, s := range f.Storm {
+		for _, id := range s.identities() {
+			saved[id] = true
 		}
 	}
+	known := func(id string) bool { return saved[id] }
 	held, lost := 0, 0
 	for _, s := range f.Storm {
-		name := s.Target
-		if ids[name] != s.TargetID {
-			name = names[s.TargetID]
-		}
+		name := keys.follow(s.Target, s.identities(), known)
 		n := s.Others
 		for _, h := range s.Held {
 			n += h.Count
@@ -178,7 +181,7 @@ func decodeState(data []byte) (*stateFile, error) {
 	}
 	for i := range f.Storm {
 		s := &f.Storm[i]
-		if !savedField(s.Target) || !savedField(s.TargetID) {
+		if !savedField(s.Target) || !savedField(s.TargetID) || !savedIDs(s.TargetIDs) {
 			return nil, fmt.Errorf("storm entry %d: bad target", i)
 		}
 		if len(s.Sent) > MaxMaxPerMinute || len(s.Held) > stormMaxNames || s.Others < 0 {
@@ -209,6 +212,10 @@ func decodeState(data []byte) (*stateFile, error) {
 }
 
 func savedField(s string) bool { return s != "" && len(s) <= maxSavedField && utf8.ValidString(s) }
+
+func savedIDs(ids []string) bool {
+	return len(ids) <= maxSavedIDs && !slices.ContainsFunc(ids, func(id string) bool { return !savedField(id) })
+}
 
 // saveSoon saves the state now if the last save is a second old, else
 // within the second.
@@ -262,9 +269,14 @@ func (b *Pipeline) saveStateThrough(change uint64) {
 	}
 	now := b.cfg.Now()
 	f := stateFile{Version: stateFileVersion, Storm: b.storm.snapshot(now), Dedup: b.dedup.snapshot(now)}
-	ids := b.phoneIDs()
+	keys := keysOf(b.current())
 	for i := range f.Storm {
-		f.Storm[i].TargetID = ids[f.Storm[i].Target]
+		s := &f.Storm[i]
+		ids := keys.ids[s.Target]
+		if len(ids) > 0 {
+			s.TargetID = ids[0]
+		}
+		s.TargetIDs = ids[:min(len(ids), maxSavedIDs)]
 	}
 	if f.Storm == nil {
 		f.Storm = []stormSaved{}
@@ -312,19 +324,4 @@ func (b *Pipeline) stateFailed(err error) {
 	if logIt, suppressed := b.stateErrors.Report(); logIt {
 		b.logger.Warn("[bark] Bark state not saved; held alerts and the dedup memory are kept in memory", "err", err, "suppressed_since_last_report", suppressed)
 	}
-}
-
-// phoneIDs maps each phone to the identity of its first target: a phone's
-// held alerts follow that identity to the phone's name after a reload that
-// renumbers lines.
-func (b *Pipeline) phoneIDs() map[string]string {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	ids := make(map[string]string, len(b.notifiers))
-	for _, n := range b.notifiers {
-		if _, ok := ids[n.Phone()]; !ok {
-			ids[n.Phone()] = n.Identity()
-		}
-	}
-	return ids
 }

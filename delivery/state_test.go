@@ -186,3 +186,91 @@ func TestBatchSavesAtClose(t *testing.T) {
 		t.Errorf("the state file holds %d alerts after Close, want %d", n, before+3)
 	}
 }
+
+// restart takes an edit of the target files in with a restart after a
+// crash: only the state file carries the held alerts over.
+func restart(f *stateFixture) { f.restart() }
+
+// TestRestartKeepsHeldAlertsOfAPhoneThatGainedATarget: a phone the files
+// still name keeps the alerts it held across a restart, whatever targets
+// it has now: a device added (in a file read first, or in another
+// channel), or its template fixed.
+func TestRestartKeepsHeldAlertsOfAPhoneThatGainedATarget(t *testing.T) {
+	for _, c := range []heldCase{{
+		name:   "a second device in a file read first",
+		before: map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n"},
+		hold:   map[string]int{"phone alice": 2},
+		after:  map[string]string{"ipad.bark.env": "PHONE=alice\n{B}\n"},
+		want:   map[string]string{"A": "2", "B": "2"},
+	}, {
+		name:   "a Bark device beside its ntfy topic",
+		before: map[string]string{"phone.ntfy.env": "{N} phone=alice\n"},
+		hold:   map[string]int{"phone alice": 2},
+		after:  map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n"},
+		want:   map[string]string{"A": "2", "N": "2"},
+	}, {
+		name:   "its only template edited",
+		before: map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n"},
+		hold:   map[string]int{"phone alice": 2},
+		after:  map[string]string{"phone.bark.env": "PHONE=alice\n{B}\n"},
+		want:   map[string]string{"B": "2"},
+	}} {
+		t.Run(c.name, func(t *testing.T) { runHeldCase(t, c, restart) })
+	}
+}
+
+// TestRestartKeepsHeldAlertsOfAMovedTarget: held alerts follow their
+// target across a restart as across a reload: to its line now, or to its
+// phone's new name by any of the phone's targets.
+func TestRestartKeepsHeldAlertsOfAMovedTarget(t *testing.T) {
+	for _, c := range []heldCase{{
+		name:   "a comment above its line",
+		before: map[string]string{"phone.bark.env": "{A}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2},
+		after:  map[string]string{"phone.bark.env": "# my iPhone\n{A}\n"},
+		want:   map[string]string{"A": "2"},
+	}, {
+		name:   "its line swapped with another",
+		before: map[string]string{"phone.bark.env": "{A}\n{B}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2, "phone.bark.env:2": 3},
+		after:  map[string]string{"phone.bark.env": "{B}\n{A}\n"},
+		want:   map[string]string{"A": "2", "B": "3"},
+	}, {
+		name:   "its URL edited in place",
+		before: map[string]string{"phone.bark.env": "{A}\n"},
+		hold:   map[string]int{"phone.bark.env:1": 2},
+		after:  map[string]string{"phone.bark.env": "{B}\n"},
+		want:   map[string]string{"B": "2"},
+	}, {
+		name:   "its phone renamed without its first target",
+		before: map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n{B}\n"},
+		hold:   map[string]int{"phone alice": 2},
+		after:  map[string]string{"phone.bark.env": "PHONE=bob\n{B}\n"},
+		want:   map[string]string{"B": "2"},
+	}} {
+		t.Run(c.name, func(t *testing.T) { runHeldCase(t, c, restart) })
+	}
+}
+
+// TestRestartDropsHeldAlertsOfARemovedTarget: held alerts whose phone or
+// target is gone after a restart are dropped with a WARN; never handed to
+// another target that took over the line.
+func TestRestartDropsHeldAlertsOfARemovedTarget(t *testing.T) {
+	for _, c := range []heldCase{{
+		name:    "its phone removed",
+		before:  map[string]string{"phone.bark.env": "PHONE=alice\n{A}\n", "tablet.bark.env": "{B}\n"},
+		hold:    map[string]int{"phone alice": 2, "tablet.bark.env:1": 3},
+		after:   map[string]string{"phone.bark.env": ""},
+		want:    map[string]string{"B": "3"},
+		dropped: 2,
+	}, {
+		name:    "its line removed, the next one moved up into it",
+		before:  map[string]string{"phone.bark.env": "{A}\n{B}\n"},
+		hold:    map[string]int{"phone.bark.env:1": 2, "phone.bark.env:2": 3},
+		after:   map[string]string{"phone.bark.env": "{B}\n"},
+		want:    map[string]string{"B": "3"},
+		dropped: 2,
+	}} {
+		t.Run(c.name, func(t *testing.T) { runHeldCase(t, c, restart) })
+	}
+}

@@ -9,11 +9,27 @@ import (
 // stormSaved is one target's storm control as the state file keeps it:
 // the pushes still in its window and the alerts it holds.
 type stormSaved struct {
-	Target   string      `json:"target"`    // file:line when saved
-	TargetID string      `json:"target_id"` // the target's identity: held alerts follow a line that moved
-	Sent     []time.Time `json:"sent,omitempty"`
-	Held     []heldCount `json:"held,omitempty"`
-	Others   int         `json:"others,omitempty"`
+	Target   string `json:"target"`    // the key when saved: "phone alice", or file:line
+	TargetID string `json:"target_id"` // the identity of the key's first target, all a file held before target_ids
+	// TargetIDs are the identities of the key's targets (the first
+	// maxSavedIDs): held alerts follow any of them to its key now.
+	TargetIDs []string    `json:"target_ids,omitempty"`
+	Sent      []time.Time `json:"sent,omitempty"`
+	Held      []heldCount `json:"held,omitempty"`
+	Others    int         `json:"others,omitempty"`
+}
+
+// maxSavedIDs bounds the identities saved for one key: held alerts need
+// only one of its targets still configured to follow.
+const maxSavedIDs = 64
+
+// identities are the saved key's targets' identities, from a file of any
+// version.
+func (s stormSaved) identities() []string {
+	if len(s.TargetIDs) > 0 {
+		return s.TargetIDs
+	}
+	return []string{s.TargetID}
 }
 
 // heldCount is how many alerts of one kind a target holds.
