@@ -270,12 +270,16 @@ func (b *Pipeline) saveStateThrough(change uint64) {
 	now := b.cfg.Now()
 	f := stateFile{Version: stateFileVersion, Storm: b.storm.snapshot(now), Dedup: b.dedup.snapshot(now)}
 	keys := keysOf(b.current())
+	// An entry of a target no longer configured (held by a Send that began
+	// before a reload removed it) is left out: its summary has nowhere to
+	// go, and an entry without a target's identity would make the next
+	// start refuse the whole file, every other held alert and the dedup
+	// memory with it.
+	f.Storm = slices.DeleteFunc(f.Storm, func(s stormSaved) bool { return len(keys.ids[s.Target]) == 0 })
 	for i := range f.Storm {
 		s := &f.Storm[i]
 		ids := keys.ids[s.Target]
-		if len(ids) > 0 {
-			s.TargetID = ids[0]
-		}
+		s.TargetID = ids[0]
 		s.TargetIDs = ids[:min(len(ids), maxSavedIDs)]
 	}
 	if f.Storm == nil {

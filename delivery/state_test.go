@@ -274,3 +274,26 @@ func TestRestartDropsHeldAlertsOfARemovedTarget(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { runHeldCase(t, c, restart) })
 	}
 }
+
+// TestSaveLeavesOutAlertsOfATargetGone: a Send that began before a reload
+// may hold an alert under a target the reload removed. The save leaves it
+// out (its summary has nowhere to go), rather than write an entry without
+// a target that the next start would refuse, moving the whole file aside
+// with every other held alert and the dedup memory.
+func TestSaveLeavesOutAlertsOfATargetGone(t *testing.T) {
+	f := newStateFixture(t)
+	f.postAlerts(0, 2) // one push, one held: the file exists
+	gone := []StormEvent{AlertEvent("DiskFull", false)}
+	now := f.clock.Now()
+	f.bridge.storm.Allow("gone.bark.env:1", gone, now) // the minute's one push
+	if f.bridge.storm.Allow("gone.bark.env:1", gone, now) {
+		t.Fatal("the second alert of the minute was not held")
+	}
+	f.bridge.changed()
+	f.bridge.saveState()
+	f.restart()
+	logs := f.logs.String()
+	if strings.Contains(logs, "moved aside") || !strings.Contains(logs, "held=1") || !strings.Contains(logs, "dedup=2") {
+		t.Errorf("restart did not restore the phone's held alert and the dedup memory:\n%s", logs)
+	}
+}
