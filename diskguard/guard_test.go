@@ -363,6 +363,127 @@ func TestSaveLearnedOnlyWhileAPhaseWrites(t *testing.T) {
 	}
 }
 
+// stepper feeds the rig's /data readings a poll at a time, 5 s apart:
+// each step adds add to the used bytes, then polls.
+func stepper(r *rig, used uint64) func(add int64) Filesystem {
+	return func(add int64) Filesystem {
+		used = uint64(int64(used) + add)
+		r.fs.setUsed("/data", used)
+		r.clock.Advance(5 * time.Second)
+		return r.only(r.poll())
+	}
+}
+
+// TestWriterAfterASaveIsBackground: a writer that starts with a save's
+// last file (logs, a data-prep job at 4 MB/s) keeps the used bytes rising
+// by more than a jump every poll; the save still ends once the rises fall
+// back, is learned at its own size, and the writer is the background from
+// then on: no save is under way while it writes, and the next save on top
+// of it is seen and learned at its own size too.
+func TestWriterAfterASaveIsBackground(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data"}, Writers: training("/data")})
+	r.fs.set("/data", disk(1, 100*gib, 80*gib))
+	step := stepper(r, 80*gib)
+	r.poll()
+	for range 5 {
+		step(0)
+	}
+	const stream = 20_000_000 // a poll of the writer
+	if f := step(2 * gib); !f.Saving {
+		t.Fatal("a 2 GiB jump is no save")
+	}
+	for i := range 360 { // 30 minutes
+		f := step(stream)
+		if i >= quietPolls-1 && f.Saving {
+			t.Fatalf("%s after the save, still saving", time.Duration(i+1)*5*time.Second)
+		}
+	}
+	if f := step(stream); f.SaveBytes != 2*gib {
+		t.Fatalf("save learned as %.2f GiB, want 2 GiB", float64(f.SaveBytes)/gib)
+	}
+	if f := step(3*gib + stream); !f.Saving {
+		t.Fatal("a 3 GiB save over the writer is no save")
+	}
+	for range quietPolls {
+		step(stream)
+	}
+	if f := step(stream); f.SaveBytes != 3*gib || f.Saving {
+		t.Fatalf("second save learned as %d (saving %v), want 3 GiB", f.SaveBytes, f.Saving)
+	}
+}
+
+// TestSaveOverABackgroundWriterIsItsExcess: a 70B model's checkpoint (730
+// GB at 0.6 to 2 GB/s, ten minutes, with a pause inside it) on a 4 TiB
+// filesystem where a data-prep job already writes 60 MB a poll, over the
+// jump size there, is learned whole and only it: the job's writes over
+// those ten minutes are not part of the save, nor do they keep it going
+// after its last file.
+func TestSaveOverABackgroundWriterIsItsExcess(t *testing.T) {
+	var mu sync.Mutex
+	var writers []Writer
+	r := newRig(t, Config{Paths: []string{"/data"}, Writers: func() []Writer { mu.Lock(); defer mu.Unlock(); return slices.Clone(writers) }})
+	r.fs.set("/data", disk(1, 4<<40, 1<<40))
+	step := stepper(r, 1<<40)
+	const stream = 60_000_000
+	r.poll()
+	for range 24 { // the job runs before training does
+		step(stream)
+	}
+	mu.Lock()
+	writers = []Writer{{Name: "Pretrain", Dirs: []string{"/data"}}}
+	mu.Unlock()
+	for range 24 {
+		if f := step(stream); f.Saving {
+			t.Fatal("the job's writes taken for a save")
+		}
+	}
+	var save int64
+	for i := range 120 {
+		add := int64(3_000_000_000 + (i%8)*1_000_000_000) // 0.6 to 2 GB/s
+		if i == 60 || i == 61 {
+			add = 0 // gathering the optimizer state
+		}
+		save += add
+		if f := step(add + stream); !f.Saving {
+			t.Fatalf("poll %d of the save: not saving", i)
+		}
+	}
+	for range quietPolls - 1 {
+		step(stream)
+	}
+	if f := step(stream); f.Saving || f.SaveBytes != uint64(save) {
+		t.Fatalf("save learned as %d (saving %v), want %d", f.SaveBytes, f.Saving, save)
+	}
+}
+
+// TestAStreamThatNeverFallsBackIsNoSave: a download that starts while a
+// phase trains looks like a save at first, but no save lasts half an hour:
+// then it is the background, teaches no save size, and a save on top of
+// it is learned at its own size.
+func TestAStreamThatNeverFallsBackIsNoSave(t *testing.T) {
+	r := newRig(t, Config{Paths: []string{"/data"}, Writers: training("/data")})
+	r.fs.set("/data", disk(1, 1<<40, 100*gib))
+	step := stepper(r, 100*gib)
+	r.poll()
+	for range 5 {
+		step(0)
+	}
+	const stream = 100_000_000 // 20 MB/s
+	polls := int(maxBurst / (5 * time.Second))
+	for i := range polls + 1 {
+		if f := step(stream); f.Saving != (i < polls) || f.SaveBytes != 0 {
+			t.Fatalf("%s into the download: saving %v, save %d", time.Duration(i+1)*5*time.Second, f.Saving, f.SaveBytes)
+		}
+	}
+	step(8*gib + stream)
+	for range quietPolls {
+		step(stream)
+	}
+	if f := step(stream); f.Saving || f.SaveBytes != 8*gib {
+		t.Fatalf("save learned as %d (saving %v), want 8 GiB", f.SaveBytes, f.Saving)
+	}
+}
+
 // TestReportedSaveGoesToTheLastDir: a writer's reported save counts for the
 // filesystem of its last directory (the checkpoint directory), not its
 // working directory's, and wins over what the jumps suggest.
