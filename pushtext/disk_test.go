@@ -63,6 +63,51 @@ func TestDiskTexts(t *testing.T) {
 	}
 }
 
+// TestFloorPushSaysTheFloorAsTheFlagGaveIt: the floor push, from the
+// flag's value through the disk rule, names the floor in the number and
+// unit the user wrote, never in HumanBytes's binary units (a decimal 10GB
+// would read "9.3 GB") nor a share's float round trip.
+func TestFloorPushSaysTheFloorAsTheFlagGaveIt(t *testing.T) {
+	for _, tt := range []struct {
+		flag  string
+		avail uint64 // just under the floor on a 4 TiB filesystem
+		want  string
+	}{
+		{"10GB", 9_800_000_000, "under the 10 GB floor"},
+		{"512MiB", 500 << 20, "under the 512 MiB floor"},
+		{"1.5TB", 1_400_000_000_000, "under the 1.5 TB floor"},
+		{"2G", 1 << 30, "under the 2G floor"},
+		{"100kB", 90_000, "under the 100 kB floor"},
+		{"5%", 200 << 30, "under the 5% floor"},
+		{"7%", 250 << 30, "under the 7% floor"},
+		{"0.5%", 20 << 30, "under the 0.5% floor"},
+	} {
+		t.Run(tt.flag, func(t *testing.T) {
+			floor, err := watchdog.ParseMinFree(tt.flag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := watchdog.NewDiskRule(watchdog.DiskConfig{MinFree: floor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := watchdog.Disk{Path: "/data", SizeBytes: 4 << 40, AvailBytes: tt.avail}
+			var floors []watchdog.Alert
+			for _, a := range r.Observe(watchdog.Sample{Disks: []watchdog.Disk{d}}, time.Time{}) {
+				if a.DiskKind == watchdog.DiskFloor {
+					floors = append(floors, a)
+				}
+			}
+			if len(floors) != 1 {
+				t.Fatalf("%d floor alerts, want 1", len(floors))
+			}
+			if body := Alert(floors[0]).Body; !strings.HasSuffix(body, ", "+tt.want) {
+				t.Errorf("push %q, want it to end %q", body, tt.want)
+			}
+		})
+	}
+}
+
 func TestInodeCount(t *testing.T) {
 	for n, want := range map[uint64]string{0: "0", 999: "999", 1000: "1k", 1300: "1.3k", 65536: "65k", 1_200_000: "1.2M", 33_000_000: "33M"} {
 		if got := count(n); got != want {

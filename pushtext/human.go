@@ -64,9 +64,22 @@ func humanSize(n uint64, units []string) string {
 	return fmt.Sprintf("%.0f %s", v, units[i])
 }
 
-// MinFree is a disk floor as a person wrote it: "5%" or "10 GB".
+// MinFree is a disk floor as a person wrote it: "5%", "10 GB", "512 MiB",
+// "2G". A size keeps the unit it was given in: a decimal 10GB in
+// HumanBytes's binary units would read "9.3 GB", a floor the user never
+// set, and a share keeps its number (7% divided by 100 and multiplied back
+// is 7.000000000000001%). A floor made in code, with no unit, reads in
+// HumanBytes's units.
 func MinFree(m watchdog.MinFree) string {
-	if m.Bytes > 0 {
+	num := strconv.FormatFloat(m.Num, 'f', -1, 64)
+	switch {
+	case m.Unit == "%":
+		return num + "%"
+	case m.Unit == "K" || m.Unit == "M" || m.Unit == "G" || m.Unit == "T":
+		return num + m.Unit // df's bare binary units, written as df writes them: "2G"
+	case m.Unit != "":
+		return num + " " + m.Unit
+	case m.Bytes > 0:
 		return HumanBytes(m.Bytes)
 	}
 	return strconv.FormatFloat(m.Ratio*100, 'f', -1, 64) + "%"

@@ -100,6 +100,12 @@ var diskKinds = []DiskKind{DiskSave, DiskFill, DiskFloor, DiskInodes}
 type MinFree struct {
 	Bytes uint64
 	Ratio float64
+	// Num and Unit are the floor as the flag gave it (10 and "GB", 5 and
+	// "%"; Unit spelled as in the flag's help), so that the pushes can say
+	// it as the user set it: a decimal 10GB is 9.3 in the binary units
+	// the rest of a push uses. Unit is "" for a floor made in code.
+	Num  float64
+	Unit string
 }
 
 // Of is the floor on a filesystem of size bytes; 0: none.
@@ -111,13 +117,14 @@ func (m MinFree) Of(size uint64) uint64 {
 }
 
 var byteUnits = []struct {
-	suffix string
+	suffix string // upper case, as matched
 	mult   float64
+	unit   string // as the flag's help spells it
 }{
-	{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
-	{"B", 1},
+	{"KIB", 1 << 10, "KiB"}, {"MIB", 1 << 20, "MiB"}, {"GIB", 1 << 30, "GiB"}, {"TIB", 1 << 40, "TiB"},
+	{"KB", 1e3, "kB"}, {"MB", 1e6, "MB"}, {"GB", 1e9, "GB"}, {"TB", 1e12, "TB"},
+	{"K", 1 << 10, "K"}, {"M", 1 << 20, "M"}, {"G", 1 << 30, "G"}, {"T", 1 << 40, "T"},
+	{"B", 1, "B"},
 }
 
 // ParseMinFree reads --watchdog.disk-min-free: a percentage of the
@@ -137,7 +144,7 @@ func ParseMinFree(s string) (MinFree, error) {
 		if err != nil || !(f > 0 && f < 100) {
 			return bad("is not a percentage over 0 and under 100")
 		}
-		return MinFree{Ratio: f / 100}, nil
+		return MinFree{Ratio: f / 100, Num: f, Unit: "%"}, nil
 	}
 	upper := strings.ToUpper(v)
 	for _, u := range byteUnits {
@@ -149,7 +156,7 @@ func ParseMinFree(s string) (MinFree, error) {
 		if err != nil || !(f > 0) || f*u.mult >= math.MaxUint64 {
 			return bad("is not a size over 0")
 		}
-		return MinFree{Bytes: uint64(f * u.mult)}, nil
+		return MinFree{Bytes: uint64(f * u.mult), Num: f, Unit: u.unit}, nil
 	}
 	return bad("has no unit")
 }

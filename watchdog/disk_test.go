@@ -293,9 +293,11 @@ func TestParseMinFree(t *testing.T) {
 		in   string
 		want MinFree
 	}{
-		{"5%", MinFree{Ratio: 0.05}}, {" 0.5 % ", MinFree{Ratio: 0.005}}, {"0", MinFree{}},
-		{"10GB", MinFree{Bytes: 10e9}}, {"10gb", MinFree{Bytes: 10e9}}, {"512MiB", MinFree{Bytes: 512 << 20}},
-		{"2G", MinFree{Bytes: 2 << 30}}, {"1.5TB", MinFree{Bytes: 1.5e12}}, {"4096B", MinFree{Bytes: 4096}},
+		{"5%", MinFree{Ratio: 0.05, Num: 5, Unit: "%"}}, {" 0.5 % ", MinFree{Ratio: 0.005, Num: 0.5, Unit: "%"}}, {"0", MinFree{}},
+		{"10GB", MinFree{Bytes: 10e9, Num: 10, Unit: "GB"}}, {"10gb", MinFree{Bytes: 10e9, Num: 10, Unit: "GB"}},
+		{"512MiB", MinFree{Bytes: 512 << 20, Num: 512, Unit: "MiB"}}, {"2G", MinFree{Bytes: 2 << 30, Num: 2, Unit: "G"}},
+		{"1.5TB", MinFree{Bytes: 1.5e12, Num: 1.5, Unit: "TB"}}, {"4096B", MinFree{Bytes: 4096, Num: 4096, Unit: "B"}},
+		{"100kb", MinFree{Bytes: 100e3, Num: 100, Unit: "kB"}},
 	} {
 		if got, err := ParseMinFree(tt.in); err != nil || got != tt.want {
 			t.Errorf("ParseMinFree(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
