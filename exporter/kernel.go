@@ -40,10 +40,13 @@ type KernelLog struct {
 	stats    func() kmsg.Stats // the reader's counts; nil without one
 	xid      map[[2]string]float64
 	fallen   map[string]float64
-	storage  map[[2]string]float64
-	gpus     labelSet
-	xids     labelSet
-	devices  labelSet
+	// lastFallen is each GPU label's last record of a fall off the bus, so
+	// that the driver's second record of the same loss is not a second one.
+	lastFallen map[string]kmsg.Fault
+	storage    map[[2]string]float64
+	gpus       labelSet
+	xids       labelSet
+	devices    labelSet
 
 	// down and saidDown: the reader's path is not readable now, and
 	// the log was told (downLogs lets one through a minute).
@@ -71,12 +74,13 @@ func (s *labelSet) admit(v string) string {
 // NewKernelLog returns the collector, the log not (yet) readable.
 func NewKernelLog() *KernelLog {
 	return &KernelLog{
-		xid:     map[[2]string]float64{},
-		fallen:  map[string]float64{},
-		storage: map[[2]string]float64{},
-		gpus:    labelSet{max: maxGPULabels},
-		xids:    labelSet{max: maxXidLabels},
-		devices: labelSet{max: maxDeviceLabels},
+		xid:        map[[2]string]float64{},
+		fallen:     map[string]float64{},
+		lastFallen: map[string]kmsg.Fault{},
+		storage:    map[[2]string]float64{},
+		gpus:       labelSet{max: maxGPULabels},
+		xids:       labelSet{max: maxXidLabels},
+		devices:    labelSet{max: maxDeviceLabels},
 	}
 }
 
@@ -98,10 +102,10 @@ func (k *KernelLog) observe(faults []kmsg.Fault) {
 			gpu := k.gpus.admit(f.GPU)
 			k.xid[[2]string{gpu, k.xids.admit(strconv.Itoa(f.Xid))}]++
 			if f.FallenOff() {
-				k.fallen[gpu]++
+				k.countFallen(gpu, f)
 			}
 		case kmsg.FallenOffBus:
-			k.fallen[k.gpus.admit(f.GPU)]++
+			k.countFallen(k.gpus.admit(f.GPU), f)
 		case kmsg.Storage:
 			dev := otherLabel
 			if deviceName.MatchString(f.Device) {
@@ -112,12 +116,23 @@ func (k *KernelLog) observe(faults []kmsg.Fault) {
 	}
 }
 
+// countFallen counts a GPU lost off the bus, once however many forms the
+// driver said it in (kmsg.Fault.Echoes).
+func (k *KernelLog) countFallen(gpu string, f kmsg.Fault) {
+	prev, seen := k.lastFallen[gpu]
+	k.lastFallen[gpu] = f
+	if seen && f.Echoes(prev) {
+		return
+	}
+	k.fallen[gpu]++
+}
+
 var (
 	xidDesc = prometheus.NewDesc("lavender_gpu_xid_errors_total",
 		"NVIDIA Xid errors in the kernel log since lavender started, by GPU (PCI address as the driver prints it) and Xid number. At most 16 GPUs and 32 Xid numbers get their own series; the rest count as \"other\".",
 		[]string{"gpu", "xid"}, nil)
 	fallenDesc = prometheus.NewDesc("lavender_gpu_fallen_off_bus_total",
-		"Kernel log records since lavender started saying a GPU fell off the bus (Xid 79, or the driver's message without an Xid), by GPU.",
+		"Times since lavender started that the kernel log said a GPU fell off the bus (Xid 79, or the driver's message without an Xid; the two forms of one loss within 5 s count once), by GPU.",
 		[]string{"gpu"}, nil)
 	storageDesc = prometheus.NewDesc("lavender_storage_errors_total",
 		"Storage faults in the kernel log since lavender started, by device and kind (fs_error, read_only, shutdown, io_error, nvme_timeout, nvme_reset, nvme_down). At most 32 devices get their own series.",

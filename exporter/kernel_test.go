@@ -3,6 +3,7 @@ package exporter
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,4 +141,41 @@ func (k *KernelLog) filtered(t *testing.T, gpu, xid string) prometheus.Collector
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
 	g.Set(v)
 	return g
+}
+
+// TestKernelLogCountsOneGPULossOnce: the driver reports a lost GPU as Xid
+// 79 and again without an Xid moments later; the counter of GPUs fallen
+// off the bus counts that loss once, and real repeats each time.
+func TestKernelLogCountsOneGPULossOnce(t *testing.T) {
+	const a, b = "0000:3b:00", "0000:5e:00"
+	xid79 := func(gpu string, sec float64) kmsg.Fault {
+		return kmsg.Fault{Kind: kmsg.Xid, Xid: kmsg.XidFallenOffBus, GPU: gpu, Usec: uint64(sec * 1e6)}
+	}
+	bus := func(gpu string, sec float64) kmsg.Fault {
+		return kmsg.Fault{Kind: kmsg.FallenOffBus, GPU: gpu, Usec: uint64(sec * 1e6)}
+	}
+	for _, tc := range []struct {
+		name   string
+		faults []kmsg.Fault
+		want   map[string]float64
+	}{
+		{"Xid 79, then the message", []kmsg.Fault{xid79(a, 100), bus(a, 100.01)}, map[string]float64{a: 1}},
+		{"the message, then Xid 79", []kmsg.Fault{bus(a, 100), xid79(a, 104.9)}, map[string]float64{a: 1}},
+		{"the two forms 6 s apart", []kmsg.Fault{xid79(a, 100), bus(a, 106)}, map[string]float64{a: 2}},
+		{"Xid 79 twice", []kmsg.Fault{xid79(a, 100), xid79(a, 100.5)}, map[string]float64{a: 2}},
+		{"the message twice", []kmsg.Fault{bus(a, 100), bus(a, 101)}, map[string]float64{a: 2}},
+		{"two GPUs, one form each", []kmsg.Fault{xid79(a, 100), bus(b, 100.01)}, map[string]float64{a: 1, b: 1}},
+		{"a loss and its echo, then a second loss", []kmsg.Fault{xid79(a, 100), bus(a, 100.01), xid79(a, 400), bus(a, 400.02)}, map[string]float64{a: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := NewKernelLog()
+			k.observe(tc.faults)
+			k.mu.Lock()
+			got := maps.Clone(k.fallen)
+			k.mu.Unlock()
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("fallen off the bus %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

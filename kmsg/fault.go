@@ -3,6 +3,7 @@ package kmsg
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lavender-ml/lavender/internal/lazyregexp"
 )
@@ -72,6 +73,20 @@ const MaxMessage = 200
 // or the driver's message without an Xid.
 func (f Fault) FallenOff() bool {
 	return f.Kind == FallenOffBus || (f.Kind == Xid && f.Xid == XidFallenOffBus)
+}
+
+// EchoWindow: the driver reports one lost GPU in several records (Xid 79,
+// then "GPU has fallen off the bus" without an Xid) within moments; a
+// record of the other form that soon after is the same report, not a
+// repeat.
+const EchoWindow = 5 * time.Second
+
+// Echoes reports whether f says again, the other way, the GPU loss that
+// prev reported: both fall off the bus, one as Xid 79 and one without an
+// Xid, for the same GPU, f within EchoWindow after prev.
+func (f Fault) Echoes(prev Fault) bool {
+	return f.FallenOff() && prev.FallenOff() && f.Kind != prev.Kind && f.GPU == prev.GPU &&
+		f.Usec >= prev.Usec && f.Usec-prev.Usec < uint64(EchoWindow/time.Microsecond)
 }
 
 // The driver's records (open-gpu-kernel-modules, nvErrorLog and nv.c, and

@@ -34,12 +34,6 @@ func (f KernelFault) key() string {
 	return "disk\x00" + f.Device + "\x00" + string(f.Storage)
 }
 
-// echoWindow: the driver reports one lost GPU in several records (Xid 79,
-// then "GPU has fallen off the bus" without an Xid) within moments; a
-// record of the other form that soon after is the same report, not a
-// repeat.
-const echoWindow = 5 * time.Second
-
 // maxIncidents bounds the incidents a kernel rule keeps: a log naming
 // endless devices or GPUs evicts the oldest.
 const maxIncidents = 256
@@ -129,7 +123,7 @@ func (r *KernelRule) Fault(f KernelFault, now time.Time) []Alert {
 	defer r.mu.Unlock()
 	k := f.key()
 	if inc, ok := r.incidents[k]; ok && inc.open(now, r.repeat) {
-		if f.Kind != inc.fault.Kind && f.Usec-inc.fault.Usec < uint64(echoWindow/time.Microsecond) {
+		if f.Echoes(inc.fault.Fault) {
 			// The same lost GPU said the other way: the Xid says more.
 			if f.Kind == kmsg.Xid {
 				f.Phase, f.ByPID = pickPhase(f, inc.fault)
