@@ -331,9 +331,12 @@ func lastPointerToken(ptr string) string {
 	return strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
 }
 
+// writeJSON answers v as JSON. nosniff: an error may quote the request,
+// and no browser may take the answer for HTML.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }

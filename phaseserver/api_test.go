@@ -141,8 +141,9 @@ func TestAPIBadRequests(t *testing.T) {
 			if err := json.Unmarshal(body, &e); err != nil || len(e) != 1 || e["error"] == "" {
 				t.Errorf("body %s is not {\"error\":\"...\"}", body)
 			}
-			if hdr.Get("Content-Type") != "application/json" {
-				t.Errorf("Content-Type %q", hdr.Get("Content-Type"))
+			if hdr.Get("Content-Type") != "application/json" || hdr.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("Content-Type %q, X-Content-Type-Options %q: a browser must never sniff an answer quoting the request as HTML",
+					hdr.Get("Content-Type"), hdr.Get("X-Content-Type-Options"))
 			}
 			if got := hdr.Get("Allow"); got != tc.allow {
 				t.Errorf("Allow %q, want %q", got, tc.allow)

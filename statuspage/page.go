@@ -331,6 +331,9 @@ type errorResponse = phaseapi.ErrorResponse
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	// The 404's body quotes the path asked for: no browser may take it
+	// for HTML.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	body, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError

@@ -387,6 +387,13 @@ func TestPageEscapes(t *testing.T) {
 	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
 		t.Errorf("CSP %q: scripts must be off even if escaping failed", csp)
 	}
+	// The JSON answers, the 404 that quotes the path included, are never
+	// sniffed as HTML.
+	for _, path := range []string{"/api/v1/status", "/api/v1/<script>alert(1)</script>"} {
+		if _, h, _ := r.get(path); h.Get("Content-Type") != "application/json" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: Content-Type %q, X-Content-Type-Options %q", path, h.Get("Content-Type"), h.Get("X-Content-Type-Options"))
+		}
+	}
 }
 
 func TestPageStates(t *testing.T) {
