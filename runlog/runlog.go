@@ -124,7 +124,8 @@ type Log struct {
 // on a name collision) holding the title line and, if header is not empty,
 // "# header". It creates dir if needed.
 func New(opts Options, header string) (*Log, error) {
-	return create(opts, header, "")
+	l, _, err := create(opts, header, "", false)
+	return l, err
 }
 
 // maxNameCollisions bounds the -2, -3, … suffixes tried for one second.
@@ -134,19 +135,31 @@ const maxNameCollisions = 10000
 // fsynced under a temporary name, as is the pointer to it (CurrentFile),
 // and both are renamed into place under the directory lock. A reader never
 // sees an empty or half-written run, and a full disk leaves no run behind.
-func create(opts Options, header, first string) (*Log, error) {
-	opts, err := opts.withDefaults()
+// With unlessCurrent, a run found under the lock is opened instead
+// (started false): writers that each found no run, at once, share the one
+// the first of them starts.
+func create(opts Options, header, first string, unlessCurrent bool) (l *Log, started bool, err error) {
+	opts, err = opts.withDefaults()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("runlog: create dir %s: %w", opts.Dir, err)
+		return nil, false, fmt.Errorf("runlog: create dir %s: %w", opts.Dir, err)
 	}
 	unlock, err := lockDir(opts.Dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer unlock()
+	if unlessCurrent {
+		path, err := CurrentPath(opts.Dir)
+		if err == nil {
+			return newLog(opts, path), false, nil
+		}
+		if !errors.Is(err, ErrNoRun) {
+			return nil, false, err
+		}
+	}
 
 	now := opts.Now()
 	f := &File{Header: []string{titleLine(now)}}
@@ -160,7 +173,7 @@ func create(opts Options, header, first string) (*Log, error) {
 	var name, path string
 	for seq := 1; ; seq++ {
 		if seq > maxNameCollisions {
-			return nil, fmt.Errorf("runlog: create %s: %d runs already started in that second", filepath.Join(opts.Dir, base+".log"), maxNameCollisions)
+			return nil, false, fmt.Errorf("runlog: create %s: %d runs already started in that second", filepath.Join(opts.Dir, base+".log"), maxNameCollisions)
 		}
 		name = base + ".log"
 		if seq > 1 {
@@ -172,29 +185,29 @@ func create(opts Options, header, first string) (*Log, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+			return nil, false, fmt.Errorf("runlog: create %s: %w", path, err)
 		}
 	}
 	runTmp, err := writeTemp(path, f.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+		return nil, false, fmt.Errorf("runlog: create %s: %w", path, err)
 	}
 	defer os.Remove(runTmp) // no-op after the rename
 	pointer := filepath.Join(opts.Dir, CurrentFile)
 	pointerTmp, err := writeTemp(pointer, []byte(name+"\n"))
 	if err != nil {
-		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+		return nil, false, fmt.Errorf("runlog: create %s: %w", path, err)
 	}
 	defer os.Remove(pointerTmp)
 	if err := os.Rename(runTmp, path); err != nil {
-		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+		return nil, false, fmt.Errorf("runlog: create %s: %w", path, err)
 	}
 	if err := os.Rename(pointerTmp, pointer); err != nil {
 		os.Remove(path) // not current, so not a run: take it back
-		return nil, fmt.Errorf("runlog: create %s: %w", path, err)
+		return nil, false, fmt.Errorf("runlog: create %s: %w", path, err)
 	}
 	syncDir(opts.Dir)
-	return newLog(opts, path), nil
+	return newLog(opts, path), true, nil
 }
 
 // Current opens the newest run log in the directory, or returns ErrNoRun.
@@ -216,7 +229,8 @@ func Start(opts Options, header, first string) (*Log, error) {
 	if first == "" {
 		first = RunStart
 	}
-	return create(opts, header, first)
+	l, _, err := create(opts, header, first, false)
+	return l, err
 }
 
 // CurrentOrStart opens the newest run log, or starts one as Start does if
@@ -224,8 +238,12 @@ func Start(opts Options, header, first string) (*Log, error) {
 func CurrentOrStart(opts Options, header, first string) (l *Log, started bool, err error) {
 	l, err = Current(opts)
 	if errors.Is(err, ErrNoRun) {
-		l, err = Start(opts, header, first)
-		return l, err == nil, err
+		if first == "" {
+			first = RunStart
+		}
+		// Another writer may start one first: create looks again under
+		// the directory lock.
+		return create(opts, header, first, true)
 	}
 	return l, false, err
 }

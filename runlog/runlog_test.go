@@ -433,3 +433,50 @@ func TestParseRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestWritersThatFindNoRunShareOne: writers that each find no run, at
+// once (two `runlog append`s, a heartbeat and a push), start one run
+// between them, and every entry is in it, not in runs nobody follows.
+func TestWritersThatFindNoRunShareOne(t *testing.T) {
+	for try := range 20 {
+		dir := t.TempDir()
+		const writers = 8
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range writers {
+			wg.Go(func() {
+				<-gate
+				if err := AppendCurrent(Options{Dir: dir}, fmt.Sprintf("BARK entry %d", i)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+		var runs []string
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if nameRE.MatchString(e.Name()) {
+				runs = append(runs, e.Name())
+			}
+		}
+		if len(runs) != 1 {
+			t.Fatalf("try %d: %d runs started: %v", try, len(runs), runs)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, runs[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range writers {
+			if want := fmt.Sprintf("BARK entry %d", i); !strings.Contains(string(data), want) {
+				t.Errorf("try %d: the run lacks %q:\n%s", try, want, data)
+			}
+		}
+		if n := strings.Count(string(data), RunStart); n != 1 {
+			t.Errorf("try %d: %d %q lines, want 1:\n%s", try, n, RunStart, data)
+		}
+	}
+}
