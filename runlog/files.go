@@ -29,16 +29,20 @@ func kind(m fs.FileMode) string {
 		return "device"
 	case m.IsDir():
 		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
 	default:
 		return m.Type().String()
 	}
 }
 
-// checkRegular stats path (following a symlink) without opening it, so a
+// checkRegular stats path without opening it or following a symlink: a
 // device behind a symlink is never opened (opening some, such as a
-// watchdog, has effects of its own).
+// watchdog, has effects of its own), and a run log or state file linked to
+// another file is never read, appended to or salvaged into a copy others
+// may read (a file of the logs dir replaced by a link to a private one).
 func checkRegular(path string) error {
-	st, err := os.Stat(path)
+	st, err := os.Lstat(path)
 	if err != nil {
 		return err
 	}
@@ -55,7 +59,7 @@ func openRegular(path string, flag int) (*os.File, fs.FileInfo, error) {
 	if err := checkRegular(path); err != nil {
 		return nil, nil, err
 	}
-	fh, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o644)
+	fh, err := os.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}

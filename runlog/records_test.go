@@ -41,8 +41,16 @@ func TestNonRegularRunLogs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"symlink to /dev/zero", "device", func(t *testing.T, path string) {
+		{"symlink to /dev/zero", "symlink", func(t *testing.T, path string) {
 			if err := os.Symlink("/dev/zero", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		// A link to a private file someone put in the logs dir: its
+		// content must never be read into the run log, which the status
+		// page serves, nor appended to.
+		{"symlink to a private file", "symlink", func(t *testing.T, path string) {
+			if err := os.Symlink(privateFile(t), path); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -87,8 +95,30 @@ func TestNonRegularRunLogs(t *testing.T) {
 			if all := f.AllEntries(); !strings.HasSuffix(all[len(all)-1], " after the damage") {
 				t.Errorf("entries %q", all)
 			}
+			if strings.Contains(readFile(t, l.Path()), privateText) {
+				t.Errorf("the run log holds the linked file's text:\n%s", readFile(t, l.Path()))
+			}
 		})
 	}
+}
+
+// privateText is privateFile's content.
+const privateText = "root:$6$SECRETHASH:19000:0:99999:7:::\n"
+
+// privateFile is a mode-0600 file outside the logs dir, checked at the
+// end of the test to be as it was.
+func privateFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(path, []byte(privateText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if data, err := os.ReadFile(path); err != nil || string(data) != privateText {
+			t.Errorf("the linked file was changed: %q, %v", data, err)
+		}
+	})
+	return path
 }
 
 // TestHugeRunLog: a 50 MB run log (lavender never writes one; a person or
