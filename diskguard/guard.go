@@ -109,8 +109,15 @@ type Config struct {
 
 // Filesystem is one watched filesystem as the last poll read it.
 type Filesystem struct {
-	// Path names it: the first watched path that leads to it. Paths are
-	// all of them, in order.
+	// Path names it, as the metrics' path label and the watchdog's key:
+	// when it is first read, the first watched path that leads to it (a
+	// fixed path before the writers' directories); from then on the same
+	// name for as long as it is read, though newer writers' directories
+	// come before it in Paths or the writer whose directory named it has
+	// ended. A name changed whenever a writer started would end every
+	// series of the filesystem and restart the alerts on them. Paths are
+	// the watched paths that lead to it now, in order: Path is not always
+	// among them.
 	Path  string
 	Paths []string
 	Stat  Stat
@@ -165,6 +172,7 @@ type Guard struct {
 	trackers  map[uint64]*tracker
 	seenSaves map[string]time.Time // per writer: its SavedAt when last looked at
 	devs      map[string]uint64    // per watched path: the device it last read as
+	names     map[uint64]string    // per filesystem read in the last poll: its Path
 	capHeld   string               // the paths the cap left out, as last logged
 
 	viewMu sync.Mutex // guards view alone: readers never wait behind a poll
@@ -217,7 +225,8 @@ func New(cfg Config) (*Guard, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Guard{cfg: cfg, probes: map[string]*probe{}, trackers: map[uint64]*tracker{}, seenSaves: map[string]time.Time{}, devs: map[string]uint64{}}
+	g := &Guard{cfg: cfg, probes: map[string]*probe{}, trackers: map[uint64]*tracker{}, seenSaves: map[string]time.Time{}, devs: map[string]uint64{},
+		names: map[uint64]string{}}
 	for _, p := range cfg.Paths {
 		if p == "" || !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("disk path %q is not absolute", p)
@@ -329,11 +338,35 @@ func (g *Guard) Poll(ctx context.Context) Snapshot {
 			delete(g.devs, path)
 		}
 	}
+	g.name(snap.Filesystems, paths, pathDev)
 	g.learn(snap.Filesystems, writers, pathDev, now)
 	g.viewMu.Lock()
 	g.view = snap
 	g.viewMu.Unlock()
 	return snap
+}
+
+// name gives each filesystem read its Path: the name it had in the last
+// poll, or else its first path. The name it had is given up only where it
+// would contradict this poll, as a path watched now that reads as another
+// filesystem, fails or is missing: its label would then be two series (or
+// an error series beside the readings), or a row of the status page that
+// says the path is missing beside one named by it. A kept name is so
+// either read as its own filesystem in this poll or watched no more, and a
+// new one is read as its own: no two filesystems share a name. A filesystem
+// not read this poll loses its name: its series have ended anyway.
+func (g *Guard) name(filesystems []Filesystem, paths []string, pathDev map[string]uint64) {
+	names := map[uint64]string{}
+	for i := range filesystems {
+		f := &filesystems[i]
+		dev := f.Stat.Dev
+		name, had := g.names[dev]
+		if d, read := pathDev[name]; !had || (read && d != dev) || (!read && slices.Contains(paths, name)) {
+			name = f.Paths[0]
+		}
+		f.Path, names[dev] = name, name
+	}
+	g.names = names
 }
 
 // collect waits until the timeout for the calls started this poll, and

@@ -162,6 +162,152 @@ func TestOneFilesystemWatchedOnce(t *testing.T) {
 	}
 }
 
+// TestFilesystemKeepsItsNameWhileWatched: a filesystem that a phase's
+// directory named keeps that name, in Path and in every metric's path
+// label, when a newer phase starts writing to it and when the phase that
+// named it ends; once nothing reads it, the next phase names it afresh.
+func TestFilesystemKeepsItsNameWhileWatched(t *testing.T) {
+	var mu sync.Mutex
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ws := []Writer{{Name: "sft", Dirs: []string{"/data/sft"}, Started: t0}}
+	setWriters := func(w ...Writer) { mu.Lock(); defer mu.Unlock(); ws = w }
+	r := newRig(t, Config{Paths: []string{"/"}, Writers: func() []Writer { mu.Lock(); defer mu.Unlock(); return slices.Clone(ws) }})
+	r.fs.set("/", disk(1, 100*gib, 10*gib))
+	for _, d := range []string{"/data/sft", "/data/eval", "/data/dpo"} {
+		r.fs.set(d, disk(2, 100*gib, 99*gib))
+	}
+	data := func(s Snapshot) Filesystem {
+		t.Helper()
+		for _, f := range s.Filesystems {
+			if f.Stat.Dev == 2 {
+				return f
+			}
+		}
+		t.Fatalf("/data's filesystem not read: %+v", s)
+		return Filesystem{}
+	}
+	labelled := func(path string) {
+		t.Helper()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(r.g.Collector())
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range families {
+			var labels []string
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					labels = append(labels, l.GetValue())
+				}
+			}
+			if mf.GetName() != "lavender_disk_unwatched_paths" && strings.Join(labels, ",") != "/,"+path {
+				t.Errorf("%s labelled %v, want / and %s", mf.GetName(), labels, path)
+			}
+		}
+	}
+
+	if f := data(r.poll()); f.Path != "/data/sft" {
+		t.Fatalf("named %q, want /data/sft", f.Path)
+	}
+	sft := ws[0]
+	eval := Writer{Name: "eval", Dirs: []string{"/data/eval"}, Started: t0.Add(time.Hour)}
+	setWriters(sft, eval)
+	for range 2 {
+		if f := data(r.poll()); f.Path != "/data/sft" || strings.Join(f.Paths, ",") != "/data/eval,/data/sft" {
+			t.Fatalf("with a newer phase on it: named %q by %v, want /data/sft by /data/eval,/data/sft", f.Path, f.Paths)
+		}
+	}
+	labelled("/data/sft")
+
+	sft.Ended = true
+	setWriters(sft, eval)
+	if f := data(r.poll()); f.Path != "/data/sft" || strings.Join(f.Paths, ",") != "/data/eval" {
+		t.Fatalf("once the phase that named it ended: named %q by %v, want /data/sft by /data/eval", f.Path, f.Paths)
+	}
+	labelled("/data/sft")
+
+	eval.Ended = true
+	setWriters(sft, eval)
+	if s := r.poll(); len(s.Filesystems) != 1 {
+		t.Fatalf("with no phase on /data: %+v", s.Filesystems)
+	}
+	setWriters(sft, eval, Writer{Name: "dpo", Dirs: []string{"/data/dpo"}, Started: t0.Add(2 * time.Hour)})
+	if f := data(r.poll()); f.Path != "/data/dpo" {
+		t.Errorf("watched again after a gap: named %q, want /data/dpo", f.Path)
+	}
+}
+
+// TestFixedPathNamesItsFilesystem: a fixed path names its filesystem
+// before any phase's directory on it, and keeps naming it when a phase
+// starts writing there.
+func TestFixedPathNamesItsFilesystem(t *testing.T) {
+	var ws []Writer
+	r := newRig(t, Config{Paths: []string{"/data"}, Writers: func() []Writer { return slices.Clone(ws) }})
+	r.fs.set("/data", disk(1, gib, 0))
+	r.fs.set("/data/run", disk(1, gib, 0))
+	ws = []Writer{{Name: "Train", Dirs: []string{"/data/run"}}}
+	for range 2 {
+		if f := r.only(r.poll()); f.Path != "/data" || strings.Join(f.Paths, ",") != "/data,/data/run" {
+			t.Fatalf("named %q by %v, want /data", f.Path, f.Paths)
+		}
+	}
+}
+
+// TestFilesystemGivesUpANameThePollContradicts: a kept name whose path
+// now fails, is gone or leads to another filesystem gives way to a path
+// that reads as the filesystem, so no label is ever two series (which would
+// fail the whole scrape) and no row is named by a path shown missing.
+func TestFilesystemGivesUpANameThePollContradicts(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ws := []Writer{{Name: "a", Dirs: []string{"/data/a"}, Started: t0}}
+	r := newRig(t, Config{Writers: func() []Writer { return slices.Clone(ws) }})
+	r.fs.set("/data/a", disk(2, gib, 0))
+	r.fs.set("/data/b", disk(2, gib, 0))
+	r.poll()
+	ws = append(ws, Writer{Name: "b", Dirs: []string{"/data/b"}, Started: t0.Add(time.Minute)})
+	if f := r.only(r.poll()); f.Path != "/data/a" {
+		t.Fatalf("named %q, want /data/a", f.Path)
+	}
+	gather := func() {
+		t.Helper()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(r.g.Collector())
+		if _, err := reg.Gather(); err != nil {
+			t.Errorf("scrape: %v", err)
+		}
+	}
+
+	r.fs.errs["/data/a"] = errors.New("permission denied")
+	s := r.poll()
+	if f := r.only(s); f.Path != "/data/b" || len(s.Unreadable) != 1 {
+		t.Errorf("its name's path unreadable: named %q, unreadable %+v; want /data/b and /data/a", f.Path, s.Unreadable)
+	}
+	gather()
+
+	delete(r.fs.errs, "/data/a")
+	r.fs.set("/data/a", disk(3, 2*gib, 0)) // a mount over the directory
+	s = r.poll()
+	if len(s.Filesystems) != 2 || s.Filesystems[0].Path != "/data/b" || s.Filesystems[1].Path != "/data/a" || s.Filesystems[1].Stat.Dev != 3 {
+		t.Errorf("its former name's path on another filesystem: %+v", s.Filesystems)
+	}
+	gather()
+
+	r.fs.mu.Lock()
+	delete(r.fs.stats, "/data/b")
+	r.fs.mu.Unlock()
+	r.fs.set("/data/c", disk(3, 2*gib, 0))
+	ws = append(ws, Writer{Name: "c", Dirs: []string{"/data/c"}, Started: t0.Add(2 * time.Minute)})
+	r.poll()
+	r.fs.mu.Lock()
+	delete(r.fs.stats, "/data/a")
+	r.fs.mu.Unlock()
+	s = r.poll()
+	if f := r.only(s); f.Path != "/data/c" || len(s.Missing) != 2 {
+		t.Errorf("its name's path missing: named %q, missing %v; want /data/c", f.Path, s.Missing)
+	}
+}
+
 // TestMissingPathIsWatchedOnceItAppears: a path that does not exist yet is
 // said so at the start, and read once it appears.
 func TestMissingPathIsWatchedOnceItAppears(t *testing.T) {

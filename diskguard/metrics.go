@@ -6,10 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The metrics' path label is the first watched path that leads to a
-// filesystem (one series per filesystem, however many paths lead to it),
-// or an unreadable path. Its values are bounded by the fixed paths plus
-// MaxWriterFilesystems.
+// The metrics' path label is a filesystem's name (Filesystem.Path: one
+// series per filesystem, however many paths lead to it, under the name it
+// kept since it was first read), or an unreadable path. Its values are
+// bounded by the fixed paths plus MaxWriterFilesystems.
 var (
 	diskLabels    = []string{"path"}
 	availDesc     = prometheus.NewDesc("lavender_disk_avail_bytes", "Bytes an unprivileged writer may still use on the filesystem (statfs f_bavail × f_frsize).", diskLabels, nil)

@@ -12,7 +12,8 @@ import (
 // or does not exist yet, as the page shows it.
 type Disk struct {
 	Path string `json:"path"`
-	// Paths are every watched path that leads to the filesystem.
+	// Paths are every watched path that leads to the filesystem, where
+	// they are more than Path alone.
 	Paths []string `json:"paths,omitempty"`
 	// State is "ok", "unreadable" (statfs failed or hung: Error says
 	// which, Since since when), "missing" (watched once it appears) or
@@ -52,7 +53,10 @@ func newDisks(snap diskguard.Snapshot, minFree watchdog.MinFree) []Disk {
 			Path: f.Path, State: "ok", SizeBytes: f.Stat.Size, AvailBytes: f.Stat.Avail, UsedBytes: f.Stat.Used(),
 			Files: f.Stat.Files, FilesFree: f.Stat.FilesFree, SaveBytes: f.SaveBytes, SaveReported: f.SaveReported, Phases: f.Writers,
 		}
-		if len(f.Paths) > 1 {
+		// The name is not always among the paths (the phase whose
+		// directory named the filesystem may have ended), and then the
+		// paths that lead to it now are what the row must show.
+		if len(f.Paths) > 1 || len(f.Paths) == 1 && f.Paths[0] != f.Path {
 			d.Paths = f.Paths
 		}
 		wd := watchdog.DiskOf(f)

@@ -85,3 +85,18 @@ func TestPageWithoutDiskGuard(t *testing.T) {
 		t.Errorf("JSON: %s", body)
 	}
 }
+
+// TestDiskNamedByAnEndedPhaseShowsItsPaths: a filesystem keeps the name
+// a phase's directory gave it after that phase ends, so its row lists the
+// path that leads to it now even when that is the only one; a filesystem
+// reached by its name alone lists none.
+func TestDiskNamedByAnEndedPhaseShowsItsPaths(t *testing.T) {
+	st := diskguard.Stat{Dev: 2, Size: 64 * mib, Free: 32 * mib, Avail: 32 * mib}
+	disks := newDisks(diskguard.Snapshot{Filesystems: []diskguard.Filesystem{
+		{Path: "/data/sft", Paths: []string{"/data/eval"}, Writers: []string{"eval"}, Stat: st},
+		{Path: "/scratch", Paths: []string{"/scratch"}, Stat: st},
+	}}, watchdog.MinFree{})
+	if len(disks) != 2 || strings.Join(disks[0].Paths, ",") != "/data/eval" || disks[1].Paths != nil {
+		t.Errorf("rows %+v, want /data/sft listing /data/eval, /scratch listing nothing", disks)
+	}
+}

@@ -36,8 +36,10 @@ const (
 
 // Disk is one watched filesystem, as the disk rules read it.
 type Disk struct {
-	// Path names it: the first watched path that leads to it. Paths are
-	// all the watched paths that do (nil: Path alone).
+	// Path names it, and keys its incidents: the disk guard's name for
+	// it, which it keeps while it is watched, though newer phases write to
+	// it through other paths. Paths are the watched paths that lead to it
+	// now (nil: Path alone).
 	Path       string
 	Paths      []string
 	SizeBytes  uint64

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +49,61 @@ func TestWithDisks(t *testing.T) {
 	s, err = WithDisks(func(context.Context) (Sample, error) { return Sample{}, failed }, func() diskguard.Snapshot { return snap })(t.Context())
 	if !errors.Is(err, failed) || len(s.Disks) != 0 {
 		t.Errorf("failed read: %+v, %v", s, err)
+	}
+}
+
+// TestAFullDiskIsPushedOnceWhenANewPhaseWritesToIt: the guard's readings
+// through the disk rule: a full filesystem that one phase writes to is
+// pushed once, and not again when a newer phase starts writing to it
+// through another directory, nor when the first phase ends; its resolution
+// comes under the name it was pushed under.
+func TestAFullDiskIsPushedOnceWhenANewPhaseWritesToIt(t *testing.T) {
+	var mu sync.Mutex
+	sft := diskguard.Writer{Name: "sft", Dirs: []string{"/data/sft"}, Started: t0}
+	ws := []diskguard.Writer{sft}
+	setWriters := func(w ...diskguard.Writer) { mu.Lock(); defer mu.Unlock(); ws = w }
+	var avail uint64 = 1 * gi
+	g, err := diskguard.New(diskguard.Config{
+		Paths:   []string{"/"},
+		Writers: func() []diskguard.Writer { mu.Lock(); defer mu.Unlock(); return slices.Clone(ws) },
+		Stat: func(p string) (diskguard.Stat, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if p == "/" {
+				return diskguard.Stat{Dev: 1, Size: 100 * gi, Free: 50 * gi, Avail: 50 * gi}, nil
+			}
+			return diskguard.Stat{Dev: 2, Size: 100 * gi, Free: avail, Avail: avail}, nil
+		},
+		Now: func() time.Time { return t0 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newDiskRule(t, "5%")
+	now := t0
+	var pushed []string
+	step := func() {
+		now = now.Add(5 * time.Second)
+		pushed = append(pushed, kinds(observeDelivered(r, Sample{Disks: DisksOf(g.Poll(t.Context()))}, now))...)
+	}
+
+	step()
+	eval := diskguard.Writer{Name: "eval", Dirs: []string{"/data/eval"}, Started: t0.Add(time.Hour)}
+	setWriters(sft, eval)
+	step()
+	step()
+	sft.Ended = true
+	setWriters(sft, eval)
+	step()
+	mu.Lock()
+	avail = 50 * gi
+	mu.Unlock()
+	step()
+	if want := "firing floor /data/sft,resolved floor /data/sft"; strings.Join(pushed, ",") != want {
+		t.Errorf("pushed %q, want %q", pushed, want)
+	}
+	if st := r.State(); !st.Armed {
+		t.Errorf("rule %+v after the disk was freed, want armed", st)
 	}
 }
 
