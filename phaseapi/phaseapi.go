@@ -51,7 +51,9 @@ var ErrBadPhaseName = errors.New("bad phase name")
 // HeartbeatRequest is the body of POST /api/v1/heartbeat.
 //
 // Step and Total are optional progress: Step counts from 0, Total is at
-// least 1, and Step may not exceed Total. Pointers tell "not sent" from 0.
+// least 1, and Step may not exceed the Total sent with it. A Step sent
+// alone past the total the phase has drops that total. Pointers tell "not
+// sent" from 0.
 //
 // The other fields are optional too; see their types and Check for the
 // events each goes with. Reason is never a cause to refuse an end: the
@@ -85,6 +87,15 @@ type HeartbeatRequest struct {
 	// ("evaluating", "saving"), sent on a ping only while the client saw
 	// that thread move since its last ping: it counts as progress.
 	Busy string `json:"busy,omitempty"`
+}
+
+// HeartbeatResponse answers POST /api/v1/heartbeat: the phase as it now
+// stands, and a warning when the heartbeat was taken without a part of it
+// (an end whose step and total contradict each other: the end counts more
+// than its progress, so it is recorded and the progress left out).
+type HeartbeatResponse struct {
+	Phase
+	Warning string `json:"warning,omitempty"`
 }
 
 // RunRequest is the body of POST /api/v1/runs.

@@ -55,14 +55,14 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
-	p, err := s.Apply(req)
+	p, warning, err := s.apply(req)
 	if err != nil {
 		status := heartbeatStatus(err)
 		s.refused(refusedReason(status, err), err)
 		writeError(w, status, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, p)
+	writeJSON(w, http.StatusOK, phaseapi.HeartbeatResponse{Phase: p, Warning: warning})
 }
 
 // decodeHeartbeat reads a heartbeat with decodeStrict, except that a reason

@@ -150,6 +150,54 @@ func TestCheckProcesses(t *testing.T) {
 	}
 }
 
+// A run whose steps overshoot the total it gave (two optimizer steps a
+// batch, counted against the batches) ends as it says, ok or failed with its
+// reason, and its process exiting afterwards changes nothing: the phase is
+// not ended again as died, and no died end reaches the watchdog.
+func TestOvershootingRunEndsAsItSaid(t *testing.T) {
+	for _, tc := range []struct {
+		name, status, reason string
+	}{
+		{"ok", phaseapi.StatusOK, ""},
+		{"failed", phaseapi.StatusFailed, "RuntimeError: discriminator loss is NaN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			btime := t0.Add(-time.Hour)
+			procs := newFakeProcs(t, btime)
+			e := New(Config{ProcFS: procs.dir, Runlog: runlog.Options{Dir: t.TempDir()}, Clock: clock.Now}, slog.New(slog.DiscardHandler))
+			procs.proc(4242, "S", 59*60*100)
+			pid := int64(4242)
+			if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "GAN", Event: phaseapi.EventStart, PID: &pid, BootID: fakeBootID, PIDNS: fakePIDNS, Step: ptr(uint64(0)), Total: ptr(uint64(10))}); err != nil {
+				t.Fatal(err)
+			}
+			e.CheckProcesses()
+			for step := uint64(1); step <= 12; step++ {
+				clock.Advance(30 * time.Second)
+				if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "GAN", Event: phaseapi.EventPing, Step: ptr(step)}); err != nil {
+					t.Fatalf("ping step %d of 10: %v", step, err)
+				}
+			}
+			if _, err := e.Apply(phaseapi.HeartbeatRequest{Phase: "GAN", Event: phaseapi.EventEnd, Status: tc.status, Reason: tc.reason, Step: ptr(uint64(12))}); err != nil {
+				t.Fatalf("end: %v", err)
+			}
+			procs.gone(4242)
+			for range 3 {
+				clock.Advance(time.Second)
+				e.CheckProcesses()
+			}
+			p, _ := findPhase(e, "GAN")
+			if p.Status != tc.status || p.Reason != tc.reason || p.StepNow() != 12 {
+				t.Errorf("phase %s %q at step %d, want %s %q at step 12", p.Status, p.Reason, p.StepNow(), tc.status, tc.reason)
+			}
+			ends := e.Ends()
+			if len(ends) != 1 || ends[0].Status != tc.status || ends[0].Reason != tc.reason || ends[0].Died {
+				t.Errorf("ends %+v, want the one %s end the run sent", ends, tc.status)
+			}
+		})
+	}
+}
+
 func findPhase(e *Server, name string) (phaseapi.Phase, bool) {
 	_, phases := e.Snapshot()
 	for _, p := range phases {

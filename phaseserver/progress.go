@@ -16,21 +16,29 @@ import (
 const rateHalfLife = 5 * time.Minute
 
 // checkProgress validates the progress a heartbeat carries against what the
-// phase already reported: step ≥ 0 (the type sees to it), total ≥ 1, and
-// the step never past the total, whichever of the two this heartbeat sends.
+// phase already reported: step ≥ 0 (the type sees to it), total ≥ 1, a
+// step and a total sent together with the step not past the total, and a
+// total sent alone not below the step the phase has reached. Those are a
+// client's contradictions, and nothing here can tell which number is wrong.
+//
+// A step sent alone past the total the phase knows is not one: the newer
+// number wins, and advanceProgress drops the total. Clients send that on
+// purpose when their own total turns out short (a loop that counts two
+// optimizer steps per batch against a total of batches), and they leave the
+// total out precisely because they no longer trust it.
 func checkProgress(step, total *uint64, known phaseapi.Progress) error {
 	if total != nil && *total == 0 {
 		return fmt.Errorf("%w: total must be 1 or more, not 0", errBadProgress)
 	}
-	s, t := known.Step, known.Total
+	if total == nil {
+		return nil
+	}
+	s := known.Step
 	if step != nil {
 		s = step
 	}
-	if total != nil {
-		t = *total
-	}
-	if s != nil && t > 0 && *s > t {
-		return fmt.Errorf("%w: step %d is past the total of %d", errBadProgress, *s, t)
+	if s != nil && *s > *total {
+		return fmt.Errorf("%w: step %d is past the total of %d", errBadProgress, *s, *total)
 	}
 	return nil
 }
@@ -51,12 +59,23 @@ func checkProgress(step, total *uint64, known phaseapi.Progress) error {
 // at most as much as the second. From the third interval on, one interval
 // moves the rate at most halfway, so a single long pause (an evaluation, a
 // checkpoint save) is felt without erasing the rate the run had before.
+//
+// A step past the known total, sent without a total, drops the total
+// (checkProgress lets it through): it has proved wrong, and a phase without
+// a total is what the API, the metrics and the status page can show
+// honestly. Raising the total to the step instead would show 100% and an
+// ETA of 0 for a run that goes on, and creep up with every later step; with
+// no total there is no ETA and no lavender_phase_total_steps until the
+// client sends a total again. The rate stays: the steps still came at it.
 func advanceProgress(p *phaseapi.Progress, step, total *uint64, now time.Time) {
 	if total != nil {
 		p.Total = *total
 	}
 	if step == nil {
 		return
+	}
+	if total == nil && p.Total > 0 && *step > p.Total {
+		p.Total = 0
 	}
 	s := *step
 	switch {

@@ -293,20 +293,32 @@ func (s *Server) heartbeat(name, event, status string) (phaseapi.Phase, error) {
 // the phase as it now stands. On any error nothing changes: the request is
 // checked, then checked against the table, and only then applied.
 func (s *Server) Apply(req phaseapi.HeartbeatRequest) (phaseapi.Phase, error) {
+	p, _, err := s.apply(req)
+	return p, err
+}
+
+// apply is Apply that also returns a warning: what it left out of a
+// heartbeat it took (an end's bad progress), "" when it took it whole.
+func (s *Server) apply(req phaseapi.HeartbeatRequest) (p phaseapi.Phase, warning string, err error) {
 	name, status, err := checkHeartbeat(req)
 	if err != nil {
-		return phaseapi.Phase{}, err
+		return phaseapi.Phase{}, "", err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.publishLocked()
 	if err := s.followRunLocked(); err != nil {
-		return phaseapi.Phase{}, err
+		return phaseapi.Phase{}, "", err
 	}
 	now := s.clock()
-	i, evict, err := s.admitLocked(name, status, req)
+	i, evict, dropped, err := s.admitLocked(name, status, req)
 	if err != nil {
-		return phaseapi.Phase{}, err
+		return phaseapi.Phase{}, "", err
+	}
+	if dropped != nil {
+		req.Step, req.Total = nil, nil
+		warning = fmt.Sprintf("end recorded without its step and total (%v)", dropped)
+		s.logger.Warn("phase end recorded without its progress", "phase", name, "status", status, "err", dropped)
 	}
 	if s.table.run.File == "" {
 		s.startRunForEventLocked(now)
@@ -338,7 +350,7 @@ func (s *Server) Apply(req phaseapi.HeartbeatRequest) (phaseapi.Phase, error) {
 	if save {
 		s.saveLocked()
 	}
-	return answerPhase(s.table.phases[i], now), nil
+	return answerPhase(s.table.phases[i], now), warning, nil
 }
 
 // checkHeartbeat checks a heartbeat on its own: the phase name, the event,
@@ -377,29 +389,35 @@ func checkHeartbeat(req phaseapi.HeartbeatRequest) (name, status string, err err
 // or -1), and the progress must follow what the phase reported. i is the
 // phase's index, or -1 for a phase the table does not hold.
 //
+// Progress that does not follow refuses a start or a ping, but never an
+// end: the end is the news (a success, or a failure and its reason), and
+// refusing it would leave the phase running until its process is found
+// gone and it is ended as died. Such an end is taken without its step and
+// total; dropped says why.
+//
 // A failed end is news wherever it comes from, so it is taken where an ok
 // end is not: for a phase never started (recorded as started and failed at
 // once), after an ok end (another rank, a callback that runs after the
 // recipe's, the wrapper after an inner client: the phase failed after all),
 // and after a failed end (the same failure told twice). An ok end after a
 // failed end never undoes the failure.
-func (s *Server) admitLocked(name, status string, req phaseapi.HeartbeatRequest) (i, evict int, err error) {
+func (s *Server) admitLocked(name, status string, req phaseapi.HeartbeatRequest) (i, evict int, dropped, err error) {
 	i, evict = s.table.find(name), -1
 	failedEnd := req.Event == phaseapi.EventEnd && status == phaseapi.StatusFailed
 	switch {
 	case req.Event == phaseapi.EventEnd && i < 0 && !failedEnd:
-		return 0, 0, fmt.Errorf("%w %q: end without a start", errUnknownPhase, name)
+		return 0, 0, nil, fmt.Errorf("%w %q: end without a start", errUnknownPhase, name)
 	case req.Event == phaseapi.EventEnd && i >= 0 && !failedEnd && s.table.phases[i].Status == phaseapi.StatusFailed:
 		p := s.table.phases[i]
-		return 0, 0, fmt.Errorf("%w: %q failed at %s; an ok end never undoes a failure", errOKAfterFailed, name, p.Ended.Format(time.RFC3339))
+		return 0, 0, nil, fmt.Errorf("%w: %q failed at %s; an ok end never undoes a failure", errOKAfterFailed, name, p.Ended.Format(time.RFC3339))
 	case req.Event != phaseapi.EventStart && !failedEnd && i >= 0 && !s.table.phases[i].Active():
 		// A late ping or a repeated end must neither revive the phase nor
 		// write a second END line; only a new start runs it again.
 		p := s.table.phases[i]
-		return 0, 0, fmt.Errorf("%w: %q ended at %s; send start to run it again", errPhaseEnded, name, p.Ended.Format(time.RFC3339))
+		return 0, 0, nil, fmt.Errorf("%w: %q ended at %s; send start to run it again", errPhaseEnded, name, p.Ended.Format(time.RFC3339))
 	case i < 0:
 		if evict, err = s.table.victim(); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 	}
 	var known phaseapi.Progress
@@ -407,9 +425,12 @@ func (s *Server) admitLocked(name, status string, req phaseapi.HeartbeatRequest)
 		known = s.table.phases[i].Progress
 	}
 	if err := checkProgress(req.Step, req.Total, known); err != nil {
-		return 0, 0, err
+		if req.Event != phaseapi.EventEnd {
+			return 0, 0, nil, err
+		}
+		dropped = err
 	}
-	return i, evict, nil
+	return i, evict, dropped, nil
 }
 
 // startLocked starts phase name (index i, or -1 if new) and logs START. A

@@ -92,7 +92,7 @@ func TestPhaseRunUsageErrors(t *testing.T) {
 
 // start, ping and end carry --step and --total (or LAVENDER_PHASE_STEP and
 // LAVENDER_PHASE_TOTAL); the exporter's refusal of a step past the total
-// comes back as the command's error.
+// given with it comes back as the command's error.
 func TestPhaseProgressFlags(t *testing.T) {
 	base, _ := startExporter(t)
 	g := testGlobals(io.Discard, io.Discard)
@@ -107,7 +107,7 @@ func TestPhaseProgressFlags(t *testing.T) {
 	if !strings.Contains(body, `"step":120,"total":500`) {
 		t.Errorf("phases after ping: %s", body)
 	}
-	err := parseCLI(t, "phase", "ping", "Train", "--url", base, "--step", "501").Phase.Ping.Run(g)
+	err := parseCLI(t, "phase", "ping", "Train", "--url", base, "--step", "501", "--total", "500").Phase.Ping.Run(g)
 	if err == nil || !strings.Contains(err.Error(), "step 501 is past the total of 500") {
 		t.Errorf("step past total: %v", err)
 	}
