@@ -168,11 +168,12 @@ func (e *APIError) Error() string {
 	return msg
 }
 
-// Heartbeat posts one event and returns the phase as the exporter now sees it.
-func (c *Client) Heartbeat(ctx context.Context, req phaseapi.HeartbeatRequest) (phaseapi.Phase, error) {
-	var p phaseapi.Phase
-	err := c.post(ctx, phaseapi.HeartbeatPath, req, &p)
-	return p, err
+// Heartbeat posts one event and returns the exporter's answer: the phase as
+// it now sees it, and a warning when it took the event without a part of it.
+func (c *Client) Heartbeat(ctx context.Context, req phaseapi.HeartbeatRequest) (phaseapi.HeartbeatResponse, error) {
+	var resp phaseapi.HeartbeatResponse
+	err := c.post(ctx, phaseapi.HeartbeatPath, req, &resp)
+	return resp, err
 }
 
 // StartRun asks the exporter to start a new run and returns it.

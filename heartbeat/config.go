@@ -65,14 +65,16 @@ func (cfg ClientConfig) Open() (*Client, error) {
 
 // Event sends one heartbeat as `lavender phase start|ping|end` does: a
 // start reports the working directory (WorkDirs), and a total of 0 is
-// refused here, before a request, with the flag's name.
-func (c *Client) Event(ctx context.Context, req phaseapi.HeartbeatRequest) error {
+// refused here, before a request, with the flag's name. warning is what the
+// exporter said it left out of an event it took (an end's contradictory
+// step and total), for the command to print.
+func (c *Client) Event(ctx context.Context, req phaseapi.HeartbeatRequest) (warning string, err error) {
 	if req.Total != nil && *req.Total == 0 {
-		return errors.New("--total must be 1 or more")
+		return "", errors.New("--total must be 1 or more")
 	}
 	if req.Event == phaseapi.EventStart {
 		req.Dirs = WorkDirs()
 	}
-	_, err := c.Heartbeat(ctx, req)
-	return err
+	resp, err := c.Heartbeat(ctx, req)
+	return resp.Warning, err
 }

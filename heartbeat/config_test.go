@@ -45,8 +45,9 @@ func TestClientConfigOpenErrors(t *testing.T) {
 }
 
 // TestClientConfigEvent: the password comes from its file without the
-// newline, a start carries the working directory, a ping does not, and a
-// total of 0 never reaches the server.
+// newline, a start carries the working directory, a ping does not, a
+// total of 0 never reaches the server, and the warning of an answer comes
+// back to the command.
 func TestClientConfigEvent(t *testing.T) {
 	var (
 		mu   sync.Mutex
@@ -64,7 +65,11 @@ func TestClientConfigEvent(t *testing.T) {
 		got, auth = append(got, req), append(auth, user+":"+pass)
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(phaseapi.Phase{Name: req.Phase})
+		resp := phaseapi.HeartbeatResponse{Phase: phaseapi.Phase{Name: req.Phase}}
+		if req.Event == phaseapi.EventEnd {
+			resp.Warning = "end recorded without its step and total (bad progress: step 9 is past the total of 5)"
+		}
+		json.NewEncoder(w).Encode(resp)
 	}))
 	t.Cleanup(srv.Close)
 	passwordFile := filepath.Join(t.TempDir(), "password")
@@ -76,20 +81,24 @@ func TestClientConfigEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero, five := uint64(0), uint64(5)
-	if err := c.Event(t.Context(), phaseapi.HeartbeatRequest{Phase: "SFT", Event: phaseapi.EventStart, Total: &five}); err != nil {
+	if warning, err := c.Event(t.Context(), phaseapi.HeartbeatRequest{Phase: "SFT", Event: phaseapi.EventStart, Total: &five}); err != nil || warning != "" {
+		t.Fatalf("start: %q %v", warning, err)
+	}
+	if _, err := c.Event(t.Context(), phaseapi.HeartbeatRequest{Phase: "SFT", Event: phaseapi.EventPing}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Event(t.Context(), phaseapi.HeartbeatRequest{Phase: "SFT", Event: phaseapi.EventPing}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Event(t.Context(), phaseapi.HeartbeatRequest{Phase: "SFT", Event: phaseapi.EventPing, Total: &zero}); err == nil || err.Error() != "--total must be 1 or more" {
+	if _, err := c.Event(t.Context(), phaseapi.HeartbeatRequest{Phase: "SFT", Event: phaseapi.EventPing, Total: &zero}); err == nil || err.Error() != "--total must be 1 or more" {
 		t.Errorf("total 0: %v", err)
+	}
+	nine := uint64(9)
+	if warning, err := c.Event(t.Context(), phaseapi.HeartbeatRequest{Phase: "SFT", Event: phaseapi.EventEnd, Step: &nine, Total: &five}); err != nil || !strings.Contains(warning, "step 9 is past the total of 5") {
+		t.Errorf("end: warning %q, err %v; want the answer's warning", warning, err)
 	}
 	wd, _ := os.Getwd()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 2 {
-		t.Fatalf("server got %d heartbeats, want 2 (the total of 0 never sent)", len(got))
+	if len(got) != 3 {
+		t.Fatalf("server got %d heartbeats, want 3 (the total of 0 never sent)", len(got))
 	}
 	if len(got[0].Dirs) != 1 || got[0].Dirs[0] != wd || got[0].Total == nil || *got[0].Total != 5 {
 		t.Errorf("start %+v, want dirs [%s] and total 5", got[0], wd)

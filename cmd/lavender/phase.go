@@ -42,12 +42,19 @@ type progressFlags struct {
 	Total *uint64 `name:"total" env:"LAVENDER_PHASE_TOTAL" help:"Steps in the whole phase (1 or more); with --step, gives the ETA."`
 }
 
-func (f *phaseClientFlags) send(name, event, status string, progress progressFlags) error {
+// send sends one heartbeat. A warning in the answer (an end taken without
+// its contradictory --step and --total) is printed, not an error: the
+// exporter recorded the event, and the exit code says so.
+func (f *phaseClientFlags) send(g *Globals, name, event, status string, progress progressFlags) error {
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
-	return c.Event(context.Background(), phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total})
+	warning, err := c.Event(context.Background(), phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total})
+	if warning != "" {
+		fmt.Fprintln(g.Stderr, "lavender: warning:", warning)
+	}
+	return err
 }
 
 type PhaseStartCmd struct {
@@ -57,7 +64,7 @@ type PhaseStartCmd struct {
 }
 
 func (c *PhaseStartCmd) Run(g *Globals) error {
-	return c.send(c.Name, phaseapi.EventStart, "", c.progressFlags)
+	return c.send(g, c.Name, phaseapi.EventStart, "", c.progressFlags)
 }
 
 type PhasePingCmd struct {
@@ -67,7 +74,7 @@ type PhasePingCmd struct {
 }
 
 func (c *PhasePingCmd) Run(g *Globals) error {
-	return c.send(c.Name, phaseapi.EventPing, "", c.progressFlags)
+	return c.send(g, c.Name, phaseapi.EventPing, "", c.progressFlags)
 }
 
 type PhaseEndCmd struct {
@@ -82,7 +89,7 @@ func (c *PhaseEndCmd) Run(g *Globals) error {
 	if c.Failed {
 		status = phaseapi.StatusFailed
 	}
-	return c.send(c.Name, phaseapi.EventEnd, status, c.progressFlags)
+	return c.send(g, c.Name, phaseapi.EventEnd, status, c.progressFlags)
 }
 
 type PhaseRunCmd struct {

@@ -92,7 +92,10 @@ func TestPhaseRunUsageErrors(t *testing.T) {
 
 // start, ping and end carry --step and --total (or LAVENDER_PHASE_STEP and
 // LAVENDER_PHASE_TOTAL); the exporter's refusal of a step past the total
-// given with it comes back as the command's error.
+// given with it comes back as the command's error. A step alone past the
+// phase's total drops that total; an end with a step past its own total is
+// recorded without them, and the command prints the exporter's warning and
+// succeeds.
 func TestPhaseProgressFlags(t *testing.T) {
 	base, _ := startExporter(t)
 	g := testGlobals(io.Discard, io.Discard)
@@ -114,11 +117,22 @@ func TestPhaseProgressFlags(t *testing.T) {
 	if err := parseCLI(t, "phase", "ping", "Train", "--url", base, "--total", "0").Phase.Ping.Run(g); err == nil || !strings.Contains(err.Error(), "--total must be 1 or more") {
 		t.Errorf("--total 0: %v", err)
 	}
-	if err := parseCLI(t, "phase", "end", "Train", "--url", base, "--step", "500").Phase.End.Run(g); err != nil {
-		t.Fatal(err)
+	if err := parseCLI(t, "phase", "ping", "Train", "--url", base, "--step", "510").Phase.Ping.Run(g); err != nil {
+		t.Fatalf("step alone past the total: %v", err)
 	}
 	_, body = testkit.MustDo(t, nil, "GET", base+"/api/v1/phases", nil, "", "")
-	if !strings.Contains(body, `"status":"ok"`) || !strings.Contains(body, `"step":500`) {
+	if !strings.Contains(body, `"step":510,"last_progress"`) {
+		t.Errorf("phases after a step past the total: %s; want step 510 and no total", body)
+	}
+	var stderr bytes.Buffer
+	if err := parseCLI(t, "phase", "end", "Train", "--url", base, "--step", "600", "--total", "550").Phase.End.Run(testGlobals(io.Discard, &stderr)); err != nil {
+		t.Fatal(err)
+	}
+	if want := "lavender: warning: end recorded without its step and total (bad progress: step 600 is past the total of 550)\n"; stderr.String() != want {
+		t.Errorf("end's stderr %q, want %q", stderr.String(), want)
+	}
+	_, body = testkit.MustDo(t, nil, "GET", base+"/api/v1/phases", nil, "", "")
+	if !strings.Contains(body, `"status":"ok"`) || !strings.Contains(body, `"step":510`) {
 		t.Errorf("phases after end: %s", body)
 	}
 }
