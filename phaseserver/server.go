@@ -100,6 +100,9 @@ type Server struct {
 
 	refusedTotal *prometheus.CounterVec
 	refusedLogs  map[string]*throttle.Reporter
+	// droppedLogs keeps the log line of an end taken without its progress
+	// to one per throttle interval, as refusedLogs does for refusals.
+	droppedLogs *throttle.Reporter
 }
 
 // New builds a Server and reloads the phase table of the newest run in
@@ -133,6 +136,7 @@ func New(cfg Config, logger *slog.Logger) *Server {
 		Name: "lavender_heartbeats_refused_total",
 		Help: "Heartbeats the API refused, by reason: malformed, too_large, bad_field, unknown_phase, ended, ok_after_failed, too_many_phases, other.",
 	}, []string{"reason"})
+	s.droppedLogs = &throttle.Reporter{Now: cfg.Clock}
 	s.refusedLogs = make(map[string]*throttle.Reporter, len(refusedReasons))
 	for _, r := range refusedReasons {
 		s.refusedTotal.WithLabelValues(r)
@@ -318,7 +322,9 @@ func (s *Server) apply(req phaseapi.HeartbeatRequest) (p phaseapi.Phase, warning
 	if dropped != nil {
 		req.Step, req.Total = nil, nil
 		warning = fmt.Sprintf("end recorded without its step and total (%v)", dropped)
-		s.logger.Warn("phase end recorded without its progress", "phase", name, "status", status, "err", dropped)
+		if logIt, suppressed := s.droppedLogs.Report(); logIt {
+			s.logger.Warn("phase end recorded without its progress", "phase", name, "status", status, "err", dropped, "suppressed_since_last_report", suppressed)
+		}
 	}
 	if s.table.run.File == "" {
 		s.startRunForEventLocked(now)
