@@ -86,6 +86,7 @@ func wireDevice(d *server.Device, i int, r reading) {
 	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return r.limitMW, r.limitRet }
 	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return r.tempC, r.tempRet }
 	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return r.reasons, r.reasonRet }
+	d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) { return r.reasons, r.reasonRet }
 	d.GetTotalEccErrorsFunc = func(_ nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
 		if c == nvml.VOLATILE_ECC {
 			return r.eccVolatile, r.eccRet

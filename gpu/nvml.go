@@ -22,11 +22,46 @@ type Reader struct {
 
 	mu     sync.Mutex // held through a pass
 	devs   []handle
+	has    symbols
 	last   Snapshot
 	closed bool
 
 	done     chan struct{} // closed by Close, to stop the watchers
 	watchers sync.WaitGroup
+}
+
+// symbols says which of the pass's calls the loaded library exports.
+// go-nvml binds NVML's functions lazily and checks only the versioned ones
+// it chooses between (its updateVersionedSymbols); a call to any other
+// function the driver's libnvidia-ml.so.1 lacks is a symbol lookup error
+// that kills the process (exit 127) before NVML can answer
+// FUNCTION_NOT_FOUND. So the calls that not every driver lavender may
+// meet exports are looked up once at Open, and one that is missing is
+// never made: its older equivalent is, or its reading is left out as if
+// NOT_SUPPORTED. The other calls (utilization, v1 memory, power and its
+// limit, ECC counts, the process lists, events, identity) are in every
+// driver since long before R470.
+type symbols struct {
+	clocksEventReasons    bool // nvmlDeviceGetCurrentClocksEventReasons: drivers 535 and later
+	clocksThrottleReasons bool // nvmlDeviceGetCurrentClocksThrottleReasons: the same bits, deprecated in NVML 13
+	memoryInfoV2          bool // nvmlDeviceGetMemoryInfo_v2: newer than R470
+	remappedRows          bool // nvmlDeviceGetRemappedRows: drivers 450 and later
+	temperature           bool // nvmlDeviceGetTemperature: deprecated in NVML 13 for GetTemperatureV
+}
+
+// lookupSymbols asks the library, which Init has loaded, for each symbol.
+// An error of any kind counts as missing: a call not made only leaves a
+// reading out, a call made to nothing ends the process.
+func lookupSymbols(lib nvml.Interface) symbols {
+	ext := lib.Extensions()
+	has := func(name string) bool { return ext != nil && ext.LookupSymbol(name) == nil }
+	return symbols{
+		clocksEventReasons:    has("nvmlDeviceGetCurrentClocksEventReasons"),
+		clocksThrottleReasons: has("nvmlDeviceGetCurrentClocksThrottleReasons"),
+		memoryInfoV2:          has("nvmlDeviceGetMemoryInfo_v2"),
+		remappedRows:          has("nvmlDeviceGetRemappedRows"),
+		temperature:           has("nvmlDeviceGetTemperature"),
+	}
 }
 
 // handle is one GPU as Open found it: its NVML handle and its identity.
@@ -69,7 +104,7 @@ func open(lib nvml.Interface, opts Options) (*Reader, error) {
 		lib.Shutdown()
 		return nil, ErrNoGPU
 	}
-	r := &Reader{lib: lib, ttl: opts.ttl(), now: opts.now(), done: make(chan struct{})}
+	r := &Reader{lib: lib, ttl: opts.ttl(), now: opts.now(), done: make(chan struct{}), has: lookupSymbols(lib)}
 	r.devs = make([]handle, n)
 	for i := range r.devs {
 		r.devs[i].id.Index = i
@@ -185,7 +220,10 @@ func (r *Reader) read(dh *handle) Device {
 		func() {
 			// v2 leaves out the memory the driver reserves, so an idle
 			// GPU reads near 0; drivers before it have only v1.
-			m, ret := h.GetMemoryInfo_v2()
+			m, ret := nvml.Memory_v2{}, nvml.ERROR_FUNCTION_NOT_FOUND
+			if r.has.memoryInfoV2 {
+				m, ret = h.GetMemoryInfo_v2()
+			}
 			switch ret {
 			case nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.ERROR_NOT_SUPPORTED:
 				m1, ret1 := h.GetMemoryInfo()
@@ -213,6 +251,9 @@ func (r *Reader) read(dh *handle) Device {
 		func() {
 			// GetTemperature is deprecated in NVML 13 for GetTemperatureV,
 			// which drivers before 565 lack; the old call serves both.
+			if !r.has.temperature {
+				return
+			}
 			c, ret := h.GetTemperature(nvml.TEMPERATURE_GPU)
 			if check("GetTemperature", ret) {
 				d.Supported |= FieldTemperature
@@ -220,8 +261,21 @@ func (r *Reader) read(dh *handle) Device {
 			}
 		},
 		func() {
-			reasons, ret := h.GetCurrentClocksEventReasons()
-			if check("GetCurrentClocksEventReasons", ret) {
+			// The throttle reasons are the event reasons under their old
+			// name, bit for bit; drivers before 535 have only them.
+			var reasons uint64
+			call, ret := "GetCurrentClocksEventReasons", nvml.ERROR_FUNCTION_NOT_FOUND
+			if r.has.clocksEventReasons {
+				reasons, ret = h.GetCurrentClocksEventReasons()
+			}
+			if ret == nvml.ERROR_FUNCTION_NOT_FOUND && r.has.clocksThrottleReasons {
+				call = "GetCurrentClocksThrottleReasons"
+				reasons, ret = h.GetCurrentClocksThrottleReasons()
+			}
+			if ret == nvml.ERROR_FUNCTION_NOT_FOUND {
+				ret = nvml.ERROR_NOT_SUPPORTED
+			}
+			if check(call, ret) {
 				d.Supported |= FieldClockEvents
 				d.ClockEventReasons = ClockEventReasons(reasons)
 			}
@@ -238,6 +292,9 @@ func (r *Reader) read(dh *handle) Device {
 			}
 		},
 		func() {
+			if !r.has.remappedRows {
+				return
+			}
 			c, u, pending, failed, ret := h.GetRemappedRows()
 			if check("GetRemappedRows", ret) {
 				d.Supported |= FieldRemappedRows

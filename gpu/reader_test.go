@@ -15,6 +15,10 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
+// allFields is every reading of a healthy GPU.
+const allFields = FieldUtilization | FieldMemory | FieldPower | FieldPowerLimit | FieldTemperature |
+	FieldClockEvents | FieldECC | FieldRemappedRows | FieldProcesses
+
 func openTest(t testing.TB, s *server.Server, opts Options) *Reader {
 	t.Helper()
 	r, err := open(s, opts)
@@ -31,8 +35,7 @@ func TestSnapshotReadsEveryGPU(t *testing.T) {
 	if s.Err != nil || len(s.Devices) != 8 {
 		t.Fatalf("snapshot: %d devices, err %v", len(s.Devices), s.Err)
 	}
-	all := FieldUtilization | FieldMemory | FieldPower | FieldPowerLimit | FieldTemperature |
-		FieldClockEvents | FieldECC | FieldRemappedRows | FieldProcesses
+	all := allFields
 	for i, d := range s.Devices {
 		if d.Err != nil || d.Lost || d.Supported != all {
 			t.Errorf("gpu %d: err %v lost %v supported %b", i, d.Err, d.Lost, d.Supported)
@@ -198,6 +201,78 @@ func TestMemoryInfoFallsBackToV1(t *testing.T) {
 	got := openTest(t, srv, Options{}).Snapshot().Devices[0]
 	if !got.Has(FieldMemory) || got.MemUsed != 1<<30 || got.MemTotal != d.MemoryInfo.Total {
 		t.Errorf("memory %d/%d supported %b", got.MemUsed, got.MemTotal, got.Supported)
+	}
+}
+
+// An older driver's library lacks NVML's newer functions, and go-nvml
+// checks few of them: a call to one that is missing is a symbol lookup
+// error that kills the process. The pass makes none of them; it reads the
+// older equivalent or leaves the reading out.
+func TestOldDriverCallsOnlyWhatItExports(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		missing []string
+		want    Field // Supported
+		memUsed uint64
+	}{
+		{"R530", []string{"nvmlDeviceGetCurrentClocksEventReasons"}, allFields, 80 << 30},
+		{"R470", []string{"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetMemoryInfo_v2"}, allFields, 1 << 30},
+		{"none of them", []string{"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
+			"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetTemperature"},
+			allFields &^ (FieldClockEvents | FieldRemappedRows | FieldTemperature), 1 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testServer(2)
+			srv.LookupSymbolFunc = func(name string) error {
+				if slices.Contains(tc.missing, name) {
+					return fmt.Errorf("undefined symbol: %s", name)
+				}
+				return nil
+			}
+			dying := func(name string) {
+				if slices.Contains(tc.missing, name) {
+					t.Errorf("%s called, which the library lacks: the process would die", name)
+				}
+			}
+			for _, dev := range srv.Devices {
+				d := dev.(*server.Device)
+				d.MemoryInfo.Used = 1 << 30
+				ev, th, m2, rr, tm := d.GetCurrentClocksEventReasonsFunc, d.GetCurrentClocksThrottleReasonsFunc,
+					d.GetMemoryInfo_v2Func, d.GetRemappedRowsFunc, d.GetTemperatureFunc
+				d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+					dying("nvmlDeviceGetCurrentClocksEventReasons")
+					return ev()
+				}
+				d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) {
+					dying("nvmlDeviceGetCurrentClocksThrottleReasons")
+					return th()
+				}
+				d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+					dying("nvmlDeviceGetMemoryInfo_v2")
+					return m2()
+				}
+				d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+					dying("nvmlDeviceGetRemappedRows")
+					return rr()
+				}
+				d.GetTemperatureFunc = func(s nvml.TemperatureSensors) (uint32, nvml.Return) {
+					dying("nvmlDeviceGetTemperature")
+					return tm(s)
+				}
+			}
+			s := openTest(t, srv, Options{}).Snapshot()
+			for _, d := range s.Devices {
+				if d.Err != nil || d.Lost || d.Supported != tc.want {
+					t.Errorf("gpu %d: err %v lost %v supported %b, want %b", d.Index, d.Err, d.Lost, d.Supported, tc.want)
+				}
+				if d.MemUsed != tc.memUsed {
+					t.Errorf("gpu %d: memory used %d, want %d", d.Index, d.MemUsed, tc.memUsed)
+				}
+				if d.Has(FieldClockEvents) && d.ClockEventReasons != ReasonSWPowerCap {
+					t.Errorf("gpu %d: clock event reasons %#x, want the power cap's bit", d.Index, d.ClockEventReasons)
+				}
+			}
+		})
 	}
 }
 
