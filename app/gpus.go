@@ -28,7 +28,7 @@ func openGPUs(on bool, env Env, reg prometheus.Registerer) (*gpus, error) {
 		err error
 	)
 	if on {
-		r, err = gpu.Open(gpu.Options{Now: env.Clock})
+		r, err = gpu.Open(gpu.Options{Now: env.Clock, Logger: env.Logger})
 	} else {
 		err = gpu.ErrDisabled
 	}
@@ -61,7 +61,12 @@ func (g *gpus) read() ([]gpu.Device, error) {
 		return nil, errors.New(g.off)
 	}
 	snap := g.r.Snapshot()
-	return snap.Devices, snap.Err
+	if snap.Err != nil {
+		// A stuck pass hands back the last complete one's devices, for
+		// the status page; the watchdog judges none of them.
+		return nil, snap.Err
+	}
+	return snap.Devices, nil
 }
 
 // snapshot is the reader's last pass, for the status page; nil without one.

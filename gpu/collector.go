@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +42,10 @@ var (
 		"How long the NVML pass over all GPUs that this scrape reports took (passes are shared for up to the cache TTL).",
 		nil, nil)
 	descScrapeSuccess = prometheus.NewDesc("lavender_gpu_scrape_success",
-		"1 when the NVML pass read every supported reading of every GPU that is not lost, 0 when a call failed.",
+		"1 when the NVML pass read every supported reading of every GPU that is not lost, 0 when a call failed or the pass is stuck.",
+		nil, nil)
+	descScrapeStuck = prometheus.NewDesc("lavender_gpu_scrape_stuck",
+		"1 while an NVML pass has run past its deadline without returning (a GPU or the driver stuck): the GPUs' readings are absent, their info and lost series are the last complete pass's, and the duration is how long the pass has run.",
 		nil, nil)
 	descInfo = prometheus.NewDesc("lavender_gpu_info",
 		"A GPU NVML sees, with its name; always 1.",
@@ -95,7 +99,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEnabled, descScrapeDuration, descScrapeSuccess,
+	for _, d := range []*prometheus.Desc{descEnabled, descScrapeDuration, descScrapeSuccess, descScrapeStuck,
 		descInfo, descLost, descUtil, descMemUtil, descMemUsed, descMemTotal, descPower,
 		descPowerLimit, descTemp, descReason, descECCVolatile, descECCAggregate,
 		descRemapped, descRemapPending, descRemapFailed, descProcesses} {
@@ -110,12 +114,27 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	s := c.src.Snapshot()
-	if s.Err != nil {
+	stuck := errors.Is(s.Err, ErrStuck)
+	if s.Err != nil && !stuck {
 		ch <- prometheus.MustNewConstMetric(descEnabled, prometheus.GaugeValue, 0, Reason(s.Err))
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(descEnabled, prometheus.GaugeValue, 1, "")
 	ch <- prometheus.MustNewConstMetric(descScrapeDuration, prometheus.GaugeValue, s.Duration.Seconds())
+	ch <- prometheus.MustNewConstMetric(descScrapeStuck, prometheus.GaugeValue, b2f(stuck))
+	if stuck {
+		// Readings from before the stall would read as the GPUs' state
+		// now and could start or hold an alert on it; the GPUs and
+		// whether they were lost are held, so GPULost neither resolves
+		// nor fires for a stall.
+		ch <- prometheus.MustNewConstMetric(descScrapeSuccess, prometheus.GaugeValue, 0)
+		for _, d := range s.Devices {
+			l := []string{strconv.Itoa(d.Index), d.UUID, d.BusID}
+			ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, append(l, d.Name)...)
+			ch <- prometheus.MustNewConstMetric(descLost, prometheus.GaugeValue, b2f(d.Lost), l...)
+		}
+		return
+	}
 	ok := 1.0
 	for _, d := range s.Devices {
 		if d.Err != nil {

@@ -108,9 +108,12 @@ lavender_gpu_remapped_rows_pending{` + l0 + `} 1
 # TYPE lavender_gpu_remapped_rows_total counter
 lavender_gpu_remapped_rows_total{cause="correctable",` + l0 + `} 3
 lavender_gpu_remapped_rows_total{cause="uncorrectable",` + l0 + `} 1
-# HELP lavender_gpu_scrape_success 1 when the NVML pass read every supported reading of every GPU that is not lost, 0 when a call failed.
+# HELP lavender_gpu_scrape_success 1 when the NVML pass read every supported reading of every GPU that is not lost, 0 when a call failed or the pass is stuck.
 # TYPE lavender_gpu_scrape_success gauge
 lavender_gpu_scrape_success 1
+# HELP lavender_gpu_scrape_stuck 1 while an NVML pass has run past its deadline without returning (a GPU or the driver stuck): the GPUs' readings are absent, their info and lost series are the last complete pass's, and the duration is how long the pass has run.
+# TYPE lavender_gpu_scrape_stuck gauge
+lavender_gpu_scrape_stuck 0
 # HELP lavender_gpu_telemetry_enabled 1 when GPU telemetry reads NVML; 0 with the reason (no_cgo, no_driver, no_gpu, disabled, nvml_error, closed) when it does not.
 # TYPE lavender_gpu_telemetry_enabled gauge
 lavender_gpu_telemetry_enabled{reason=""} 1
@@ -127,7 +130,7 @@ lavender_gpu_utilization_ratio{` + l0 + `} 0.97
 		"lavender_gpu_memory_total_bytes", "lavender_gpu_memory_used_bytes", "lavender_gpu_memory_utilization_ratio",
 		"lavender_gpu_power_limit_watts", "lavender_gpu_power_watts", "lavender_gpu_processes",
 		"lavender_gpu_remapped_rows_failed", "lavender_gpu_remapped_rows_pending", "lavender_gpu_remapped_rows_total",
-		"lavender_gpu_scrape_success", "lavender_gpu_telemetry_enabled", "lavender_gpu_temperature_celsius",
+		"lavender_gpu_scrape_stuck", "lavender_gpu_scrape_success", "lavender_gpu_telemetry_enabled", "lavender_gpu_temperature_celsius",
 		"lavender_gpu_utilization_ratio"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
@@ -164,7 +167,7 @@ func TestCollectorScrapeFailure(t *testing.T) {
 	srv := testServer(1, func(_ int, r *reading) { r.tempRet = nvml.ERROR_UNKNOWN })
 	c := NewCollector(openTest(t, srv, Options{}), nil)
 	want := `
-# HELP lavender_gpu_scrape_success 1 when the NVML pass read every supported reading of every GPU that is not lost, 0 when a call failed.
+# HELP lavender_gpu_scrape_success 1 when the NVML pass read every supported reading of every GPU that is not lost, 0 when a call failed or the pass is stuck.
 # TYPE lavender_gpu_scrape_success gauge
 lavender_gpu_scrape_success 0
 `

@@ -14,6 +14,8 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -33,7 +35,42 @@ var (
 	// ErrDisabled: the user turned GPU telemetry off (--no-gpu), so NVML
 	// was never loaded.
 	ErrDisabled = errors.New("turned off (--no-gpu): GPU telemetry off")
+	// ErrStuck: a pass has run past its deadline (PassTimeout) without
+	// NVML answering; a Snapshot's Err is then a *StuckError.
+	ErrStuck = errors.New("NVML stopped answering")
 )
+
+// StuckError is a Snapshot's Err while a pass is stuck in an NVML call:
+// the Snapshot then holds the last complete pass's Devices (none when no
+// pass ever completed), to show marked stale, and nothing may be judged
+// from them.
+type StuckError struct {
+	Since time.Time     // when the stuck pass started, by the Reader's clock
+	For   time.Duration // how long it had run when this was answered
+	At    string        // the call it waits in: "gpu 1: GetPowerUsage"
+}
+
+func (e *StuckError) Error() string {
+	at := ""
+	if e.At != "" {
+		at = " in " + e.At
+	}
+	return fmt.Sprintf("%v: a pass has waited %s%s", ErrStuck, e.For.Round(100*time.Millisecond), at)
+}
+
+// Is makes errors.Is(err, ErrStuck) true.
+func (e *StuckError) Is(target error) bool { return target == ErrStuck }
+
+// PassTimeout is how long a caller of Snapshot waits for a pass before it
+// is answered without one (ErrStuck). A pass takes milliseconds on a
+// healthy host (the process lists, the slowest calls, a few each), but an
+// NVML call on a GPU in a bad state (the GSP's RPC timeouts, around an Xid
+// 79) can block for tens of seconds or for good, and the caller is a
+// Prometheus scrape (10 s timeout by default, for the whole of /metrics),
+// the status page or the watchdog's poll. Three seconds is hundreds of
+// healthy passes and leaves a scrape most of its time. The stuck pass runs
+// on; no other starts until it returns.
+const PassTimeout = 3 * time.Second
 
 // Reason is the reason label of lavender_gpu_telemetry_enabled for an
 // error from Open: "" for none, "no_cgo", "no_driver", "no_gpu", "closed"
@@ -74,6 +111,26 @@ type Options struct {
 	LibraryPath string
 	// Now is the clock for the cache (time.Now when nil), for tests.
 	Now func() time.Time
+	// Timeout is how long Snapshot waits for a pass (PassTimeout when
+	// 0), for tests.
+	Timeout time.Duration
+	// Logger gets one line when a pass is found stuck and one when it
+	// returns; nil logs nothing.
+	Logger *slog.Logger
+}
+
+func (o Options) timeout() time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	return PassTimeout
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 func (o Options) ttl() time.Duration {
@@ -100,8 +157,10 @@ type Snapshot struct {
 	// Devices, by NVML index. A cached pass hands every caller the same
 	// slice: read it, never change it.
 	Devices []Device
-	// Err is a failure of the pass as a whole (the Reader closed). A
-	// device's own failures are in its Device.Err.
+	// Err is a failure of the pass as a whole: the Reader closed, or a
+	// pass stuck in NVML (ErrStuck, a *StuckError; Devices are then the
+	// last complete pass's, stale). A device's own failures are in its
+	// Device.Err.
 	Err error
 }
 

@@ -5,6 +5,8 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,21 +15,36 @@ import (
 
 // Reader reads every GPU through NVML, one pass per call, sharing a pass
 // for Options.TTL. The device handles are taken once at Open. It is safe
-// for concurrent use; a pass in progress makes other callers wait for it
-// and share it, as NVML's calls serialise in the driver anyway.
+// for concurrent use. A pass runs on its own goroutine: callers that
+// arrive during it share it, and none waits for it past its deadline
+// (Options.Timeout), since one NVML call on a GPU in a bad state can block
+// for good. A stuck pass is left to run; no other starts until it returns.
 type Reader struct {
-	lib nvml.Interface
-	ttl time.Duration
-	now func() time.Time
+	lib     nvml.Interface
+	ttl     time.Duration
+	timeout time.Duration
+	now     func() time.Time
+	log     *slog.Logger
+	has     symbols
 
-	mu     sync.Mutex // held through a pass
-	devs   []handle
-	has    symbols
-	last   Snapshot
+	mu     sync.Mutex // never held across an NVML call
+	devs   []handle   // written back by each pass, which works on a copy
+	last   Snapshot   // the last complete pass
+	pass   *pass      // the pass in progress, nil when none
 	closed bool
 
 	done     chan struct{} // closed by Close, to stop the watchers
 	watchers sync.WaitGroup
+}
+
+// pass is one pass over the GPUs in progress.
+type pass struct {
+	time   time.Time     // by the Reader's clock: its Snapshot's Time
+	start  time.Time     // time.Now, for the deadline
+	done   chan struct{} // closed when the pass has returned, after res is set
+	res    Snapshot
+	at     string // the call it is in, under Reader.mu
+	logged bool   // a caller found it stuck and logged it, under Reader.mu
 }
 
 // symbols says which of the pass's calls the loaded library exports.
@@ -104,7 +121,8 @@ func open(lib nvml.Interface, opts Options) (*Reader, error) {
 		lib.Shutdown()
 		return nil, ErrNoGPU
 	}
-	r := &Reader{lib: lib, ttl: opts.ttl(), now: opts.now(), done: make(chan struct{}), has: lookupSymbols(lib)}
+	r := &Reader{lib: lib, ttl: opts.ttl(), timeout: opts.timeout(), now: opts.now(), log: opts.logger(),
+		done: make(chan struct{}), has: lookupSymbols(lib)}
 	r.devs = make([]handle, n)
 	for i := range r.devs {
 		r.devs[i].id.Index = i
@@ -158,33 +176,85 @@ func (r *Reader) GPUs() int {
 }
 
 // Snapshot returns the pass over every GPU, read now or, within the TTL,
-// the last one.
+// the last one. It waits for a pass at most until the pass's deadline;
+// past it, the answer is the last complete pass with ErrStuck (a
+// *StuckError) at once, for as long as the stuck pass has not returned.
 func (r *Reader) Snapshot() Snapshot {
 	if r == nil {
 		return Snapshot{Err: ErrClosed}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
 	if r.closed {
+		r.mu.Unlock()
 		return Snapshot{Time: now, Err: ErrClosed}
 	}
 	if age := now.Sub(r.last.Time); !r.last.Time.IsZero() && age >= 0 && age < r.ttl {
-		return r.last
+		s := r.last
+		r.mu.Unlock()
+		return s
 	}
-	start := time.Now()
-	s := Snapshot{Time: now, Devices: make([]Device, len(r.devs))}
-	for i := range r.devs {
-		s.Devices[i] = r.read(&r.devs[i])
+	p := r.pass
+	if p == nil {
+		p = &pass{time: now, start: time.Now(), done: make(chan struct{})}
+		r.pass = p
+		go r.run(p, slices.Clone(r.devs))
 	}
-	s.Duration = time.Since(start)
-	r.last = s
+	r.mu.Unlock()
+
+	if wait := r.timeout - time.Since(p.start); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-p.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	select {
+	case <-p.done:
+		return p.res
+	default:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return Snapshot{Time: now, Err: ErrClosed}
+	}
+	stuck := &StuckError{Since: p.time, For: time.Since(p.start), At: p.at}
+	if !p.logged {
+		p.logged = true
+		r.log.Warn("GPU telemetry: NVML stopped answering; the GPU readings and rules wait for it, the rest carries on", "err", stuck)
+	}
+	s := r.last
+	s.Duration, s.Err = stuck.For, stuck
 	return s
+}
+
+// run is one pass, on its own goroutine: NVML's calls cannot be
+// interrupted, so a stuck one holds this goroutine alone.
+func (r *Reader) run(p *pass, devs []handle) {
+	s := Snapshot{Time: p.time, Devices: make([]Device, len(devs))}
+	for i := range devs {
+		s.Devices[i] = r.read(&devs[i], func(call string) {
+			r.mu.Lock()
+			p.at = fmt.Sprintf("gpu %d: %s", devs[i].id.Index, call)
+			r.mu.Unlock()
+		})
+	}
+	s.Duration = time.Since(p.start)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.devs, r.last, r.pass, p.res = devs, s, nil, s
+	close(p.done)
+	if p.logged {
+		r.log.Info("GPU telemetry: NVML answers again", "stuck_for", s.Duration.Round(time.Millisecond).String())
+	}
 }
 
 // read is one GPU's part of a pass. A call that answers GPU_IS_LOST ends
 // it: the GPU is reported lost, with none of its readings.
-func (r *Reader) read(dh *handle) Device {
+// at is told each call before it is made, so a stuck pass says where.
+func (r *Reader) read(dh *handle, at func(call string)) Device {
 	var errs []error
 	lost := false
 	// check records a call's answer: SUCCESS sets the field, NOT_SUPPORTED
@@ -201,6 +271,7 @@ func (r *Reader) read(dh *handle) Device {
 		}
 		return false
 	}
+	at("identify")
 	if ret := r.identify(dh); !check("identify", ret) {
 		d := dh.id
 		d.Lost = lost
@@ -211,6 +282,7 @@ func (r *Reader) read(dh *handle) Device {
 	h := dh.h
 	steps := []func(){
 		func() {
+			at("GetUtilizationRates")
 			u, ret := h.GetUtilizationRates()
 			if check("GetUtilizationRates", ret) {
 				d.Supported |= FieldUtilization
@@ -222,10 +294,12 @@ func (r *Reader) read(dh *handle) Device {
 			// GPU reads near 0; drivers before it have only v1.
 			m, ret := nvml.Memory_v2{}, nvml.ERROR_FUNCTION_NOT_FOUND
 			if r.has.memoryInfoV2 {
+				at("GetMemoryInfo_v2")
 				m, ret = h.GetMemoryInfo_v2()
 			}
 			switch ret {
 			case nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.ERROR_NOT_SUPPORTED:
+				at("GetMemoryInfo")
 				m1, ret1 := h.GetMemoryInfo()
 				m, ret = nvml.Memory_v2{Total: m1.Total, Used: m1.Used, Free: m1.Free}, ret1
 			}
@@ -235,6 +309,7 @@ func (r *Reader) read(dh *handle) Device {
 			}
 		},
 		func() {
+			at("GetPowerUsage")
 			mw, ret := h.GetPowerUsage()
 			if check("GetPowerUsage", ret) {
 				d.Supported |= FieldPower
@@ -242,6 +317,7 @@ func (r *Reader) read(dh *handle) Device {
 			}
 		},
 		func() {
+			at("GetEnforcedPowerLimit")
 			mw, ret := h.GetEnforcedPowerLimit()
 			if check("GetEnforcedPowerLimit", ret) {
 				d.Supported |= FieldPowerLimit
@@ -254,6 +330,7 @@ func (r *Reader) read(dh *handle) Device {
 			if !r.has.temperature {
 				return
 			}
+			at("GetTemperature")
 			c, ret := h.GetTemperature(nvml.TEMPERATURE_GPU)
 			if check("GetTemperature", ret) {
 				d.Supported |= FieldTemperature
@@ -266,10 +343,12 @@ func (r *Reader) read(dh *handle) Device {
 			var reasons uint64
 			call, ret := "GetCurrentClocksEventReasons", nvml.ERROR_FUNCTION_NOT_FOUND
 			if r.has.clocksEventReasons {
+				at("GetCurrentClocksEventReasons")
 				reasons, ret = h.GetCurrentClocksEventReasons()
 			}
 			if ret == nvml.ERROR_FUNCTION_NOT_FOUND && r.has.clocksThrottleReasons {
 				call = "GetCurrentClocksThrottleReasons"
+				at("GetCurrentClocksThrottleReasons")
 				reasons, ret = h.GetCurrentClocksThrottleReasons()
 			}
 			if ret == nvml.ERROR_FUNCTION_NOT_FOUND {
@@ -281,10 +360,12 @@ func (r *Reader) read(dh *handle) Device {
 			}
 		},
 		func() {
+			at("GetTotalEccErrors")
 			v, ret := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
 			if !check("GetTotalEccErrors(volatile)", ret) {
 				return
 			}
+			at("GetTotalEccErrors")
 			a, ret := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.AGGREGATE_ECC)
 			if check("GetTotalEccErrors(aggregate)", ret) {
 				d.Supported |= FieldECC
@@ -295,6 +376,7 @@ func (r *Reader) read(dh *handle) Device {
 			if !r.has.remappedRows {
 				return
 			}
+			at("GetRemappedRows")
 			c, u, pending, failed, ret := h.GetRemappedRows()
 			if check("GetRemappedRows", ret) {
 				d.Supported |= FieldRemappedRows
@@ -305,6 +387,7 @@ func (r *Reader) read(dh *handle) Device {
 			// Without the privilege to see other users' processes NVML
 			// answers NO_PERMISSION: the count is unknown, not an error.
 			procs := func(call string, get func() ([]nvml.ProcessInfo, nvml.Return)) bool {
+				at(call)
 				ps, ret := get()
 				if ret == nvml.ERROR_NO_PERMISSION {
 					return false
@@ -355,8 +438,11 @@ func containsPid(pids []uint32, p uint32) bool {
 	return false
 }
 
-// Close stops the Xid watchers, waits for them, and shuts NVML down.
-// Snapshot then answers ErrClosed.
+// Close stops the Xid watchers, waits for them and for a pass in
+// progress (up to its deadline), and shuts NVML down. Snapshot then
+// answers ErrClosed. A pass still stuck in NVML is left to the process's
+// exit: shutting the library down under it could crash the process in
+// the driver, and waiting could hold the exit for good.
 func (r *Reader) Close() error {
 	if r == nil {
 		return nil
@@ -368,8 +454,18 @@ func (r *Reader) Close() error {
 	}
 	r.closed = true
 	close(r.done)
+	p := r.pass
 	r.mu.Unlock()
 	r.watchers.Wait()
+	if p != nil {
+		t := time.NewTimer(max(r.timeout-time.Since(p.start), 0))
+		defer t.Stop()
+		select {
+		case <-p.done:
+		case <-t.C:
+			return fmt.Errorf("nvml.Shutdown not called: %w", ErrStuck)
+		}
+	}
 	if ret := r.lib.Shutdown(); ret != nvml.SUCCESS {
 		return fmt.Errorf("nvml.Shutdown: %w", ret)
 	}

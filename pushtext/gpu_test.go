@@ -50,6 +50,7 @@ func TestGPUTexts(t *testing.T) {
 	alert := func(rule watchdog.RuleName, status watchdog.Status, lasted time.Duration, phase string, f watchdog.GPUFacts) watchdog.Alert {
 		return watchdog.Alert{Rule: rule, Status: status, Began: t0, At: t0.Add(lasted), Phase: phase, GPU: f}
 	}
+	stuckAlert := func(a watchdog.Alert) watchdog.Alert { a.Incident = watchdog.GPUStuckIncident; return a }
 	thermal := func(i int, temp uint32) gpu.Device {
 		return dev(i, func(d *gpu.Device) {
 			d.ClockEventReasons, d.TempC = gpu.ReasonHWThermalSlowdown|gpu.ReasonHWSlowdown|gpu.ReasonSWPowerCap, temp
@@ -80,6 +81,10 @@ func TestGPUTexts(t *testing.T) {
 			`GPU 0 (0000:18:00) lost: fallen off the bus — reboot the host`, "gpu-lost 0"},
 		{"lost resolved", alert(watchdog.RuleGPULost, watchdog.Resolved, 2*time.Hour+5*time.Minute, "Pretrain 1/3", watchdog.GPUFacts{Devices: []gpu.Device{{Index: 5, BusID: "0000:ab:00", Lost: true}}}),
 			`resolved: GPU 5 (0000:ab:00) lost after 2h5m`, "resolved gpu-lost 5"},
+		{"NVML stuck", stuckAlert(alert(watchdog.RuleGPULost, watchdog.Firing, 0, "", watchdog.GPUFacts{Stuck: time.Minute + 3*time.Second})),
+			`NVML has not answered for 1m: a GPU or the driver is stuck — look for an Xid in the kernel log (79: a GPU fell off the bus); the GPU readings and rules wait for it`, "gpu-lost nvml"},
+		{"NVML stuck resolved", stuckAlert(alert(watchdog.RuleGPULost, watchdog.Resolved, 6*time.Minute, "", watchdog.GPUFacts{Stuck: time.Minute})),
+			`resolved: NVML stopped answering after 6m`, "resolved gpu-lost nvml"},
 		{"remap pending", alert(watchdog.RuleGPURemap, watchdog.Firing, 0, "Pretrain 1/3", watchdog.GPUFacts{Devices: []gpu.Device{dev(2, func(d *gpu.Device) {
 			d.RemappedRows = gpu.RemappedRows{Correctable: 3, Uncorrectable: 1, Pending: true}
 		})}}),

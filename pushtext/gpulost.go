@@ -2,6 +2,7 @@ package pushtext
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/lavender-ml/lavender/watchdog"
 )
@@ -26,9 +27,28 @@ func GPULost(f GPUDeviceFigures) Text {
 	return Text{Body: head + ": fallen off the bus — reboot the host" + usedBy(f.Phase, 1), Subject: subject}
 }
 
+// NVMLStuck is `NVML has not answered for 1m: a GPU or the driver is
+// stuck — look for an Xid in the kernel log (79: a GPU fell off the bus);
+// the GPU readings and rules wait for it`; its resolution `NVML stopped
+// answering`. Subject "gpu-lost nvml".
+func NVMLStuck(stuck time.Duration, over bool) Text {
+	subject := string(watchdog.RuleGPULost) + " " + watchdog.GPUStuckIncident
+	if over {
+		return Text{Body: "NVML stopped answering", Subject: subject}
+	}
+	return Text{Body: "NVML has not answered for " + HumanDuration(stuck) +
+		": a GPU or the driver is stuck — look for an Xid in the kernel log (79: a GPU fell off the bus); the GPU readings and rules wait for it",
+		Subject: subject}
+}
+
 func gpuDeviceFigures(a watchdog.Alert) GPUDeviceFigures {
 	d := firstDevice(a)
 	return GPUDeviceFigures{Index: d.Index, BusID: d.BusID, Phase: a.Phase, Over: a.Status == watchdog.Resolved}
 }
 
-func watchdogGPULost(a watchdog.Alert) Text { return GPULost(gpuDeviceFigures(a)) }
+func watchdogGPULost(a watchdog.Alert) Text {
+	if a.Incident == watchdog.GPUStuckIncident {
+		return NVMLStuck(a.GPU.Stuck, a.Status == watchdog.Resolved)
+	}
+	return GPULost(gpuDeviceFigures(a))
+}

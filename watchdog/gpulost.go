@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"errors"
 	"time"
 
 	"github.com/lavender-ml/lavender/gpu"
@@ -32,16 +33,26 @@ func (r *GPUDeviceRule) holds(d gpu.Device) (on, known bool) {
 	return remapNeeded(d)
 }
 
-// Observe checks every GPU the poll read.
+// GPUStuckIncident is gpu-lost's incident for NVML itself: a pass stuck
+// in an NVML call (gpu.ErrStuck) for GPUStuckAfter. While NVML is stuck
+// no GPU is read, so no GPU's own incident starts or ends (a stuck pass
+// is no proof that a GPU is lost, nor that a lost one came back); this
+// one says that NVML stopped answering, and ends when a pass returns.
+const GPUStuckIncident = "nvml"
+
+// Observe checks every GPU the poll read, and NVML itself.
 func (r *GPUDeviceRule) Observe(s Sample, now time.Time) []Alert {
+	var out []Alert
+	if r.name == RuleGPULost {
+		out = r.observeStuck(s, now)
+	}
 	if !s.GPUsRead() {
-		return nil
+		return out
 	}
 	if r.owners == nil {
 		r.owners = gpuOwners{}
 	}
 	r.owners.update(s)
-	var out []Alert
 	for _, d := range s.GPUs {
 		on, known := r.holds(d)
 		if !known {
@@ -67,6 +78,42 @@ func (r *GPUDeviceRule) Observe(s Sample, now time.Time) []Alert {
 		}
 	}
 	return out
+}
+
+// observeStuck is the GPUStuckIncident: on once a pass has been stuck
+// for GPUStuckAfter, over at the first poll that reads the GPUs. A stall
+// shorter than that, or a poll that reads nothing (telemetry off, the
+// Reader closed), changes nothing.
+func (r *GPUDeviceRule) observeStuck(s Sample, now time.Time) []Alert {
+	var stuck *gpu.StuckError
+	switch {
+	case errors.As(s.GPUErr, &stuck):
+		if stuck.For < GPUStuckAfter {
+			return nil
+		}
+	case !s.GPUsRead():
+		return nil
+	}
+	on := stuck != nil
+	key := GPUStuckIncident
+	l := lastingFor(r.incidents, key, on, r.cfg.Retry)
+	if l == nil {
+		return nil
+	}
+	fire, over, notify := l.observe(on, time.Time{}, now, 0, !on)
+	switch {
+	case fire:
+		if l.facts.Stuck == 0 { // the first push, not a retry
+			l.facts, l.phase = GPUFacts{Stuck: stuck.For}, ""
+		}
+		return []Alert{r.alert(l, Firing, key, s, now)}
+	case over:
+		delete(r.incidents, key)
+		if notify {
+			return []Alert{r.alert(l, Resolved, key, s, now)}
+		}
+	}
+	return nil
 }
 
 func (r *GPUDeviceRule) alert(l *lasting, status Status, key string, s Sample, now time.Time) Alert {

@@ -47,6 +47,12 @@ const (
 	// incident ends, so a reading that dips for one poll neither ends an
 	// incident nor, by ending it, lets it push again.
 	GPUClearAfter = time.Minute
+	// GPUStuckAfter is how long an NVML pass must have been stuck before
+	// gpu-lost pushes that NVML stopped answering. A pass takes
+	// milliseconds; the driver's own timeouts on a GPU in a bad state
+	// run to tens of seconds and may recover, and while NVML is stuck no
+	// GPU rule can read anything, so a minute of it is an incident.
+	GPUStuckAfter = time.Minute
 )
 
 // GPUConfig tunes the GPU telemetry rules. Each "After" of 0 turns its
@@ -120,6 +126,9 @@ type GPUFacts struct {
 	// NoSteps (gpu-hang, gpu-idle): the phase reports no progress, so
 	// the GPUs' readings alone raised the alert.
 	NoSteps bool
+	// Stuck (gpu-lost, incident GPUStuckIncident): how long NVML had
+	// not answered when the incident began; no Devices then.
+	Stuck time.Duration
 }
 
 // Indexes are the facts' GPU indexes, ascending.

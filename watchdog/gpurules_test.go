@@ -550,3 +550,52 @@ func TestGPURulesBackOffWhileEveryTargetFails(t *testing.T) {
 		})
 	}
 }
+
+// TestNVMLStuckHoldsTheGPURules: while an NVML pass is stuck nothing of
+// the GPUs is read, so no GPU's incident starts or ends, from stale
+// readings or from none; after GPUStuckAfter gpu-lost pushes that NVML
+// stopped answering, once, and resolves it when a pass returns.
+func TestNVMLStuckHoldsTheGPURules(t *testing.T) {
+	cfg := DefaultGPUConfig
+	cfg.Retry = 5 * time.Second
+	rules, err := NewGPURules(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := phaseapi.Phase{Name: "A", Status: phaseapi.StatusActive, Started: t0}
+	read := Sample{Phases: []phaseapi.Phase{p}, PhaseGPUs: map[string][]int{"A": {0}}, GPUs: []gpu.Device{
+		{Index: 0, BusID: "0000:18:00", Supported: gpu.FieldUtilization | gpu.FieldProcesses, SMUtil: 0},
+		{Index: 1, BusID: "0000:2a:00", Lost: true},
+	}}
+	stuck := func(d time.Duration) Sample {
+		return Sample{Phases: []phaseapi.Phase{p}, GPUErr: &gpu.StuckError{Since: t0, For: d, At: "gpu 1: GetPowerUsage"}}
+	}
+	now := t0
+	for i, st := range []struct {
+		after time.Duration
+		s     Sample
+		want  string
+	}{
+		{0, read, "gpu-lost firing began+0s 0000:2a:00"},
+		{5 * time.Minute, read, ""},
+		{5 * time.Second, stuck(3 * time.Second), ""},
+		{55 * time.Second, stuck(58 * time.Second), ""},
+		{5 * time.Second, stuck(63 * time.Second), "gpu-lost firing began+6m5s nvml"},
+		{10 * time.Minute, stuck(11 * time.Minute), ""},
+		{5 * time.Second, read, "gpu-lost resolved began+6m5s nvml"},
+		{9 * time.Minute, read, ""},
+		{time.Minute, read, `gpu-idle firing began+16m10s phase="A" A`},
+	} {
+		now = now.Add(st.after)
+		var got []string
+		for _, r := range rules {
+			for _, a := range r.Observe(st.s, now) {
+				got = append(got, describe(a)+" "+a.Incident)
+				r.Pushed(a, true, now)
+			}
+		}
+		if g := strings.Join(got, "; "); g != st.want {
+			t.Fatalf("step %d at +%s: got %q, want %q", i, now.Sub(t0), g, st.want)
+		}
+	}
+}
