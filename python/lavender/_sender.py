@@ -12,6 +12,7 @@ import http.client
 import json
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
@@ -35,6 +36,15 @@ REQUEST_TIMEOUT = 2.0
 # the end itself.
 END_WAIT = 2 * REQUEST_TIMEOUT + 0.5
 MAX_OUTBOX = 64
+# The exporter's name is looked up once, on a thread of its own, and kept: a
+# lookup is not bounded by REQUEST_TIMEOUT (glibc waits 5 s on a nameserver
+# that is down before it asks the next), and one per request would eat the
+# end's wait. It is looked up again only when no address it had takes a
+# connection, at most this often.
+RESOLVE_AGAIN_AFTER = 10.0
+# How long the sender waits for the first lookup before it gives a
+# heartbeat up; the lookup itself goes on.
+RESOLVE_WAIT = 30.0
 # How long the sender waits for a loss that lives on a GPU: reading it syncs
 # with the device, which a hung collective never lets happen.
 VALUE_WAIT = 0.5
@@ -56,6 +66,7 @@ class Sender:
         parts = urllib.parse.urlsplit(base_url)
         self._https = parts.scheme == "https"
         self._host, self._port = parts.hostname, parts.port
+        self._resolver = _Resolver(self._host, self._port or (443 if self._https else 80))
         self._path = parts.path + _wire.HEARTBEAT_PATH
         self._timeout = timeout
         self._headers = {"Content-Type": "application/json", "User-Agent": "lavender-client"}
@@ -70,6 +81,9 @@ class Sender:
         self._reported = set()
         self._last_status = None
         self._reader = _ValueReader()
+        # From the phase's making (Trainer(...), before the model loads),
+        # not its first heartbeat: the answer is in by the time one goes.
+        self._resolver.lookup()
 
     def _configure(self, env):
         user = env.get("LAVENDER_USERNAME", "")
@@ -200,6 +214,9 @@ class Sender:
             conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        # The connection goes to the addresses looked up before; the Host
+        # header and TLS's server name stay the name in the URL.
+        conn._create_connection = self._resolver.connect
         try:
             conn.request("POST", self._path or "/", data, self._headers)
             resp = conn.getresponse()
@@ -224,6 +241,97 @@ class Sender:
         if key not in self._reported:
             self._reported.add(key)
             say(logging.WARNING, "lavender: %s" % what)
+
+
+class _Resolver:
+    """The exporter's addresses, looked up on a thread of its own and kept
+    for every connection after."""
+
+    def __init__(self, host, port):
+        self._host, self._port = host, port
+        self._lock = threading.Lock()
+        self._addrs = None  # [(family, type, proto, sockaddr)] once known
+        self._error = None  # why there are none
+        self._looking = None  # an Event set when the lookup in flight ends
+        self._last = None  # when the last lookup began
+
+    def lookup(self):
+        """Starts a lookup, unless one is in flight or one began less than
+        RESOLVE_AGAIN_AFTER seconds ago; returns the Event of the lookup in
+        flight, or None."""
+        with self._lock:
+            if self._looking is not None:
+                return self._looking
+            now = time.monotonic()
+            if self._last is not None and now - self._last < RESOLVE_AGAIN_AFTER:
+                return None
+            self._last, done = now, threading.Event()
+            self._looking = done
+        try:
+            threading.Thread(target=self._lookup, args=(done,), name="lavender-resolve", daemon=True).start()
+        except RuntimeError as e:  # no thread to be had (interpreter shutdown)
+            with self._lock:
+                self._looking, self._error = None, self._error or e
+            done.set()
+        return done
+
+    def _lookup(self, done):
+        addrs, error = None, None
+        try:
+            infos = socket.getaddrinfo(self._host, self._port, 0, socket.SOCK_STREAM)
+            addrs = [(family, kind, proto, sockaddr) for family, kind, proto, _, sockaddr in infos] or None
+            if addrs is None:
+                error = OSError("%s has no address" % self._host)
+        except Exception as e:
+            error = e
+        with self._lock:
+            if addrs is not None:
+                self._addrs, self._error = addrs, None
+            elif self._addrs is None:
+                self._error = error  # addresses known before are kept
+            self._looking = None
+        done.set()
+
+    def addresses(self, wait):
+        """The addresses known; while none are, waits up to wait seconds for
+        a lookup. Raises why there are none."""
+        with self._lock:
+            addrs = self._addrs
+        if addrs is None:
+            done = self.lookup()
+            if done is not None:
+                done.wait(wait)
+            with self._lock:
+                addrs, error = self._addrs, self._error
+            if addrs is None:
+                if error is None or (done is not None and not done.is_set()):
+                    error = socket.timeout("looking up %s took more than %gs" % (self._host, wait))
+                raise error
+        return addrs
+
+    def connect(self, address, timeout=None, source_address=None):
+        """socket.create_connection to the addresses known, for
+        http.client: tried in the order the lookup gave them."""
+        error = None
+        for family, kind, proto, sockaddr in self.addresses(RESOLVE_WAIT):
+            sock = None
+            try:
+                sock = socket.socket(family, kind, proto)
+                if isinstance(timeout, (int, float)):  # not http.client's "the default"
+                    sock.settimeout(timeout)
+                if source_address:
+                    sock.bind(source_address)
+                sock.connect(sockaddr)
+                return sock
+            except OSError as e:
+                error = e
+                if sock is not None:
+                    sock.close()
+        # No address takes a connection: the exporter may have moved (a new
+        # pod, a new lease). The next heartbeats go to what a new lookup
+        # finds, and this one is not held up by it.
+        self.lookup()
+        raise error
 
 
 class _ValueReader:

@@ -353,6 +353,71 @@ class UnreachableTest(unittest.TestCase):
         self.assertIn("ConnectionRefusedError", output[0])
 
 
+class ResolverTest(unittest.TestCase):
+    """The exporter's name is looked up off the training thread and kept:
+    a slow resolver (a first nameserver down, 5 s a lookup) costs no
+    heartbeat its wait, least of all the end."""
+
+    def setUp(self):
+        self.exporter = Recorder()
+        self.addCleanup(self.exporter.close)
+
+    def test_a_slow_resolver_loses_no_end(self):
+        # The end waits END_WAIT for its heartbeat, then the process exits
+        # and takes the daemon sender with it: a lookup per request ate it.
+        code = ("import socket, time\n"
+                "real, calls = socket.getaddrinfo, []\n"
+                "def slow(*a, **k):\n"
+                "    calls.append(a[0])\n"
+                "    time.sleep(5)\n"
+                "    return real(*a, **k)\n"
+                "socket.getaddrinfo = slow\n"
+                "import lavender\n"
+                "t0 = time.monotonic()\n"
+                "with lavender.phase('SlowDNS', every=60) as p:\n"
+                "    started = time.monotonic() - t0\n"
+                "    for step in range(1, 21):\n"
+                "        p.progress(step, 20)\n"
+                "        time.sleep(0.1)\n"
+                "print('started in %.2fs, %d lookups' % (started, len(calls)))\n")
+        port = self.exporter.server.server_address[1]
+        r = run_python(code, {"LAVENDER_URL": "http://localhost:%d" % port})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.exporter.events()[0], ("start", None), self.exporter.bodies)
+        self.assertEqual([(b["status"], b["step"]) for b in ends(self.exporter.bodies)], [("ok", 20)], r.stderr)
+        started, lookups = r.stdout.split()[2], r.stdout.split()[3]
+        self.assertLess(float(started.rstrip("s,")), 0.5, "the training thread waited on the lookup")
+        self.assertEqual(lookups, "1", r.stdout)
+        self.assertTrue(all(h["Host"] == "localhost:%d" % port for h in self.exporter.headers),
+                        "the Host the exporter's write guard reads must stay the name")
+
+    def test_a_failed_connection_looks_the_name_up_again(self):
+        # The exporter moved (a new pod, a new lease): once no address it had
+        # answers, the name is looked up again, off the sender's requests,
+        # and at most every RESOLVE_AGAIN_AFTER seconds.
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))  # a port nobody listens on
+        self.addCleanup(closed.close)
+        moved = [("127.0.0.1", closed.getsockname()[1]), self.exporter.server.server_address]
+        calls = []
+
+        def lookup(host, port, *args, **kwargs):
+            calls.append(host)
+            addr = moved[min(len(calls), len(moved)) - 1]
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", addr)]
+
+        with mock.patch.object(_sender, "RESOLVE_AGAIN_AFTER", 0.3), mock.patch("socket.getaddrinfo", lookup):
+            with self.assertLogs("lavender", logging.WARNING) as logs:
+                with Phase("Moved", every=0.05, env={"LAVENDER_URL": "http://exporter.test:9877"}) as p:
+                    p.progress(1, 10)
+                    self.assertTrue(self.exporter.wait_for(lambda bs: any(b["event"] == "ping" for b in bs), timeout=5))
+                    time.sleep(0.5)
+        self.assertEqual(calls, ["exporter.test", "exporter.test"], "one lookup, then one after the failure")
+        self.assertEqual(ends(self.exporter.bodies)[0]["status"], "ok")
+        self.assertEqual(self.exporter.headers[0]["Host"], "exporter.test:9877")
+        self.assertIn("ConnectionRefusedError", logs.output[0])
+
+
 class ProcessTest(unittest.TestCase):
     """Failures that end the process: uncaught exceptions, SIGTERM, exits."""
 
