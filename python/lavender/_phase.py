@@ -64,7 +64,7 @@ class Phase:
             cwd = os.getcwd()
         except OSError:
             cwd = None
-        self._dirs = _wire.absolute_dirs([cwd] + list(dirs))
+        self._dirs = self._fitting_dirs([cwd] + list(dirs))
         self._state = "new"  # armed (hooks set, nothing sent), running, ended
         self._pid = os.getpid()
         self._sigterm = False
@@ -155,7 +155,15 @@ class Phase:
 
     def add_dirs(self, *dirs):
         """Adds directories the phase writes to (checkpoints, logs)."""
-        self._dirs = _wire.absolute_dirs(self._dirs + [d for d in dirs if d])
+        self._dirs = self._fitting_dirs(self._dirs + [d for d in dirs if d])
+
+    def _fitting_dirs(self, dirs):
+        left_out = []
+        out = _wire.absolute_dirs(dirs, left_out)
+        for d, problem in left_out:
+            _said.once(("dir", d), "lavender: directory %s %s, which the heartbeat API refuses; phase %r is "
+                       "reported without it (said once)" % (_shown_path(d), problem, self.name))
+        return out
 
     def fail(self, reason):
         """Ends the phase failed; reason is an exception or a line of text."""
@@ -365,6 +373,36 @@ class Phase:
             self._saves.append((n, _home(path, self._dirs)))
         if self._state == "running":
             self._ping_soon()
+
+
+class _Said:
+    """What this process has warned of already, so that a warning that
+    every phase (or every add_dirs) would repeat is said once."""
+
+    MAX = 256
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._keys = set()
+
+    def once(self, key, text):
+        with self._lock:
+            if key in self._keys or len(self._keys) >= self.MAX:
+                return
+            self._keys.add(key)
+        _sender.say(logging.WARNING, text)
+
+
+_said = _Said()
+
+
+def _shown_path(d):
+    # The path's bytes as the filesystem has them: '/data/\xdcbung', which
+    # no terminal or log shipper mangles.
+    try:
+        return repr(os.fsencode(d))[1:]
+    except (UnicodeError, TypeError):
+        return ascii(d)
 
 
 # The share of a ping interval a busy thread must spend on the CPU to count

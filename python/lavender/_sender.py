@@ -12,6 +12,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import socket
 import ssl
 import threading
@@ -80,6 +81,7 @@ class Sender:
         self._failing = None  # what the last report said; None while heartbeats go through
         self._reported = set()
         self._last_status = None
+        self._last_answer = self._last_error = ""  # the last answer, shortened and whole
         self._reader = _ValueReader()
         # From the phase's making (Trainer(...), before the model loads),
         # not its first heartbeat: the answer is in by the time one goes.
@@ -171,29 +173,64 @@ class Sender:
             try:
                 item, phase = self._next()
                 if item is not None:
-                    item.delivered = self._deliver(item.body)
+                    item.delivered = self._send(item.body)
                     item.done.set()
                 else:
                     body = phase._ping_body()
-                    if body is not None and not self._deliver(body) and len(body) > 2 and self._last_status == 400:
-                        # The progress was refused; the heartbeat itself must
-                        # not be, or the phase would look silent.
-                        self._deliver({"phase": body["phase"], "event": "ping"})
+                    if body is not None:
+                        self._send(body)
             except Exception as e:  # the thread must outlive anything
                 self._once("thread", "heartbeat thread: %s" % _wire.reason_of(e))
                 time.sleep(0.1)
 
-    def _deliver(self, body):
-        """Posts body and says whether the exporter took it."""
+    def _send(self, body):
+        """Posts body and says whether the exporter took it. A body the
+        exporter refuses (400) for a field it names goes again without that
+        field and those that go with it: one field it will not take (a
+        directory, a field an older exporter does not know) must not cost
+        the start its pid, the pings their step and loss, or the end. A
+        ping refused for no field it names goes as a bare ping, so the
+        phase never looks silent."""
+        for _ in range(MAX_FIELDS_DROPPED + 1):
+            if self._deliver(body, quiet_400=True):
+                return True
+            if self._last_status != 400:
+                return False
+            fields = refused_fields(self._last_error, body)
+            if not fields:
+                break
+            self._once("400 " + fields[0], "%s: %s: HTTP 400: %s; sending it without %s (training goes on; said once)"
+                       % (self.base_url, self._event(body), self._last_answer, ", ".join(fields)))
+            body = {k: v for k, v in body.items() if k not in fields}
+        else:
+            self._fail(400, "%s: %s: HTTP 400: %s" % (self.base_url, self._event(body), self._last_answer))
+            return False
+        if body.get("event") != "ping" or len(body) <= 2:
+            self._fail(400, "%s: %s: HTTP 400: %s" % (self.base_url, self._event(body), self._last_answer))
+            return False
+        # The same refusal (a step past the total, say) comes at every ping,
+        # its numbers changing: it is one thing to say, and said once.
+        self._once("400 " + re.sub(r"[0-9]+", "N", self._last_answer),
+                   "%s: %s: HTTP 400: %s; pinging without its fields (training goes on; said once)"
+                   % (self.base_url, self._event(body), self._last_answer))
+        return self._deliver({"phase": body["phase"], "event": "ping"})
+
+    @staticmethod
+    def _event(body):
+        return "%s %r" % (body.get("event"), body.get("phase"))
+
+    def _deliver(self, body, quiet_400=False):
+        """Posts body and says whether the exporter took it; with quiet_400,
+        a 400 is left to the caller to report."""
         self._last_status = None
-        event = "%s %r" % (body.get("event"), body.get("phase"))
+        event = self._event(body)
         try:
             data = json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
-            status, answer = self._request(data)
+            status, answer, self._last_error = self._request(data)
         except Exception as e:  # refused, reset, timed out, garbage (BadStatusLine), TLS
             self._fail(type(e).__name__, "%s: %s: %s" % (self.base_url, event, _wire.reason_of(e)))
             return False
-        self._last_status = status
+        self._last_status, self._last_answer = status, answer
         if 200 <= status < 300:
             if self._failing is not None:
                 say(logging.WARNING, "lavender: heartbeats reach %s again" % self.base_url)
@@ -204,6 +241,8 @@ class Sender:
             # wrapper): the server keeps the failure, as it should.
             say(logging.DEBUG, "lavender: %s: %s" % (event, answer))
             return True
+        if status == 400 and quiet_400:
+            return False
         if 300 <= status < 400:
             answer = "a redirect, which the heartbeat API never answers: is LAVENDER_URL the exporter's address?"
         self._fail(status, "%s: %s: HTTP %d: %s" % (self.base_url, event, status, answer))
@@ -225,10 +264,10 @@ class Sender:
             conn.close()
         answer = raw.decode("utf-8", "replace").strip()
         try:
-            answer = json.loads(answer).get("error", answer)
+            answer = str(json.loads(answer).get("error", answer))
         except (ValueError, AttributeError):
             pass
-        return resp.status, _wire.short(answer)[:200]
+        return resp.status, _wire.short(answer)[:200], answer
 
     def _fail(self, kind, what):
         # One line when heartbeats start failing, and again only when the
@@ -238,9 +277,47 @@ class Sender:
             say(logging.WARNING, "lavender: %s (training goes on; said once)" % what)
 
     def _once(self, key, what):
-        if key not in self._reported:
+        if key not in self._reported and len(self._reported) < MAX_REPORTED:
             self._reported.add(key)
             say(logging.WARNING, "lavender: %s" % what)
+
+
+# The fields that go together: a heartbeat without one goes without the rest
+# (eval_total only with eval_step, boot_id and pid_ns only with pid).
+FIELD_GROUPS = (("step", "total"), ("eval_step", "eval_total"), ("pid", "boot_id", "pid_ns"))
+# What a heartbeat never goes without.
+KEPT_FIELDS = ("phase", "event", "status")
+# How the exporter names the field it refused a heartbeat for: the strict
+# JSON decoder's pointer (text that is not UTF-8, a value of the wrong
+# type), a field check ("bad field: dirs: ..."), an unknown or repeated
+# field, and progress it will not take ("bad progress: step 11 is past
+# the total of 10").
+_FIELD_IN_ERROR = (
+    re.compile(r'within "/([a-z_]+)'),
+    re.compile(r"^bad field: ([a-z_]+)"),
+    re.compile(r'^malformed JSON: (?:unknown field |duplicate field )?"([a-z_]+)"'),
+    re.compile(r"^bad (progress)\b"),
+)
+MAX_FIELDS_DROPPED = 3
+MAX_REPORTED = 256
+
+
+def refused_fields(error, body):
+    """The fields of body an exporter's 400 error names, with those that go
+    with them; () when it names none body has, or one it never goes
+    without."""
+    for pattern in _FIELD_IN_ERROR:
+        m = pattern.search(error)
+        if m is None:
+            continue
+        name = "step" if m.group(1) == "progress" else m.group(1)
+        if name not in body or name in KEPT_FIELDS:
+            return ()
+        for group in FIELD_GROUPS:
+            if name in group:
+                return tuple(f for f in group if f in body)
+        return (name,)
+    return ()
 
 
 class _Resolver:

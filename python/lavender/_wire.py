@@ -11,6 +11,8 @@ import urllib.parse
 DEFAULT_URL = "http://127.0.0.1:9877"
 HEARTBEAT_PATH = "/api/v1/heartbeat"
 MAX_DIRS = 8
+# Linux's PATH_MAX, the longest directory the API takes.
+MAX_DIR_BYTES = 4096
 # Saves measured and waiting for a ping, as many as the server remembers.
 MAX_SAVES = 8
 MAX_REASON = 200
@@ -106,19 +108,48 @@ def identity():
     return out
 
 
-def absolute_dirs(dirs):
-    """Up to MAX_DIRS distinct absolute paths, in order."""
+# What the heartbeat API refuses in a directory, and with it the whole
+# heartbeat: a control character, or U+FFFD (text already mangled).
+_BAD_DIR_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ufffd]")
+
+
+def absolute_dirs(dirs, left_out=None):
+    """Up to MAX_DIRS distinct absolute paths, in order. A path the
+    heartbeat API refuses (not valid UTF-8: a Latin-1 byte of a name is a
+    lone surrogate here; a control character; over PATH_MAX) is left out,
+    and appended to left_out with why."""
     out = []
     for d in dirs:
         if not d:
             continue
         try:
             d = os.path.abspath(os.fspath(d))
+            if isinstance(d, bytes):
+                d = os.fsdecode(d)
         except (TypeError, ValueError, OSError):
+            continue
+        problem = dir_problem(d)
+        if problem:
+            if left_out is not None and (d, problem) not in left_out:
+                left_out.append((d, problem))
             continue
         if d not in out:
             out.append(d)
     return out[:MAX_DIRS]
+
+
+def dir_problem(d):
+    """Why the heartbeat API would refuse d as one of a phase's dirs, or
+    None."""
+    try:
+        size = len(d.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid UTF-8"
+    if size > MAX_DIR_BYTES:
+        return "is over %d bytes" % MAX_DIR_BYTES
+    if _BAD_DIR_CHARS.search(d):
+        return "holds a control character"
+    return None
 
 
 def loss_value(loss):

@@ -27,7 +27,7 @@ class Recorder:
     """An exporter that records each heartbeat's path, headers and body."""
 
     def __init__(self, status=200):
-        self.status = status  # or a callable body -> status
+        self.status = status  # or a callable body -> status, or (status, error)
         self.bodies, self.paths, self.headers = [], [], []
         self._cond = threading.Condition()
         rec = self
@@ -36,12 +36,15 @@ class Recorder:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 status = rec.status(body) if callable(rec.status) else rec.status
+                error = "refused by the test"
+                if isinstance(status, tuple):  # (status, the error the server words)
+                    status, error = status
                 with rec._cond:
                     rec.bodies.append(body)
                     rec.paths.append(self.path)
                     rec.headers.append(dict(self.headers))
                     rec._cond.notify_all()
-                answer = b'{"error":"refused by the test"}' if status >= 400 else b"{}"
+                answer = json.dumps({"error": error}).encode() if status >= 400 else b"{}"
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))

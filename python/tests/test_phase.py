@@ -1,6 +1,8 @@
+import json
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -9,7 +11,7 @@ import time
 import unittest
 from unittest import mock
 
-from lavender import _phase, _sender
+from lavender import _phase, _sender, _wire
 from lavender._phase import Phase
 
 from .servers import Recorder, Silent, run_python
@@ -245,6 +247,56 @@ class PhaseTest(unittest.TestCase):
                 self.assertTrue(self.exporter.wait_for(lambda bs: any(b == {"phase": "Pretrain 1/3", "event": "ping"} for b in bs)))
         self.assertIn("HTTP 400: refused by the test", "\n".join(logs.output))
 
+    def test_a_refused_field_costs_only_itself(self):
+        # The server refuses a whole heartbeat for one field it will not
+        # take, and names it: the heartbeat goes again without that field
+        # (and those that go with it), so the pid, the step and the loss
+        # still arrive, and the refusal is said once, not once a ping.
+        for error, field, gone in [
+            ('malformed JSON: invalid surrogate pair `\\udcdcbung"]` in string within "/dirs/0" after offset 153',
+             "dirs", ("dirs",)),
+            ('bad field: dirs: "/data/\\x01" has a control character', "dirs", ("dirs",)),
+            ('malformed JSON: unknown field "busy"', "busy", ("busy",)),
+            ("bad field: eval_step 7 is past the eval_total of 3", "eval_step", ("eval_step", "eval_total")),
+            ("bad progress: step 11 is past the total of 10", "step", ("step", "total")),
+        ]:
+            with self.subTest(field):
+                # An exporter of its own: a refusal is said once per exporter.
+                self.exporter = Recorder(status=lambda body: (400, error) if field in body else 200)
+                self.addCleanup(self.exporter.close)
+                with self.assertLogs("lavender", logging.WARNING) as logs:
+                    with self.phase("Refused " + field, total=10) as p:
+                        p.progress(3, 10, loss=math.nan)
+                        p.eval_progress(7, 3)
+                        p.busy("evaluating")
+                        self.assertTrue(self.exporter.wait_for(
+                            lambda bs: sum(b["event"] == "ping" and field not in b for b in bs) >= 3))
+                taken = [b for b in self.exporter.bodies if field not in b]
+                start = [b for b in taken if b["event"] == "start"]
+                if "dirs" in gone:
+                    self.assertEqual(len(start), 1, self.exporter.bodies)
+                    self.assertEqual(start[0]["pid"], os.getpid())
+                pings = [b for b in taken if b["event"] == "ping"]
+                self.assertTrue(pings)
+                for b in pings:
+                    self.assertFalse(set(gone) & set(b), b)
+                    self.assertEqual(b["loss"], "NaN", b)
+                    if "step" not in gone:
+                        self.assertEqual(b["step"], 3, b)
+                self.assertEqual([b["status"] for b in ends(taken)], ["ok"])
+                said = [line for line in logs.output if "HTTP 400" in line]
+                self.assertEqual(len(said), 1, logs.output)
+                self.assertIn("without %s" % field, said[0])
+
+    def test_a_refusal_that_names_no_field_is_said_once(self):
+        self.exporter.status = lambda body: 400 if "step" in body and body["event"] == "ping" else 200
+        with self.assertLogs("lavender", logging.WARNING) as logs:
+            with self.phase() as p:
+                p.progress(1)
+                self.assertTrue(self.exporter.wait_for(
+                    lambda bs: sum(b == {"phase": "Pretrain 1/3", "event": "ping"} for b in bs) >= 3))
+        self.assertEqual(len(logs.output), 1, logs.output)
+
     def test_wrapper_phase(self):
         env = {"LAVENDER_PHASE": "Finetune"}
         with self.phase("inner name", env=env) as p:
@@ -351,6 +403,60 @@ class UnreachableTest(unittest.TestCase):
         self.assertLess(ended, _sender.REQUEST_TIMEOUT)
         self.assertEqual(len(output), 1, output)
         self.assertIn("ConnectionRefusedError", output[0])
+
+
+class DirsTest(unittest.TestCase):
+    """A directory the heartbeat API cannot take (not UTF-8, a control
+    character) is left out, said once; the rest of the heartbeat goes."""
+
+    def test_a_working_directory_not_in_utf8(self):
+        # The server's strict JSON decoder refuses a lone surrogate, which is
+        # how Python holds a Latin-1 byte of a path ("\xdcbung", Übung).
+        exporter = Recorder()
+        self.addCleanup(exporter.close)
+
+        def strict(body):
+            try:
+                json.dumps(body, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                return 400, 'malformed JSON: invalid surrogate pair in string within "/dirs/0" after offset 153'
+            return 200
+
+        exporter.status = strict
+        top = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, top, True)
+        out = os.path.join(top, "out")
+        code = ("import os, time, lavender\n"
+                "d = os.fsencode(%r) + b'/\\xdcbung'\n"
+                "os.makedirs(d)\n"
+                "os.chdir(d)\n"
+                "for name in ('Latin1', 'Latin1 again'):\n"
+                "    with lavender.phase(name, every=0.05, dirs=[%r]) as p:\n"
+                "        p.progress(5, 10, loss=float('nan'))\n"
+                "        time.sleep(0.3)\n") % (top, out)
+        r = run_python(code, {"LAVENDER_URL": exporter.url})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        bodies = [b for b in exporter.bodies if b["phase"] == "Latin1"]
+        self.assertEqual(bodies[0]["event"], "start", exporter.bodies)
+        self.assertIn("pid", bodies[0], "without the start's pid the server judges no process dead")
+        self.assertEqual(bodies[0]["dirs"], [out])
+        pings = [b for b in bodies if b["event"] == "ping"]
+        self.assertTrue(pings)
+        self.assertTrue(all(b["step"] == 5 and b["loss"] == "NaN" and b.get("dirs", [out]) == [out] for b in pings), pings)
+        self.assertEqual([b["status"] for b in ends(exporter.bodies)], ["ok", "ok"])
+        said = [line for line in r.stderr.splitlines() if "UTF-8" in line]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertIn("/\\xdcbung' is not valid UTF-8", said[0], "the warning names the directory")
+        self.assertNotIn("HTTP 400", r.stderr)
+
+    def test_dirs_the_api_refuses(self):
+        ok = "/data/ckpt"
+        for bad in ("/tmp/\udcdcbung", "/tmp/line\nbreak", "/tmp/\x7f", "/tmp/\ufffd", "/" + "x" * 4096):
+            with self.subTest(bad=bad[:20]):
+                left_out = []
+                self.assertEqual(_wire.absolute_dirs([bad, ok], left_out), [ok])
+                self.assertEqual([d for d, _ in left_out], [bad])
+        self.assertEqual(_wire.absolute_dirs(["/tmp/Übung", "/tmp/日本"]), ["/tmp/Übung", "/tmp/日本"])
 
 
 class ResolverTest(unittest.TestCase):
