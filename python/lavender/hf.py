@@ -30,6 +30,8 @@ class Hooks:
     on_step_begin    ends the work between steps (see on_step_end).
     on_step_end      records global_step and max_steps; an evaluation or a
                      save to follow is work (busy) until the next step.
+    on_epoch_end     the same for an evaluation or a save at the end of an
+                     epoch (the "epoch" strategies).
     training_step    (wrapped on the trainer for the run) records the loss
                      Trainer backpropagates, NaN included: the model's, a
                      custom compute_loss's, TRL's.
@@ -79,9 +81,19 @@ class Hooks:
         if self.phase is None:
             return
         self.phase.progress(state.global_step, state.max_steps)
-        # DefaultFlowCallback, first in the list, has decided what follows
-        # this step: an evaluation (with compute_metrics and the on_evaluate
-        # callbacks) and a save (with its hub push) are work, not a stall.
+        self._busy_with(control)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        # With save_strategy or evaluation_strategy "epoch", what follows the
+        # epoch's last step is decided here, not in on_step_end.
+        if self.phase is not None:
+            self._busy_with(control)
+
+    def _busy_with(self, control):
+        # DefaultFlowCallback, first in Trainer's list of callbacks, has
+        # decided what follows: an evaluation (with compute_metrics and the
+        # on_evaluate callbacks) and a save (with its hub push) are work, not
+        # a stall.
         if getattr(control, "should_evaluate", False):
             self.phase.busy("evaluating")
         elif getattr(control, "should_save", False):

@@ -10,6 +10,7 @@ saying why, and under LAVENDER_E2E=1 they fail instead.
     LAVENDER_FRAMEWORKS=DIR /usr/bin/python3 -m unittest tests.test_real_hf     (in python/)
 """
 
+import json
 import shutil
 import tempfile
 import unittest
@@ -168,6 +169,50 @@ trainer.train()
         self.assertIn("evaluating", busy, busy)
         self.assertGreaterEqual(len(busy), 10, busy)
         self.assertGreaterEqual(quiet_run(busy, "evaluating"), 5, "a blocked compute_metrics was reported busy: %s" % busy)
+
+    def test_work_at_the_end_of_an_epoch_is_busy(self):
+        # With save_strategy or evaluation_strategy "epoch", DefaultFlowCallback
+        # asks for the save or the evaluation in on_epoch_end, not on_step_end:
+        # a long save there (a hub push) is work, not a stall, as after a step.
+        r = self.run_script(r"""
+import json
+
+def spin(seconds):  # a save that works (serialising, uploading)
+    n, until = 0, time.monotonic() + seconds
+    while time.monotonic() < until:
+        n += sum(range(200))
+
+seen = {}
+for case, kw in [("steps", dict(save_strategy="steps", save_steps=4)),
+                 ("epoch", dict(save_strategy="epoch")),
+                 ("eval", dict(save_strategy="no", evaluation_strategy="epoch"))]:
+    cb = lavender.hf.Callback("Epochs " + case, every=0.05)
+    trainer = Trainer(model=Tiny(), args=arguments(os.path.join(OUT, case), max_steps=-1, num_train_epochs=2,
+                                                   save_safetensors=False, **kw),
+                      train_dataset=data[:16], eval_dataset=data[:8], callbacks=[cb])
+    marks = seen[case] = []
+    def watched(work):
+        def run(*a, **k):
+            marks.append((trainer.state.global_step, cb.phase._busy and cb.phase._busy[0]))
+            spin(0.4)
+            return work(*a, **k)
+        return run
+    if case == "eval":
+        trainer.evaluate = watched(trainer.evaluate)
+    else:
+        trainer._save_checkpoint = watched(trainer._save_checkpoint)
+    trainer.train()
+print(json.dumps(seen))
+""")
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        seen = json.loads(r.stdout.strip().splitlines()[-1])
+        self.assertEqual(seen, {"steps": [[4, "saving"], [8, "saving"]], "epoch": [[4, "saving"], [8, "saving"]],
+                                "eval": [[4, "evaluating"], [8, "evaluating"]]})
+        for case, what in (("epoch", "saving"), ("eval", "evaluating")):
+            busy = [b.get("busy") for b in self.exporter.bodies
+                    if b["phase"] == "Epochs " + case and b["event"] == "ping" and b.get("step") == 4]
+            self.assertIn(what, busy, "no busy ping while %s at the end of an epoch: %s" % (what, busy))
+        self.assertEqual([b["status"] for b in ends(self.exporter.bodies)], ["ok"] * 3)
 
 
 def quiet_run(busy, what):
