@@ -40,7 +40,13 @@ class Phase:
             raise ValueError("lavender: every must be more than 0 seconds, not %r" % (every,))
         # Under `lavender phase run` the wrapper owns the phase: report into it.
         self.wrapped = env.get("LAVENDER_PHASE", "").strip()
-        self.name = self.wrapped or str(name).strip()
+        given = self.wrapped or str(name)
+        # A name the heartbeat API refuses would lose every heartbeat of the
+        # phase, its failure included: it goes as one the API takes.
+        self.name, why = _wire.phase_name(given)
+        if why:
+            _said.once(("name", given), "lavender: phase name %s %s; it is reported as %r (said once)"
+                       % (ascii(given) if not given.isprintable() else repr(given), why, self.name))
         self.every = every
         self.rank = _wire.rank_from_env(env) if rank is None else rank
         self._sender = None

@@ -80,6 +80,7 @@ class Sender:
         self._thread = None
         self._failing = None  # what the last report said; None while heartbeats go through
         self._reported = set()
+        self._names = {}  # a phase's name -> the ASCII name it goes by, where the exporter refused it
         self._last_status = None
         self._last_answer = self._last_error = ""  # the last answer, shortened and whole
         self._reader = _ValueReader()
@@ -191,11 +192,17 @@ class Sender:
         the start its pid, the pings their step and loss, or the end. A
         ping refused for no field it names goes as a bare ping, so the
         phase never looks silent."""
+        name = body.get("phase")
+        if name in self._names:
+            body = dict(body, phase=self._names[name])
         for _ in range(MAX_FIELDS_DROPPED + 1):
             if self._deliver(body, quiet_400=True):
                 return True
             if self._last_status != 400:
                 return False
+            if self._last_error.startswith("bad phase name") and self._ascii_name(body):
+                body = dict(body, phase=self._names[name])
+                continue
             fields = refused_fields(self._last_error, body)
             if not fields:
                 break
@@ -214,6 +221,23 @@ class Sender:
                    "%s: %s: HTTP 400: %s; pinging without its fields (training goes on; said once)"
                    % (self.base_url, self._event(body), self._last_answer))
         return self._deliver({"phase": body["phase"], "event": "ping"})
+
+    def _ascii_name(self, body):
+        """Takes the phase's name in ASCII for its heartbeats from now on,
+        once the exporter refused its name though the client's rule took
+        it: an exporter whose Unicode tables are older than this Python's
+        finds a newer character unprintable. Says whether there is such a
+        name to try."""
+        name = body.get("phase")
+        if not isinstance(name, str) or name in self._names or len(self._names) >= MAX_REPORTED:
+            return False
+        plain = _wire.ascii_name(name)
+        if plain == name:
+            return False
+        self._names[name] = plain
+        self._once("name " + name, "%s: %s: HTTP 400: %s; reporting the phase as %r (training goes on; said once)"
+                   % (self.base_url, self._event(body), self._last_answer, plain))
+        return True
 
     @staticmethod
     def _event(body):

@@ -6,7 +6,9 @@ import operator
 import os
 import re
 import traceback
+import unicodedata
 import urllib.parse
+import zlib
 
 DEFAULT_URL = "http://127.0.0.1:9877"
 HEARTBEAT_PATH = "/api/v1/heartbeat"
@@ -16,6 +18,10 @@ MAX_DIR_BYTES = 4096
 # Saves measured and waiting for a ping, as many as the server remembers.
 MAX_SAVES = 8
 MAX_REASON = 200
+# The heartbeat API's bound on a phase name (phaseapi.MaxPhaseNameBytes).
+MAX_NAME_BYTES = 64
+# A name with nothing left to show.
+UNNAMED = "unnamed"
 
 # The launchers' rank variables, most specific first: torchrun, accelerate
 # and DeepSpeed set RANK; MPI launchers their own; SLURM_PROCID is the task,
@@ -79,6 +85,45 @@ def normalize_url(raw):
     if path.endswith(HEARTBEAT_PATH):
         path = path[: -len(HEARTBEAT_PATH)].rstrip("/")
     return urllib.parse.urlunsplit((scheme, parts.netloc, path, "", ""))
+
+
+# A run of white space or control characters in a name, which becomes one
+# space unless it is spaces alone.
+_NAME_SPACE = re.compile("[\\s\x00-\x1f\x7f-\x9f]+")
+
+
+def phase_name(raw):
+    """The name the heartbeat API takes for raw (1 to MAX_NAME_BYTES bytes
+    of printable UTF-8 once trimmed), and why it differs, or None. The
+    server refuses every heartbeat of any other name, so the phase would be
+    lost whole, its failure included. White space and control characters
+    become one space, invisible formatting characters (zero-width spaces,
+    bidi overrides) go, any other character it cannot show (a byte of the
+    command line that is not UTF-8) becomes U+FFFD; a name that is still
+    too long is cut on a character boundary and ends in "…" and four hex
+    digits of the whole name, so that names that differ only past the cut
+    (a sweep's "... lora r=16" and "... lora r=32") stay two phases."""
+    name, why = raw.strip(), None
+    if not name.isprintable():
+        why = "holds characters the heartbeat API refuses"
+        name = _NAME_SPACE.sub(lambda m: m.group(0) if m.group(0).strip(" ") == "" else " ", name)
+        name = "".join(c if c.isprintable() else "" if unicodedata.category(c) == "Cf" else "\ufffd"
+                       for c in name).strip()
+    if not name:
+        return UNNAMED, "is empty"
+    size = len(name.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        tag = "…%04x" % (zlib.crc32(raw.encode("utf-8", "surrogatepass")) & 0xFFFF)
+        keep = MAX_NAME_BYTES - len(tag.encode("utf-8"))
+        name = name.encode("utf-8")[:keep].decode("utf-8", "ignore").rstrip() + tag
+        why = "is %d bytes, more than the %d the heartbeat API takes" % (size, MAX_NAME_BYTES)
+    return name, why
+
+
+def ascii_name(name):
+    """name in printable ASCII alone, each other character a "?": a name
+    every version of the API's printable test takes."""
+    return "".join(c if " " <= c <= "~" else "?" for c in name)
 
 
 def rank_from_env(env):

@@ -297,6 +297,90 @@ class PhaseTest(unittest.TestCase):
                     lambda bs: sum(b == {"phase": "Pretrain 1/3", "event": "ping"} for b in bs) >= 3))
         self.assertEqual(len(logs.output), 1, logs.output)
 
+    @staticmethod
+    def name_rule(body):
+        """The server's rule for a phase name (phaseapi.NormalizePhaseName)."""
+        name = body["phase"].strip()
+        size = len(name.encode("utf-8", "surrogatepass"))
+        if not name:
+            return 400, "bad phase name: empty"
+        if size > 64:
+            return 400, "bad phase name: %d bytes, more than 64" % size
+        for c in name:
+            if not c.isprintable():
+                return 400, "bad phase name: unprintable character U+%04X" % ord(c)
+        return 200
+
+    def test_a_name_the_api_refuses_loses_no_phase(self):
+        # The server refuses every heartbeat of a name over 64 bytes or with
+        # a character it cannot show: the whole phase, its failure included.
+        self.exporter.status = self.name_rule
+        long16 = "Finetune llama-2-7b-chat lr=2e-5 bs=64 warmup=500 seq=4096 lora r=16"
+        long32 = "Finetune llama-2-7b-chat lr=2e-5 bs=64 warmup=500 seq=4096 lora r=32"
+        wide = "Étape " + "日本語" * 20
+        for name, want in [
+            (long16, None), (long32, None), (long16, None),  # the same name twice: one phase, one warning
+            (wide, None),
+            ("Eval\tset\r\n1\x00", "Eval set 1"),
+            ("\u200bZero\u202ewidth", "Zerowidth"),
+            ("Split\ud800name", "Split\ufffdname"),
+            ("  ", "unnamed"),
+        ]:
+            with self.assertRaises(RuntimeError):
+                with self.phase(name, every=0.02) as p:
+                    p.progress(1, 10)
+                    time.sleep(0.05)
+                    raise RuntimeError("CUDA out of memory")
+            sent = self.exporter.bodies[-1]["phase"]
+            self.assertEqual(self.exporter.bodies[-1]["reason"], "RuntimeError: CUDA out of memory")
+            self.assertEqual(self.name_rule({"phase": sent}), 200, sent)
+            self.assertEqual({b["phase"] for b in self.exporter.bodies if b["phase"] == sent or b["phase"] == name}, {sent})
+            if want is not None:
+                self.assertEqual(sent, want)
+        names = []
+        for b in self.exporter.bodies:
+            if b["event"] == "start":
+                names.append(b["phase"])
+        self.assertEqual(len(names), 8)
+        cut = names[:4]
+        for n in cut:
+            self.assertLessEqual(len(n.encode()), 64, n)
+        self.assertTrue(cut[0].startswith("Finetune llama-2-7b-chat lr=2e-5 bs=64 warmup=500 seq="), cut[0])
+        self.assertNotEqual(cut[0], cut[1], "names that differ past the cut must stay apart")
+        self.assertEqual(cut[0], cut[2], "one name, one phase")
+        self.assertTrue(cut[3].startswith("Étape 日本語"), cut[3])
+        self.assertEqual([b["status"] for b in ends(self.exporter.bodies)], ["failed"] * 8)
+        self.assertFalse([b for b in self.exporter.bodies if self.name_rule(b) != 200])
+
+    def test_a_name_warning_is_said_once(self):
+        name = "Sweep " + "x" * 70
+        with self.assertLogs("lavender", logging.WARNING) as logs:
+            for _ in range(3):
+                with self.phase(name, every=0.02):
+                    pass
+        self.assertEqual(len(logs.output), 1, logs.output)
+        self.assertIn("76 bytes, more than the 64", logs.output[0])
+
+    def test_a_name_the_exporter_still_refuses_goes_as_ascii(self):
+        # An exporter whose Unicode tables are older than Python's refuses a
+        # character Python takes for printable: the phase still arrives.
+        def old_tables(body):
+            bad = [c for c in body["phase"] if ord(c) > 0x7e]
+            return (400, "bad phase name: unprintable character U+%04X" % ord(bad[0])) if bad else 200
+
+        self.exporter.status = old_tables
+        with self.assertLogs("lavender", logging.WARNING) as logs:
+            with self.assertRaises(ValueError):
+                with self.phase("Ablation \U0001fae8 run", every=0.02) as p:
+                    p.progress(2, 4)
+                    self.assertTrue(self.exporter.wait_for(lambda bs: any(b.get("step") == 2 for b in bs if old_tables(b) == 200)))
+                    raise ValueError("bad batch")
+        taken = [b for b in self.exporter.bodies if old_tables(b) == 200]
+        self.assertEqual({b["phase"] for b in taken}, {"Ablation ? run"})
+        self.assertEqual([b["event"] for b in taken][0], "start")
+        self.assertEqual([(b["status"], b["reason"]) for b in ends(taken)], [("failed", "ValueError: bad batch")])
+        self.assertEqual(len([line for line in logs.output if "bad phase name" in line]), 1, logs.output)
+
     def test_wrapper_phase(self):
         env = {"LAVENDER_PHASE": "Finetune"}
         with self.phase("inner name", env=env) as p:
