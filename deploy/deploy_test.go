@@ -216,6 +216,7 @@ var exportedMetrics = map[string]bool{
 	"lavender_gpu_memory_total_bytes":                    true,
 	"lavender_gpu_temperature_celsius":                   true,
 	"lavender_gpu_telemetry_enabled":                     true,
+	"lavender_gpu_scrape_stuck":                          true,
 	"up":                                                 true,
 }
 

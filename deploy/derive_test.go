@@ -347,7 +347,7 @@ func TestAlertmanagerRouting(t *testing.T) {
 	if len(c.Route.Routes) != 1 || c.Route.Routes[0].Receiver != "bark" {
 		t.Fatalf("routes = %+v, want one route to bark", c.Route.Routes)
 	}
-	if got := strings.Join(c.Route.Routes[0].Matchers, ","); got != `alertname=~"SwapUsageHigh|MemoryPressureHigh|OOMKill|PhaseStalled|PhaseProgressStalled|PhaseFailed|PhaseLossNotFinite|GPUXidError|GPUFallenOffBus|GPUHung|GPULost|GPURowRemapPending|GPURowRemapFailed|GPUECCErrors|GPUHardwareSlowdown|StorageErrors|DiskSaveWillNotFit|DiskSpaceLow|DiskInodesLow|DiskUnreadable"` {
+	if got := strings.Join(c.Route.Routes[0].Matchers, ","); got != `alertname=~"SwapUsageHigh|MemoryPressureHigh|OOMKill|PhaseStalled|PhaseProgressStalled|PhaseFailed|PhaseLossNotFinite|GPUXidError|GPUFallenOffBus|GPUHung|GPULost|GPURowRemapPending|GPURowRemapFailed|GPUECCErrors|GPUHardwareSlowdown|GPUTelemetryStuck|StorageErrors|DiskSaveWillNotFit|DiskSpaceLow|DiskInodesLow|DiskUnreadable"` {
 		t.Errorf("bark route matchers = %s", got)
 	}
 	u, err := url.Parse(c.barkURL(t))
@@ -363,7 +363,7 @@ func TestAlertmanagerRouting(t *testing.T) {
 	// and both routed alerts must exist.
 	alerts := alertsByName(t, loadAlerts(t))
 	for _, name := range []string{"SwapUsageHigh", "MemoryPressureHigh", "OOMKill", "PhaseStalled", "PhaseProgressStalled", "PhaseFailed",
-		"PhaseLossNotFinite", "GPUXidError", "GPUFallenOffBus", "GPUHung", "GPULost", "GPURowRemapPending", "GPURowRemapFailed", "GPUECCErrors", "GPUHardwareSlowdown", "StorageErrors",
+		"PhaseLossNotFinite", "GPUXidError", "GPUFallenOffBus", "GPUHung", "GPULost", "GPURowRemapPending", "GPURowRemapFailed", "GPUECCErrors", "GPUHardwareSlowdown", "GPUTelemetryStuck", "StorageErrors",
 		"DiskSaveWillNotFit", "DiskSpaceLow", "DiskInodesLow", "DiskUnreadable"} {
 		if _, ok := alerts[name]; !ok {
 			t.Errorf("alertmanager.yml routes %s, which alerts.yml does not define", name)
