@@ -294,18 +294,26 @@ func resolvedLater(a watchdog.Alert) watchdog.Alert {
 	return a
 }
 
+// twoNotifications is a pusher without retries, whose phone shows two
+// notifications: N1 of stalled phases A and B, N2 of C and D.
+func twoNotifications(t *testing.T) (srv *barktest.Server, f *fixture, a, b, c, d watchdog.Alert) {
+	t.Helper()
+	srv = barktest.New(t)
+	f = newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *fixtureConfig) { c.Retry = delivery.Retry{Off: true} })
+	stalled := func(name string) watchdog.Alert { return silentPhaseAlert(name, 20*time.Minute) }
+	a, b, c, d = stalled("A"), stalled("B"), stalled("C"), stalled("D")
+	f.pusher.Push(t.Context(), []watchdog.Alert{a, b}) // N1
+	f.pusher.Push(t.Context(), []watchdog.Alert{c, d}) // N2
+	return srv, f, a, b, c, d
+}
+
 // TestResolutionsGoOutWhenAnotherNotificationsFails: one poll ends the
 // incidents of two notifications; the first one's push fails, and the
 // second still replaces its own: the watchdog never retries a resolution,
 // so a push left out would leave its notification showing stalled phases
 // for ever. Push counts both outcomes.
 func TestResolutionsGoOutWhenAnotherNotificationsFails(t *testing.T) {
-	srv := barktest.New(t)
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *fixtureConfig) { c.Retry = delivery.Retry{Off: true} })
-	stalled := func(name string) watchdog.Alert { return silentPhaseAlert(name, 20*time.Minute) }
-	a, b, c, d := stalled("A"), stalled("B"), stalled("C"), stalled("D")
-	f.pusher.Push(t.Context(), []watchdog.Alert{a, b}) // N1
-	f.pusher.Push(t.Context(), []watchdog.Alert{c, d}) // N2
+	srv, f, a, b, c, d := twoNotifications(t)
 	srv.SetFault(barktest.FailFirst(1, barktest.Status(http.StatusServiceUnavailable, "push failed")))
 	ok, failed := f.pusher.Push(t.Context(), []watchdog.Alert{resolvedLater(a), resolvedLater(b), resolvedLater(c), resolvedLater(d)})
 	if ok != 1 || failed != 1 {
@@ -327,12 +335,7 @@ func TestResolutionsGoOutWhenAnotherNotificationsFails(t *testing.T) {
 // replaces the notification still showing them, rather than adding one
 // with an id of its own.
 func TestRetriedResolutionReplacesTheNotificationItFailedToReplace(t *testing.T) {
-	srv := barktest.New(t)
-	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *fixtureConfig) { c.Retry = delivery.Retry{Off: true} })
-	stalled := func(name string) watchdog.Alert { return silentPhaseAlert(name, 20*time.Minute) }
-	a, b, c, d := stalled("A"), stalled("B"), stalled("C"), stalled("D")
-	f.pusher.Push(t.Context(), []watchdog.Alert{a, b}) // N1
-	f.pusher.Push(t.Context(), []watchdog.Alert{c, d}) // N2
+	srv, f, a, b, c, d := twoNotifications(t)
 	n1, n2 := srv.Pushes()[0].ID, srv.Pushes()[1].ID
 	// C and D first: N2's push is the one that fails.
 	poll := []watchdog.Alert{resolvedLater(c), resolvedLater(d), resolvedLater(a), resolvedLater(b)}
