@@ -48,12 +48,21 @@ func (s SwapFigures) BytesKnown() bool { return s.TotalBytes > 0 && s.UsedBytes 
 // UsableRatio reports whether r is a ratio a text can show: in [0, 1].
 func UsableRatio(r float64) bool { return !math.IsNaN(r) && r >= 0 && r <= 1 }
 
-// percent is "23%", rounded, or "?%" for a ratio that is not one.
+// percent is "23%", rounded, or "?%" for a ratio that is not one. Only
+// a full ratio reads "100%" and only an empty one "0%": 99.6% rounded up
+// would say swap is full beside byte figures that say it is not.
 func percent(r float64) string {
 	if !UsableRatio(r) {
 		return "?%"
 	}
-	return strconv.Itoa(int(math.Round(r*100))) + "%"
+	n := int(math.Round(r * 100))
+	switch {
+	case n == 100 && r < 1:
+		n = 99
+	case n == 0 && r > 0:
+		n = 1
+	}
+	return strconv.Itoa(n) + "%"
 }
 
 // swapOrNone is swapText, or "no swap" on a host without it.

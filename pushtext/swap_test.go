@@ -2,6 +2,7 @@ package pushtext
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,5 +41,30 @@ func TestFormatSwap(t *testing.T) {
 	}
 	if got := WithPrefix("[box]", Resolved(Swap(SwapFigures{Ratio: 0.31, UsedBytes: giBytes(9.9), TotalBytes: 32 * bytesPerGiB}), 42*time.Minute).Body); got != "[box] resolved: swap 31% full (9.9/32.0 GB) after 42m" {
 		t.Errorf("resolved: %q", got)
+	}
+}
+
+// TestPercentSaysFullOrEmptyOnlyWhenItIs: a percent rounds, but never up
+// to 100% nor down to 0% when the figure is not full or not empty: "swap
+// 100% full" beside "(31.9/32.0 GB)" would contradict itself.
+func TestPercentSaysFullOrEmptyOnlyWhenItIs(t *testing.T) {
+	const total = 32 << 30
+	for _, tc := range []struct {
+		ratio float64
+		want  string
+	}{
+		{0, "0%"}, {0.001, "1%"}, {0.004, "1%"}, {0.005, "1%"}, {0.54, "54%"}, {0.545, "55%"},
+		{0.994, "99%"}, {0.996, "99%"}, {0.9999, "99%"}, {1, "100%"}, {-0.1, "?%"}, {math.NaN(), "?%"},
+	} {
+		if got := percent(tc.ratio); got != tc.want {
+			t.Errorf("percent(%v) = %q, want %q", tc.ratio, got, tc.want)
+		}
+	}
+	used := uint64(total) / 1000 * 996
+	if got := Swap(SwapFigures{Ratio: float64(used) / total, UsedBytes: used, TotalBytes: total}).Body; !strings.HasPrefix(got, "swap 99% full (31.9/32.0 GB)") {
+		t.Errorf("99.6%% of swap reads %q", got)
+	}
+	if got := Pressure(PressureFigures{Ratio: 0.996, Window: 10 * time.Second}).Body; !strings.HasPrefix(got, "memory pressure 99% (last 10s)") {
+		t.Errorf("pressure 99.6%% reads %q", got)
 	}
 }
