@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -195,7 +196,7 @@ func TestAlertsShape(t *testing.T) {
 			exprHas:     []string{"lavender_swap_used_ratio >= 0.5", "and lavender_swap_total_bytes > 0"},
 			forAtLeast:  time.Second,
 			forAtMost:   2 * time.Minute,
-			annotations: []string{"summary", "description", "swap_used_ratio", "swap_used_bytes", "swap_total_bytes"},
+			annotations: []string{"summary", "description", "swap_used_ratio", "swap_used_bytes", "swap_total_bytes", "swap_threshold_ratio"},
 		},
 		{
 			alert:       "PhaseStalled",
@@ -282,7 +283,7 @@ func TestAlertsShape(t *testing.T) {
 		alert   string
 		numbers []string // annotations the webhook parses as numbers
 	}{
-		{"SwapUsageHigh", []string{"swap_used_ratio", "swap_used_bytes", "swap_total_bytes"}},
+		{"SwapUsageHigh", []string{"swap_used_ratio", "swap_used_bytes", "swap_total_bytes", "swap_threshold_ratio"}},
 		{"MemoryPressureHigh", []string{"pressure_ratio", "pressure_window_seconds", "swap_used_bytes", "swap_total_bytes"}},
 		{"OOMKill", []string{"oom_kills", "swap_used_bytes", "swap_total_bytes"}},
 		{"PhaseProgressStalled", []string{"stalled_seconds", "step", "total_steps"}},
@@ -366,6 +367,23 @@ func TestAlertsShape(t *testing.T) {
 				t.Errorf("alert %s annotation %s uses metrics lavender does not export: %v", name, a, bad)
 			}
 		}
+	}
+}
+
+// swapThresholdExpr is SwapUsageHigh's threshold in its expr.
+var swapThresholdExpr = regexp.MustCompile(`lavender_swap_used_ratio >= ([0-9.]+)`)
+
+// TestSwapThresholdAnnotationIsTheExprs: the resolution of SwapUsageHigh
+// says swap is back under swap_threshold_ratio, which is only true while it
+// is the threshold the expr resolves at.
+func TestSwapThresholdAnnotationIsTheExprs(t *testing.T) {
+	r := alertsByName(t, loadAlerts(t))["SwapUsageHigh"]
+	m := swapThresholdExpr.FindStringSubmatch(r.Expr)
+	if m == nil {
+		t.Fatalf("SwapUsageHigh expr %q has no lavender_swap_used_ratio >= N", r.Expr)
+	}
+	if got := r.Annotations["swap_threshold_ratio"]; got != m[1] {
+		t.Errorf("SwapUsageHigh swap_threshold_ratio = %q, but its expr fires at %s", got, m[1])
 	}
 }
 

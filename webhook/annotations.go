@@ -29,6 +29,7 @@ const (
 	annotationRatio          = "swap_used_ratio"
 	annotationUsed           = "swap_used_bytes"
 	annotationTotal          = "swap_total_bytes"
+	annotationSwapThreshold  = "swap_threshold_ratio"
 	annotationSumm           = "summary"
 	annotationPressure       = "pressure_ratio"
 	annotationPressureWindow = "pressure_window_seconds"

@@ -70,7 +70,7 @@ func TestIncidentIDFiringReminderResolved(t *testing.T) {
 	firing := webhookAlert{name: "SwapUsageHigh", instance: "gpu-3:9100", fingerprint: "aaaa000000000001", startsAt: incidentStart, annotations: swapAnnotations}
 	resolved := firing
 	resolved.endsAt = incidentStart.Add(42 * time.Minute)
-	resolved.annotations = map[string]string{"swap_ratio": "0.31", "swap_used_bytes": "10630044058", "swap_total_bytes": "34359738368"}
+	resolved.annotations = map[string]string{"swap_used_ratio": "0.51", "swap_used_bytes": "17501991731", "swap_total_bytes": "34359738368", "swap_threshold_ratio": "0.5"}
 	other := webhookAlert{name: "PhaseStalled", instance: "gpu-4:9100", fingerprint: "bbbb000000000002", startsAt: incidentStart}
 	again := firing
 	again.startsAt = incidentStart.Add(2 * time.Hour)
@@ -101,7 +101,7 @@ func TestIncidentIDFiringReminderResolved(t *testing.T) {
 	if got[3].ID == got[0].ID || got[4].ID == got[0].ID || got[3].ID == got[4].ID {
 		t.Errorf("ids of different incidents agree: %q %q %q", got[0].ID, got[3].ID, got[4].ID)
 	}
-	if want := "[lavender-2] resolved: swap 31% full (9.9/32.0 GB) after 42m"; got[2].Body != want {
+	if want := "[lavender-2] resolved: swap back under 50% after 42m"; got[2].Body != want {
 		t.Errorf("resolved body %q, want %q", got[2].Body, want)
 	}
 	for i, want := range []string{"gpu-3", "gpu-3", "gpu-3", "gpu-4", "gpu-3"} {

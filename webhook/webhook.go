@@ -130,23 +130,25 @@ func (b *Handler) planAlert(a template.Alert) *delivery.Push {
 		return nil
 	case resolved && eventAlert(name):
 		return nil // an event's resolution only means the rule's window passed
+	case isSwap && resolved:
+		// Prometheus resolves an alert with the annotations of its last
+		// firing evaluation: their figures are from before swap fell and
+		// would read as swap's now. What the resolution means is that swap
+		// fell under the rule's threshold. --bark.threshold is not that
+		// threshold: under the rule's, it would say more than is known.
+		threshold, _ := parseRatio(a.Annotations[annotationSwapThreshold])
+		return b.push(pushtext.SwapBackUnder(threshold, lastedFor))
 	case isSwap:
 		s, ok := swapFromAnnotations(a.Annotations)
 		if ok {
-			if !resolved && s.Ratio < b.cfg.Threshold {
+			if s.Ratio < b.cfg.Threshold {
 				// An alert rule set lower than the bridge's threshold would
 				// otherwise be dropped without a word.
 				b.logger.Info("[bark] swap alert under the bridge's threshold: not pushed",
 					"alert", name, "swap_used_ratio", s.Ratio, "threshold", b.cfg.Threshold)
 				return nil
 			}
-			if resolved {
-				return b.push(pushtext.Resolved(pushtext.Swap(s), lastedFor))
-			}
 			return b.push(pushtext.Swap(s))
-		}
-		if resolved {
-			return b.push(pushtext.Resolved(pushtext.Named(name, ""), lastedFor))
 		}
 		if summary != "" {
 			// The summary alone: alerts.yml's swap summary is a whole text.
