@@ -295,6 +295,12 @@ var xid154 = lazyregexp.New(`to 0x([0-9A-Fa-f]+) \(([^)]*)\)`)
 // "Fatal" ones need the GPU reset.
 var nvlink5Nonfatal = lazyregexp.New(`^[A-Z0-9_/]+ Nonfatal `)
 
+// ActionInRecord reports whether ActionOf reads xid's action from the
+// record's words, not the catalog alone: Xid 154 states it, and an NVLink5
+// Xid (144–150) says whether it is fatal. Whoever words such an Xid without
+// its record (a counter of Xids by number) knows no action to give.
+func ActionInRecord(xid int) bool { return xid == 154 || xid >= 144 && xid <= 150 }
+
 // ActionOf is the immediate action for the fault: the catalog's for its
 // Xid, for Xid 154 the one the record states, and for an NVLink5 Xid the
 // driver calls "Nonfatal" none. ok is false for an Xid the
@@ -306,6 +312,8 @@ func ActionOf(f Fault) (Action, bool) {
 		return xidCatalog[XidFallenOffBus].Action, true
 	case f.Kind != Xid:
 		return "", false
+	case !ActionInRecord(f.Xid):
+		// the catalog's, whatever the record says
 	case f.Xid == 154:
 		if m := xid154.FindStringSubmatch(f.Message); m != nil {
 			code, _ := strconv.ParseUint(m[1], 16, 8)
@@ -322,7 +330,7 @@ func ActionOf(f Fault) (Action, bool) {
 				return DrainAndReset, true
 			}
 		}
-	case f.Xid >= 144 && f.Xid <= 150 && nvlink5Nonfatal.MatchString(f.Message):
+	case nvlink5Nonfatal.MatchString(f.Message): // 144–150
 		return Ignore, true
 	}
 	info, ok := xidCatalog[f.Xid]

@@ -133,3 +133,30 @@ func TestNVIDIAsIgnoredXids(t *testing.T) {
 		}
 	}
 }
+
+// TestActionInRecordIsWhereTheRecordDecides: ActionInRecord names exactly
+// the Xids whose action ActionOf reads off the driver's words, so that a
+// text worded without the record (from a counter of Xids) can say it has no
+// action to give for those, and only those.
+func TestActionInRecordIsWhereTheRecordDecides(t *testing.T) {
+	messages := []string{
+		"",
+		"GPU recovery action changed from 0x0 (None) to 0x0 (None)",
+		"GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+		"GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)",
+		"GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)",
+		"SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)",
+		"NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
+	}
+	xids := append(CatalogXids(), 0, 173, 999)
+	for _, xid := range xids {
+		actions := map[Action]bool{}
+		for _, m := range messages {
+			a, _ := ActionOf(Fault{Kind: Xid, Xid: xid, Message: m})
+			actions[a] = true
+		}
+		if decides := len(actions) > 1; decides != ActionInRecord(xid) {
+			t.Errorf("Xid %d: the record decides its action: %v (actions %v); ActionInRecord says %v", xid, decides, actions, ActionInRecord(xid))
+		}
+	}
+}

@@ -32,6 +32,11 @@ type GPUFigures struct {
 	Name  string
 	Phase string
 	ByPID bool
+	// NoRecord: worded without the kernel log's record, from a counter of
+	// Xids by GPU and number (an Alertmanager alert). The action of an Xid
+	// whose record states it (kmsg.ActionInRecord) is then not known, and
+	// the catalog's default for it could say the opposite of the record.
+	NoRecord bool
 	// Repeats and Window: the push that counts a window's repeats.
 	Repeats int
 	Window  time.Duration
@@ -40,7 +45,9 @@ type GPUFigures struct {
 // GPU is `GPU 0000:3b:00 Xid 79: fallen off the bus — reboot the host;
 // phase "Pretrain 1/3" (python3, pid 4242) was using it`, with the action
 // of NVIDIA's catalog for the Xid (or the one an Xid 154 states). An Xid
-// the catalog lacks is named with its number and the driver's words. The
+// the catalog lacks is named with its number and the driver's words; one
+// whose record states its action, worded without that record (NoRecord),
+// says "see the kernel log for the action". The
 // push that counts repeats says `GPU 0000:3b:00 Xid 79 again 41 times in
 // 10m: …`. Subject "gpu 0000:3b:00 xid 79".
 func GPU(g GPUFigures) Text {
@@ -69,7 +76,9 @@ func GPU(g GPUFigures) Text {
 			b.WriteString(": " + textsafe.Truncate(msg, maxDriverText))
 		}
 	}
-	if action, ok := kmsg.ActionOf(fault); ok {
+	if action, ok := kmsg.ActionOf(fault); g.NoRecord && g.Xid > 0 && kmsg.ActionInRecord(g.Xid) {
+		b.WriteString(" — " + actionInTheLog)
+	} else if ok {
 		b.WriteString(" — " + action.Advice())
 	}
 	b.WriteString(hitPhase(g.Phase, g.ByPID, g.Name, g.PID))
@@ -78,6 +87,10 @@ func GPU(g GPUFigures) Text {
 	}
 	return Text{Body: b.String(), Subject: subject}
 }
+
+// actionInTheLog is the action of an Xid worded without the record that
+// states it.
+const actionInTheLog = "see the kernel log for the action"
 
 // again is " again 41 times in 10m" for a push that counts repeats.
 func again(repeats int, window time.Duration) string {

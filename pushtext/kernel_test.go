@@ -66,3 +66,43 @@ func TestKernelTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUWithoutTheRecord: an Xid worded without its kernel log record
+// (NoRecord, from the counter an alert is on) gives the catalog's action
+// where the catalog alone decides it, and for the Xids whose record states
+// it (154, the NVLink5 144–150) says to read it there, never the catalog's
+// default that the record may contradict.
+func TestGPUWithoutTheRecord(t *testing.T) {
+	for _, tc := range []struct {
+		g    GPUFigures
+		want string
+	}{
+		{GPUFigures{GPU: "0000:3b:00", Xid: 154, NoRecord: true}, "GPU 0000:3b:00 Xid 154: recovery action changed — see the kernel log for the action"},
+		{GPUFigures{GPU: "0000:3b:00", Xid: 144, NoRecord: true}, "GPU 0000:3b:00 Xid 144: NVLink SAW error — see the kernel log for the action"},
+		{GPUFigures{GPU: "0000:3b:00", Xid: 149, NoRecord: true, Phase: "Pretrain 1/3"},
+			`GPU 0000:3b:00 Xid 149: NVLink NETIR error — see the kernel log for the action; phase "Pretrain 1/3" was running`},
+		{GPUFigures{GPU: "0000:3b:00", Xid: 150, NoRecord: true}, "GPU 0000:3b:00 Xid 150: " + mustXid(t, 150).Description + " — see the kernel log for the action"},
+		{GPUFigures{GPU: "0000:3b:00", Xid: 143, NoRecord: true}, "GPU 0000:3b:00 Xid 143: " + mustXid(t, 143).Description + " — reset the GPU (nvidia-smi -r)"},
+		{GPUFigures{GPU: "0000:3b:00", Xid: 155, NoRecord: true}, "GPU 0000:3b:00 Xid 155: NVLink link down — reset the GPU (nvidia-smi -r)"},
+		{GPUFigures{GPU: "0000:86:00", Xid: 48, NoRecord: true}, "GPU 0000:86:00 Xid 48: double-bit ECC error — reset the GPU (nvidia-smi -r)"},
+		{GPUFigures{GPU: "0000:3b:00", NoRecord: true}, "GPU 0000:3b:00: fallen off the bus — reboot the host"},
+		// The watchdog has the record: its words decide.
+		{GPUFigures{GPU: "0000:3b:00", Xid: 154, Message: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"},
+			"GPU 0000:3b:00 Xid 154: recovery action changed — reboot the host"},
+		{GPUFigures{GPU: "0000:3b:00", Xid: 144, Message: "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)"},
+			"GPU 0000:3b:00 Xid 144: NVLink SAW error — no action needed"},
+	} {
+		if got := GPU(tc.g).Body; got != tc.want {
+			t.Errorf("GPU(%+v)\n got %q\nwant %q", tc.g, got, tc.want)
+		}
+	}
+}
+
+func mustXid(t *testing.T, xid int) kmsg.XidInfo {
+	t.Helper()
+	info, ok := kmsg.LookupXid(xid)
+	if !ok {
+		t.Fatalf("Xid %d not in the catalog", xid)
+	}
+	return info
+}

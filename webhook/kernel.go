@@ -44,7 +44,9 @@ func kernelFaultText(name string, a template.Alert) (pushtext.Text, bool) {
 		if !pciAddress.MatchString(gpu) {
 			return pushtext.Text{}, false
 		}
-		g := pushtext.GPUFigures{GPU: gpu, Phase: phase}
+		// The counter the alert is on has no record: an Xid whose record
+		// states its action is told to look there (NoRecord).
+		g := pushtext.GPUFigures{GPU: gpu, Phase: phase, NoRecord: true}
 		if name == GPUXidAlertname {
 			xid, err := strconv.Atoi(a.Labels[labelXid])
 			if err != nil || xid <= 0 {

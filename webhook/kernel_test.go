@@ -2,9 +2,14 @@ package webhook
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 
+	"github.com/prometheus/alertmanager/template"
+
 	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/kmsg"
+	"github.com/lavender-ml/lavender/pushtext"
 )
 
 // TestWebhookKernelFaults: GPUFallenOffBus, GPUXidError and StorageErrors
@@ -54,5 +59,44 @@ func TestWebhookDiskAlerts(t *testing.T) {
 	slices.Sort(lines)
 	if !slices.Contains(lines, "BARK disk save /data sent ok=1 fail=0") || !slices.Contains(lines, "BARK disk unreadable /mnt/nfs sent ok=1 fail=0") {
 		t.Errorf("run log %q", lines)
+	}
+}
+
+// TestXidAlertGivesNoActionItCannotKnow: lavender_gpu_xid_errors_total
+// counts Xids by GPU and number, without the driver's words, and those
+// words decide the action of Xid 154 and of the NVLink5 Xids 144–150. The
+// bridge says to read the action in the kernel log for those, where the
+// catalog's default would contradict the record (a reboot lost, a GPU reset
+// mid-run for a non-fatal error), and gives every other Xid the watchdog's
+// words.
+func TestXidAlertGivesNoActionItCannotKnow(t *testing.T) {
+	xidAlert := func(xid int) template.Alert {
+		return template.Alert{Status: "firing", Labels: template.KV{"alertname": GPUXidAlertname, labelGPU: "0000:3b:00", labelXid: strconv.Itoa(xid)}}
+	}
+	for _, tc := range []struct {
+		xid  int
+		want string
+	}{
+		{154, "GPU 0000:3b:00 Xid 154: recovery action changed — see the kernel log for the action"},
+		{144, "GPU 0000:3b:00 Xid 144: NVLink SAW error — see the kernel log for the action"},
+		{149, "GPU 0000:3b:00 Xid 149: NVLink NETIR error — see the kernel log for the action"},
+		{48, "GPU 0000:3b:00 Xid 48: double-bit ECC error — reset the GPU (nvidia-smi -r)"},
+		{13, "GPU 0000:3b:00 Xid 13: graphics engine exception — restart the training"},
+	} {
+		got, ok := kernelFaultText(GPUXidAlertname, xidAlert(tc.xid))
+		if !ok || got.Body != tc.want {
+			t.Errorf("Xid %d: %q (worded %v), want %q", tc.xid, got.Body, ok, tc.want)
+		}
+	}
+	// Where the catalog alone decides, the record changes nothing: the
+	// bridge's words are the watchdog's.
+	for _, xid := range kmsg.CatalogXids() {
+		if kmsg.ActionInRecord(xid) {
+			continue
+		}
+		got, _ := kernelFaultText(GPUXidAlertname, xidAlert(xid))
+		if want := pushtext.GPU(pushtext.GPUFigures{GPU: "0000:3b:00", Xid: xid, Message: "a record's words"}); got.Body != want.Body {
+			t.Errorf("Xid %d: bridge %q, watchdog %q", xid, got.Body, want.Body)
+		}
 	}
 }
