@@ -12,6 +12,8 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v2"
+
+	"github.com/lavender-ml/lavender/webhook"
 )
 
 // ruleFile is a Prometheus rule file, and the spec of a PrometheusRule.
@@ -384,6 +386,17 @@ func TestSwapThresholdAnnotationIsTheExprs(t *testing.T) {
 	}
 	if got := r.Annotations["swap_threshold_ratio"]; got != m[1] {
 		t.Errorf("SwapUsageHigh swap_threshold_ratio = %q, but its expr fires at %s", got, m[1])
+	}
+}
+
+// TestDiskUnreadableForIsTheRules: the bridge counts DiskUnreadable's
+// `for` into how long a path has been unreadable, since Prometheus sets
+// startsAt only once it has passed.
+func TestDiskUnreadableForIsTheRules(t *testing.T) {
+	r := alertsByName(t, loadAlerts(t))["DiskUnreadable"]
+	d, err := time.ParseDuration(r.For)
+	if err != nil || d != webhook.DiskUnreadableFor {
+		t.Errorf("DiskUnreadable's for is %q (%v), webhook.DiskUnreadableFor %s: keep them one", r.For, err, webhook.DiskUnreadableFor)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lavender-ml/lavender/internal/textsafe"
 	"github.com/lavender-ml/lavender/watchdog"
@@ -71,6 +72,19 @@ func diskUnreadable(a watchdog.Alert, head, subject string) Text {
 	}
 	why := textsafe.Truncate(oneLine(d.Err), maxDiskErrBytes)
 	return Text{Body: head + "unreadable for " + lasted + " (" + why + ") — a save there may fail", Subject: subject}
+}
+
+// DiskUnreadableOver is the text of a path known to have been unreadable
+// for more than over, though not since when, as an Alertmanager alert's: it
+// starts once its rule's `for` has passed, and reaches the bridge after
+// Alertmanager's group_wait. "disk /mnt/nfs: unreadable for over 1m30s
+// (statfs failed or did not answer) — a save there may fail", subject "disk
+// unreadable /mnt/nfs".
+func DiskUnreadableOver(path, why string, over time.Duration) Text {
+	head := "disk " + diskPath(path) + ": "
+	why = textsafe.Truncate(oneLine(why), maxDiskErrBytes)
+	return Text{Body: head + "unreadable for over " + HumanDuration(max(over, 0)) + " (" + why + ") — a save there may fail",
+		Subject: "disk " + string(watchdog.DiskUnreadable) + " " + diskPath(path)}
 }
 
 // diskPath keeps a path on one line and within maxDiskPathBytes, cut at

@@ -115,3 +115,22 @@ func TestInodeCount(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskUnreadableOver: a path known to have been unreadable for more
+// than a while says so as a lower bound, its error on one line and cut.
+func TestDiskUnreadableOver(t *testing.T) {
+	for _, tt := range []struct {
+		path, why string
+		over      time.Duration
+		want      string
+	}{
+		{"/mnt/nfs", "statfs failed or did not answer", 90 * time.Second, "disk /mnt/nfs: unreadable for over 1m (statfs failed or did not answer) — a save there may fail"},
+		{"/mnt/nfs", "statfs failed or did not answer", 45 * time.Second, "disk /mnt/nfs: unreadable for over 45s (statfs failed or did not answer) — a save there may fail"},
+		{"/mnt/nfs", "a\nb", -time.Second, "disk /mnt/nfs: unreadable for over 0s (a b) — a save there may fail"},
+	} {
+		got := DiskUnreadableOver(tt.path, tt.why, tt.over)
+		if got.Body != tt.want || got.Subject != "disk unreadable /mnt/nfs" {
+			t.Errorf("DiskUnreadableOver(%q, %q, %s) = %q / %q, want %q", tt.path, tt.why, tt.over, got.Body, got.Subject, tt.want)
+		}
+	}
+}

@@ -29,6 +29,11 @@ const (
 
 	// alertsDiskFloor is the floor DiskSpaceLow fires under.
 	alertsDiskFloor = 0.05
+	// DiskUnreadableFor is DiskUnreadable's `for` in alerts.yml: Prometheus
+	// sets an alert's startsAt when it fires, this long after statfs was
+	// first seen failing, so an unreadable path has been so for at least
+	// this long before startsAt.
+	DiskUnreadableFor = time.Minute
 	// maxPathLabel bounds a path label the bridge words; the exporter's are
 	// absolute paths of a few dozen bytes.
 	maxPathLabel = 4096
@@ -38,7 +43,8 @@ const (
 // is false for another alert, a path the exporter would not have written,
 // or figures that are missing or make no sense (the summary is pushed
 // then). now is when the push goes out: an unreadable path says how long
-// it has been so since the alert's start.
+// it has been so at least, since the alert's start and its rule's `for`
+// before it.
 func diskText(name string, a template.Alert, now time.Time) (pushtext.Text, bool) {
 	path := a.Labels[labelPath]
 	if !strings.HasPrefix(path, "/") || len(path) > maxPathLabel {
@@ -72,7 +78,9 @@ func diskText(name string, a template.Alert, now time.Time) (pushtext.Text, bool
 		if a.StartsAt.IsZero() || a.StartsAt.After(now) {
 			return pushtext.Text{}, false
 		}
-		d.Err, d.ErrSince, alert.DiskKind = "statfs failed or did not answer", a.StartsAt, watchdog.DiskUnreadable
+		// When statfs began failing is not known, only that it was at
+		// least DiskUnreadableFor before the alert fired.
+		return pushtext.DiskUnreadableOver(path, "statfs failed or did not answer", now.Sub(a.StartsAt)+DiskUnreadableFor), true
 	default:
 		return pushtext.Text{}, false
 	}

@@ -47,3 +47,27 @@ func TestDiskTextFallsBackOnFiguresThatMakeNoSense(t *testing.T) {
 		t.Error("a relative path label was worded as a disk push")
 	}
 }
+
+// TestDiskUnreadableCountsTheRulesFor: Prometheus fires DiskUnreadable
+// (and sets its startsAt) only once statfs has failed for the rule's `for`,
+// and Alertmanager's group_wait passes before the push: the push says the
+// path has been unreadable for over the time since startsAt and that `for`,
+// never the time since startsAt alone.
+func TestDiskUnreadableCountsTheRulesFor(t *testing.T) {
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		sinceStart time.Duration
+		want       string
+	}{
+		{0, "disk /mnt/nfs: unreadable for over 1m (statfs failed or did not answer) — a save there may fail"},
+		{30 * time.Second, "disk /mnt/nfs: unreadable for over 1m (statfs failed or did not answer) — a save there may fail"},
+		{2 * time.Minute, "disk /mnt/nfs: unreadable for over 3m (statfs failed or did not answer) — a save there may fail"},
+		{2 * time.Hour, "disk /mnt/nfs: unreadable for over 2h1m (statfs failed or did not answer) — a save there may fail"},
+	} {
+		a := template.Alert{Status: "firing", StartsAt: now.Add(-tt.sinceStart), Labels: template.KV{"alertname": DiskUnreadableAlertname, labelPath: "/mnt/nfs"}}
+		got, ok := diskText(DiskUnreadableAlertname, a, now)
+		if !ok || got.Body != tt.want || got.Subject != "disk unreadable /mnt/nfs" {
+			t.Errorf("started %s ago: %q / %q (worded %v), want %q", tt.sinceStart, got.Body, got.Subject, ok, tt.want)
+		}
+	}
+}

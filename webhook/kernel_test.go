@@ -50,7 +50,7 @@ func TestWebhookDiskAlerts(t *testing.T) {
 		"[lavender-2] disk /data: 1% of inodes free (1.3k of 65k) — new files will fail",
 		"[lavender-2] disk /data: 12 GB free (4% of 250 GB), under the 5% floor",
 		"[lavender-2] disk /data: 16 MB free, a checkpoint save takes 24 MB — the next save will fail",
-		"[lavender-2] disk /mnt/nfs: unreadable for 2m (statfs failed or did not answer) — a save there may fail",
+		"[lavender-2] disk /mnt/nfs: unreadable for over 3m (statfs failed or did not answer) — a save there may fail",
 	}
 	if !slices.Equal(bodies, want) {
 		t.Errorf("pushed\n%q\nwant\n%q", bodies, want)
