@@ -269,7 +269,10 @@ func stallKind(p phaseapi.Phase, began time.Time) StallKind {
 	if !steps || !began.Equal(moved) || !p.LastHeartbeat.After(began) {
 		return StallHeartbeat
 	}
-	if p.Busy != "" && moved.Equal(p.BusyAt) && p.BusyAt.After(p.ProgressAt) && p.BusyAt.After(p.EvalProgressAt) {
+	// Busy at the last step's own time counts: busy() comes with the ping
+	// that carries the step it follows, and work that hangs at once never
+	// sends another.
+	if p.Busy != "" && moved.Equal(p.BusyAt) && !p.BusyAt.Before(p.ProgressAt) && !p.BusyAt.Before(p.EvalProgressAt) {
 		return StallBusy
 	}
 	if p.EvalStep != nil && moved.Equal(p.EvalProgressAt) && !p.EvalProgressAt.Before(p.ProgressAt) {

@@ -368,6 +368,24 @@ func TestPhaseStalledWhileBusy(t *testing.T) {
 	})
 }
 
+// Work that hangs at once: busy() comes with the last step's ping, so its
+// time is the step's own, and no ping moves it after. The stall is still
+// the work's, and the push says what it was doing.
+func TestPhaseStalledBusyFromItsLastStep(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: 10 * m}, RuleStalled)
+	evaluating := func(now time.Duration) []phaseapi.Phase {
+		p := withStep(active("Finetune", 0, now), 12, 15, 5*m)
+		p.Busy, p.BusyAt = "evaluating", at(5*m)
+		return []phaseapi.Phase{p}
+	}
+	runPhaseScript(t, r, []phaseStep{
+		{5 * m, evaluating(5 * m), false, nil, "step 12 and busy in one ping"},
+		{14 * m, evaluating(14 * m), false, nil, "pings come, nothing moves: 9m"},
+		{15*m + 5*time.Second, evaluating(15 * m), false,
+			[]string{`firing: "Finetune" stalled on busy at step 12/15, evaluating for 10m5s`}, "10m: the evaluation hung"},
+	})
+}
+
 // A failure whose reason is what a surviving rank saw (the launcher's
 // SIGTERM, a peer's reset) is held for OutsideSettle, so the crash that
 // caused it, which the phase server puts in the same end, is what the push
