@@ -25,6 +25,9 @@ type PhaseEnd struct {
 	// reset): the crash itself may still come, within a minute, and
 	// replace it.
 	Outside bool
+	// Loss is the phase's last training loss, nil if it reported none: a
+	// phase that ends ok with a NaN loss diverged all the same.
+	Loss *Loss
 }
 
 // Duration is how long the phase ran.

@@ -23,6 +23,7 @@ func (s *Server) recordEndLocked(p phaseapi.Phase, died bool) {
 		Seq: s.endSeq, Phase: p.Name, Status: p.Status, Reason: p.Reason,
 		Started: p.Started, Ended: p.Ended, Died: died, PID: p.PID,
 		Outside: p.Status == phaseapi.StatusFailed && reasonStrength(p.Reason) == reasonOutside,
+		Loss:    p.Loss,
 	})
 	if len(s.ends) > maxEnds {
 		s.ends = slices.Delete(s.ends, 0, len(s.ends)-maxEnds)

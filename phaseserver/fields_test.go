@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -274,5 +275,37 @@ func TestEndRules(t *testing.T) {
 		if got := testutil.ToFloat64(env.e.refusedTotal.WithLabelValues(reason)); got != n {
 			t.Errorf("refused{reason=%q} = %v, want %v", reason, got, n)
 		}
+	}
+}
+
+// TestEndKeepsTheLastLoss: an end carries the phase's last loss to the
+// watchdog, so that a run that ends ok after its loss turned NaN is not
+// pushed as a good one.
+func TestEndKeepsTheLastLoss(t *testing.T) {
+	env := newTestEnv(t)
+	srv := env.server()
+	for _, body := range []string{
+		`{"phase":"Diverged","event":"start"}`,
+		`{"phase":"Diverged","event":"ping","step":16,"total":16,"loss":"NaN"}`,
+		`{"phase":"Diverged","event":"end"}`,
+		`{"phase":"Fine","event":"start","loss":2.5}`,
+		`{"phase":"Fine","event":"end","loss":0.75}`,
+		`{"phase":"Quiet","event":"start"}`,
+		`{"phase":"Quiet","event":"end"}`,
+	} {
+		if code, _, msg := post(t, srv.URL, body); code != 200 {
+			t.Fatalf("%s: %d %s", body, code, msg)
+		}
+	}
+	var got []string
+	for _, end := range env.e.Ends() {
+		loss := "none"
+		if end.Loss != nil {
+			loss = strconv.FormatFloat(float64(*end.Loss), 'g', -1, 64)
+		}
+		got = append(got, end.Phase+" "+loss)
+	}
+	if want := "Diverged NaN,Fine 0.75,Quiet none"; strings.Join(got, ",") != want {
+		t.Errorf("ends %q, want %q", strings.Join(got, ","), want)
 	}
 }

@@ -348,7 +348,7 @@ func (s *Server) apply(req phaseapi.HeartbeatRequest) (p phaseapi.Phase, warning
 	case phaseapi.EventPing:
 		i, save = s.pingLocked(i, name, now)
 	case phaseapi.EventEnd:
-		i = s.endLocked(i, name, status, phaseapi.CleanReason(req.Reason), now)
+		i = s.endLocked(i, name, status, phaseapi.CleanReason(req.Reason), req.Loss, now)
 	}
 	advanceProgress(&s.table.phases[i].Progress, req.Step, req.Total, now)
 	applyWork(&s.table.phases[i], req, now)
@@ -490,7 +490,7 @@ func (s *Server) pingLocked(i int, name string, now time.Time) (int, bool) {
 // second says more about the cause within rootCauseWindow (a rank's own
 // crash after a SIGTERM the launcher sent the survivors), and records no
 // new end.
-func (s *Server) endLocked(i int, name, status, reason string, now time.Time) int {
+func (s *Server) endLocked(i int, name, status, reason string, loss *phaseapi.Loss, now time.Time) int {
 	if i < 0 {
 		s.table.phases = append(s.table.phases, phaseapi.Phase{Name: name, Status: phaseapi.StatusActive, Started: now, LastHeartbeat: now})
 		i = len(s.table.phases) - 1
@@ -511,6 +511,12 @@ func (s *Server) endLocked(i int, name, status, reason string, now time.Time) in
 		return i
 	}
 	p.Status, p.Ended = status, now
+	if loss != nil {
+		// The end's own loss is the last one: the end the watchdog reads
+		// carries it.
+		l := *loss
+		p.Loss = &l
+	}
 	if status == phaseapi.StatusFailed {
 		reason = s.failedReasonLocked(name, reason, now)
 	}

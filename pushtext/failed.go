@@ -1,6 +1,7 @@
 package pushtext
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -18,11 +19,18 @@ type Ending struct {
 	// Count > 1 is a push that counts several failures within Window.
 	Count  int
 	Window time.Duration
+	// Loss is the phase's last loss when it is not finite (NaN, ±Inf);
+	// nil otherwise. A done push says it: the run ended, but diverged.
+	Loss *float64
 }
 
 // endingOf reads the ending off a failed or done alert.
 func endingOf(a watchdog.Alert) Ending {
 	e := Ending{Reason: a.End.Reason, Died: a.End.Died, PID: a.End.PID}
+	if l := a.End.Loss; l != nil && (math.IsNaN(float64(*l)) || math.IsInf(float64(*l), 0)) {
+		f := float64(*l)
+		e.Loss = &f
+	}
 	if a.Ends > 1 {
 		e.Count, e.Window = a.Ends, a.Lasted()
 	}

@@ -1,6 +1,7 @@
 package pushtext
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,31 @@ func TestFailedTexts(t *testing.T) {
 		}
 		if strings.ContainsRune(got.Body, '\u202e') {
 			t.Errorf("%s: a bidi override reached the push", tc.name)
+		}
+	}
+}
+
+// TestDonePushSaysALossThatDiverged: a phase that ends ok with a NaN or
+// infinite loss diverged; the loss rule pushed it, and the done push that
+// follows must not read as a good run. A finite loss, or none, changes
+// nothing.
+func TestDonePushSaysALossThatDiverged(t *testing.T) {
+	loss := func(f float64) *phaseapi.Loss { l := phaseapi.Loss(f); return &l }
+	started := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		loss *phaseapi.Loss
+		want string
+	}{
+		{nil, `phase "Finetune" done in 4h12m`},
+		{loss(0.75), `phase "Finetune" done in 4h12m`},
+		{loss(math.NaN()), `phase "Finetune" done in 4h12m, but its loss is NaN — training diverged`},
+		{loss(math.Inf(1)), `phase "Finetune" done in 4h12m, but its loss is +Inf — training diverged`},
+	} {
+		end := phaseapi.PhaseEnd{Seq: 1, Phase: "Finetune", Status: phaseapi.StatusOK, Started: started,
+			Ended: started.Add(4*time.Hour + 12*time.Minute), Loss: tc.loss}
+		a := watchdog.Alert{Rule: watchdog.RuleDone, Status: watchdog.Firing, Incident: "Finetune", Phase: "Finetune", End: end, Began: end.Ended, At: end.Ended}
+		if got := Alert(a).Body; got != tc.want {
+			t.Errorf("loss %v: %q, want %q", tc.loss, got, tc.want)
 		}
 	}
 }

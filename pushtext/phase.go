@@ -47,6 +47,11 @@ func Phase(p PhaseFigures) Text {
 		text += failed(p.Ending, d)
 	case watchdog.RuleDone:
 		text += "done in " + d
+		if p.Loss != nil {
+			// The loss rule pushed the divergence already; the last push
+			// on the phone must not read as a good run.
+			text += ", but its loss is " + lossWord(*p.Loss) + " — training diverged"
+		}
 	default:
 		text += "stalled: " + stalled(p, d)
 	}
