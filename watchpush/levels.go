@@ -46,14 +46,25 @@ func ParseLevels(items []string) (Levels, error) {
 
 // rule is the level of a rule's pushes. "disk" names the disk's trouble
 // as a person says it: the kernel log's storage faults and, unless
-// "disk-space" is given on its own, the disk guard's pushes too.
+// "disk-space" is given on its own, the disk guard's pushes too. "gpu" so
+// names the GPUs' trouble: the kernel log's Xids and, unless given on
+// their own, the GPU telemetry rules (gpu-lost, gpu-hang, …): who asks for
+// loud GPU pushes means a lost GPU too.
 func (l Levels) rule(name watchdog.RuleName) string {
 	level, ok := l[name]
-	if !ok && name == watchdog.RuleDiskSpace {
+	switch {
+	case ok:
+	case name == watchdog.RuleDiskSpace:
 		level = l[watchdog.RuleDisk]
+	case slices.Contains(gpuTelemetryRules, name):
+		level = l[watchdog.RuleGPU]
 	}
 	return level
 }
+
+// gpuTelemetryRules are the rules "gpu" covers beside its own.
+var gpuTelemetryRules = []watchdog.RuleName{watchdog.RuleGPULost, watchdog.RuleGPUECC, watchdog.RuleGPURemap,
+	watchdog.RuleGPUHang, watchdog.RuleGPUIdle, watchdog.RuleGPUSlowdown}
 
 // of is the level of one push carrying alerts: the loudest of theirs. A
 // resolution stays passive: it ends what a louder push began.

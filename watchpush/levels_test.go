@@ -37,3 +37,28 @@ func TestDiskLevelCoversDiskSpace(t *testing.T) {
 		}
 	}
 }
+
+// TestGPULevelCoversTheTelemetryRules: the event gpu sets the level of the
+// kernel log's Xids and of every GPU telemetry rule, unless one is given
+// on its own.
+func TestGPULevelCoversTheTelemetryRules(t *testing.T) {
+	for _, tt := range []struct {
+		flag           string
+		xid, lost, ecc string
+	}{
+		{"", "passive", "passive", "passive"},
+		{"gpu=critical", "critical", "critical", "critical"},
+		{"gpu=critical,gpu-ecc=active", "critical", "critical", "active"},
+		{"gpu-lost=timeSensitive", "passive", "timeSensitive", "passive"},
+	} {
+		l, err := ParseLevels([]string{tt.flag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rule, want := range map[watchdog.RuleName]string{watchdog.RuleGPU: tt.xid, watchdog.RuleGPULost: tt.lost, watchdog.RuleGPUECC: tt.ecc} {
+			if got := l.of([]watchdog.Alert{{Rule: rule, Status: watchdog.Firing}}); got != want {
+				t.Errorf("%q: %s push %s, want %s", tt.flag, rule, got, want)
+			}
+		}
+	}
+}
