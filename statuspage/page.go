@@ -172,6 +172,8 @@ type RuleState struct {
 	Rule  watchdog.RuleName `json:"rule"`
 	Armed bool              `json:"armed"`          // will push on the next crossing
 	Since time.Time         `json:"since,omitzero"` // when the current incident began
+	// Undelivered: its push reached no phone yet and is retried.
+	Undelivered bool `json:"undelivered,omitempty"`
 }
 
 // Snapshot gathers the page's data. It reads only memory and the run log
@@ -229,7 +231,7 @@ func (p *Page) Snapshot() Status {
 	if p.cfg.Rules != nil {
 		rules := []RuleState{}
 		for _, r := range p.cfg.Rules() {
-			rules = append(rules, RuleState{Rule: r.Name, Armed: r.Armed, Since: r.Since})
+			rules = append(rules, RuleState{Rule: r.Name, Armed: r.Armed, Since: r.Since, Undelivered: r.Undelivered})
 		}
 		s.Sections["watchdog"] = rules
 	}

@@ -430,12 +430,18 @@ func TestPageStates(t *testing.T) {
 	})
 	t.Run("watchdog rules", func(t *testing.T) {
 		r := newRig(t)
-		r.rules = []watchdog.RuleState{{Name: watchdog.RuleSwap, Armed: true}, {Name: watchdog.RuleStalled, Since: t0.Add(-time.Hour)}}
+		r.rules = []watchdog.RuleState{{Name: watchdog.RuleSwap, Armed: true}, {Name: watchdog.RuleStalled, Since: t0.Add(-time.Hour)},
+			{Name: watchdog.RuleFailed, Since: t0.Add(-time.Hour), Undelivered: true}}
 		page := r.html()
-		for _, want := range []string{`<span class="rule">swap</span> <span class="badge ok">armed</span>`, `<span class="rule">stalled</span> <span class="badge failed">pushed</span> <span class="muted">since 11:00</span>`} {
+		for _, want := range []string{`<span class="rule">swap</span> <span class="badge ok">armed</span>`, `<span class="rule">stalled</span> <span class="badge failed">pushed</span> <span class="muted">since 11:00</span>`,
+			// A push no target took is never shown as pushed.
+			`<span class="rule">failed</span> <span class="badge failed">not delivered, retrying</span> <span class="muted">since 11:00</span>`} {
 			if !strings.Contains(page, want) {
 				t.Errorf("page lacks %q", want)
 			}
+		}
+		if _, _, body := r.get("/api/v1/status"); !strings.Contains(body, `"rule":"failed","armed":false,"since":`) || !strings.Contains(body, `"undelivered":true`) {
+			t.Errorf("the status API does not say the failed rule's push is undelivered:\n%s", body)
 		}
 	})
 	t.Run("paths and methods", func(t *testing.T) {

@@ -364,6 +364,7 @@ func (r *DiskRule) State() RuleState {
 		if ep.disarmed && (st.Armed || ep.began.Before(st.Since)) {
 			st.Armed, st.Since = false, ep.began
 		}
+		st.Undelivered = st.Undelivered || ep.undelivered()
 	}
 	return st
 }

@@ -101,6 +101,7 @@ func (r *GPUECCRule) State() RuleState {
 		if inc.l.ep.disarmed && (st.Armed || inc.l.ep.began.Before(st.Since)) {
 			st.Armed, st.Since = false, inc.l.ep.began
 		}
+		st.Undelivered = st.Undelivered || inc.l.ep.undelivered()
 	}
 	return st
 }

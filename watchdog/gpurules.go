@@ -253,6 +253,7 @@ func lastingState[K comparable](name RuleName, incidents map[K]*lasting) RuleSta
 		if l.ep.disarmed && (st.Armed || l.ep.began.Before(st.Since)) {
 			st.Armed, st.Since = false, l.ep.began
 		}
+		st.Undelivered = st.Undelivered || l.ep.undelivered()
 	}
 	return st
 }

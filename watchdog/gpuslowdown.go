@@ -94,5 +94,5 @@ func (r *GPUSlowdownRule) Pushed(a Alert, delivered bool, now time.Time) {
 
 // State is armed while no slowdown incident has pushed.
 func (r *GPUSlowdownRule) State() RuleState {
-	return RuleState{Name: RuleGPUSlowdown, Armed: !r.inc.ep.disarmed, Since: r.inc.ep.began}
+	return RuleState{Name: RuleGPUSlowdown, Armed: !r.inc.ep.disarmed, Since: r.inc.ep.began, Undelivered: r.inc.ep.undelivered()}
 }

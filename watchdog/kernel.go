@@ -238,6 +238,7 @@ func (r *KernelRule) State() RuleState {
 		if st.Since.IsZero() || inc.began.Before(st.Since) {
 			st.Since = inc.began
 		}
+		st.Undelivered = st.Undelivered || inc.pending
 	}
 	return st
 }

@@ -119,7 +119,7 @@ func (r *OOMRule) Pushed(a Alert, delivered bool, now time.Time) {
 // the sense that kills wait for a push that reached no target; Since is
 // when the first of them happened.
 func (r *OOMRule) State() RuleState {
-	st := RuleState{Name: r.Name(), Armed: r.pending == nil}
+	st := RuleState{Name: r.Name(), Armed: r.pending == nil, Undelivered: r.pending != nil}
 	if r.pending != nil {
 		st.Since = r.pending.Began
 	}

@@ -53,7 +53,7 @@ func (o *outbox) pushed(is func(Alert) bool, delivered bool, now time.Time) {
 // state: armed unless a push waits for a target; Since is when the oldest
 // waiting push began.
 func (o *outbox) state(name RuleName) RuleState {
-	st := RuleState{Name: name, Armed: len(o.pending) == 0}
+	st := RuleState{Name: name, Armed: len(o.pending) == 0, Undelivered: len(o.pending) > 0}
 	if len(o.pending) > 0 {
 		st.Since = o.pending[0].Began
 	}

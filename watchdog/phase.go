@@ -217,6 +217,7 @@ func (r *StallRule) State() RuleState {
 		if st.Armed || s.began.Before(st.Since) {
 			st.Armed, st.Since = false, s.began
 		}
+		st.Undelivered = st.Undelivered || s.ep.undelivered()
 	}
 	return st
 }

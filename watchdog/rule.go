@@ -36,6 +36,10 @@ type RuleState struct {
 	Armed bool
 	// Since is when the current incident began; zero while armed.
 	Since time.Time
+	// Undelivered is true while a push of a current incident has reached
+	// no phone yet (every target failed; it is retried): "pushed" would
+	// tell the user the phone knows.
+	Undelivered bool
 }
 
 // Status says what an Alert tells the phone.
@@ -185,5 +189,11 @@ func (e *episode) level(rule RuleName, value, threshold, hysteresis float64, s S
 }
 
 func (e *episode) state(name RuleName) RuleState {
-	return RuleState{Name: name, Armed: !e.disarmed, Since: e.began}
+	return RuleState{Name: name, Armed: !e.disarmed, Since: e.began, Undelivered: e.undelivered()}
+}
+
+// undelivered reports whether the incident pushed, every push of it so far
+// reached no target, and it waits to retry (not while a push is on its way).
+func (e *episode) undelivered() bool {
+	return e.disarmed && !e.delivered && !e.retryAt.IsZero()
 }

@@ -222,3 +222,51 @@ func TestSwapRuleRearmsStrictlyBelowTheBand(t *testing.T) {
 		{after: time.Minute, s: swapAt(0.5), want: "swap firing began+4m0s", why: "a new incident"},
 	})
 }
+
+// TestRuleStateSaysAPushNoPhoneTook: a rule that pushed, where every
+// target failed, is undelivered while it retries (the status page must
+// not say "pushed"), and no longer once a push reaches a phone.
+func TestRuleStateSaysAPushNoPhoneTook(t *testing.T) {
+	r, err := NewSwapRule(SwapConfig{Threshold: 0.5, Hysteresis: 0.1, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	state := func(step string, want RuleState) {
+		t.Helper()
+		if got := r.State(); got.Armed != want.Armed || got.Undelivered != want.Undelivered {
+			t.Errorf("%s: armed %v, undelivered %v; want %v, %v", step, got.Armed, got.Undelivered, want.Armed, want.Undelivered)
+		}
+	}
+	state("before", RuleState{Armed: true})
+	alerts := r.Observe(swapAt(0.6), t0)
+	if len(alerts) != 1 {
+		t.Fatalf("%d alerts, want 1", len(alerts))
+	}
+	state("a push on its way", RuleState{})
+	r.Pushed(alerts[0], false, t0)
+	state("every target failed", RuleState{Undelivered: true})
+	alerts = r.Observe(swapAt(0.6), t0.Add(5*time.Second))
+	if len(alerts) != 1 {
+		t.Fatalf("retry: %d alerts, want 1", len(alerts))
+	}
+	r.Pushed(alerts[0], true, t0.Add(5*time.Second))
+	state("the retry reached the phone", RuleState{})
+
+	// An event rule's outbox the same: a failed phase whose push failed.
+	rules, err := NewPhaseRules(PhaseConfig{Notify: []string{string(RuleFailed)}, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := rules[0]
+	end := phaseapi.PhaseEnd{Seq: 1, Phase: "P", Status: phaseapi.StatusFailed, Reason: "RuntimeError: x", Started: t0, Ended: t0}
+	failed.Observe(Sample{}, t0) // the ends before the first look are old news
+	out := failed.Observe(Sample{Ends: []phaseapi.PhaseEnd{end}}, t0.Add(time.Second))
+	if len(out) != 1 {
+		t.Fatalf("failed rule: %d alerts, want 1", len(out))
+	}
+	failed.Pushed(out[0], false, t0.Add(3*time.Second))
+	if st := failed.State(); st.Armed || !st.Undelivered {
+		t.Errorf("failed rule after a push no target took: %+v, want undelivered", st)
+	}
+}
