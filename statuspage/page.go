@@ -174,6 +174,9 @@ type RuleState struct {
 	Since time.Time         `json:"since,omitzero"` // when the current incident began
 	// Undelivered: its push reached no phone yet and is retried.
 	Undelivered bool `json:"undelivered,omitempty"`
+	// NotWatching says why the rule cannot fire on this host (its source,
+	// the kernel log or NVML, is not read); "" while it can.
+	NotWatching string `json:"not_watching,omitempty"`
 }
 
 // Snapshot gathers the page's data. It reads only memory and the run log
@@ -229,13 +232,39 @@ func (p *Page) Snapshot() Status {
 		s.GPUs = ptr(newGPUs(gpu.Snapshot{}, p.cfg.GPUsOff))
 	}
 	if p.cfg.Rules != nil {
+		kernelLogUnread := ""
+		if k, ok := s.Sections["kernel_log"].(KernelLogStatus); ok && !k.Readable {
+			kernelLogUnread = "the kernel log is not read"
+		}
 		rules := []RuleState{}
 		for _, r := range p.cfg.Rules() {
-			rules = append(rules, RuleState{Rule: r.Name, Armed: r.Armed, Since: r.Since, Undelivered: r.Undelivered})
+			rules = append(rules, RuleState{Rule: r.Name, Armed: r.Armed, Since: r.Since, Undelivered: r.Undelivered,
+				NotWatching: notWatching(r.Name, kernelLogUnread, p.cfg.GPUsOff)})
 		}
 		s.Sections["watchdog"] = rules
 	}
 	return s
+}
+
+// notWatching says why rule cannot fire on this host, "" if it can: the
+// storage faults come from the kernel log alone, the Xids from the kernel
+// log or NVML's events, the GPU telemetry rules from NVML. A rule shown
+// armed beside a source that is not read would promise a push that cannot
+// come.
+func notWatching(rule watchdog.RuleName, kernelLogUnread, gpusOff string) string {
+	switch rule {
+	case watchdog.RuleDisk:
+		return kernelLogUnread
+	case watchdog.RuleGPU:
+		if kernelLogUnread != "" && gpusOff != "" {
+			return kernelLogUnread + ", and no GPU telemetry"
+		}
+	case watchdog.RuleGPULost, watchdog.RuleGPUECC, watchdog.RuleGPURemap, watchdog.RuleGPUHang, watchdog.RuleGPUIdle, watchdog.RuleGPUSlowdown:
+		if gpusOff != "" {
+			return "no GPU telemetry"
+		}
+	}
+	return ""
 }
 
 func (p *Page) handleJSON(w http.ResponseWriter, r *http.Request) {

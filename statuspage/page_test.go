@@ -444,6 +444,27 @@ func TestPageStates(t *testing.T) {
 			t.Errorf("the status API does not say the failed rule's push is undelivered:\n%s", body)
 		}
 	})
+	t.Run("rules without their source", func(t *testing.T) {
+		r := newRig(t, func(c *Config) {
+			c.KernelLog = func() KernelLogStatus { return KernelLogStatus{Why: "needs root or CAP_SYSLOG"} }
+			c.GPUsOff = "no NVIDIA driver"
+		})
+		r.rules = []watchdog.RuleState{{Name: watchdog.RuleSwap, Armed: true}, {Name: watchdog.RuleDisk, Armed: true},
+			{Name: watchdog.RuleGPU, Armed: true}, {Name: watchdog.RuleGPULost, Armed: true}}
+		page := r.html()
+		for _, want := range []string{`<span class="rule">swap</span> <span class="badge ok">armed</span>`,
+			`<span class="rule">disk</span> <span class="badge">not watching</span> <span class="muted">(the kernel log is not read)</span>`,
+			`<span class="rule">gpu</span> <span class="badge">not watching</span> <span class="muted">(the kernel log is not read, and no GPU telemetry)</span>`,
+			`<span class="rule">gpu-lost</span> <span class="badge">not watching</span> <span class="muted">(no GPU telemetry)</span>`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("page lacks %q", want)
+			}
+		}
+		// With NVML, the Xids still come from its events: gpu watches.
+		if got := notWatching(watchdog.RuleGPU, "the kernel log is not read", ""); got != "" {
+			t.Errorf("gpu with NVML: %q", got)
+		}
+	})
 	t.Run("paths and methods", func(t *testing.T) {
 		r := newRig(t)
 		if code, _, _ := r.get("/nope"); code != 404 {
