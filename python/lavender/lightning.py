@@ -42,7 +42,8 @@ class Hooks:
     on_train_end     ends the phase ok.
     on_exception     ends it failed with the exception's line (Lightning
                      swallows KeyboardInterrupt and turns SIGTERM into an exit
-                     status 0: the phase still says failed).
+                     status 0: the phase still says failed); one raised in
+                     trainer.validate, test or predict is not the fit's.
     teardown         ends a phase still running.
     """
 
@@ -128,7 +129,9 @@ class Hooks:
             self.phase.end()
 
     def on_exception(self, trainer, pl_module, exception):
-        if self.phase is not None:
+        # Lightning calls this for trainer.validate/test/predict too: an
+        # exception there, after the fit ended ok, is not the fit's failure.
+        if self.phase is not None and _fitting(trainer):
             if type(exception).__name__ == "SIGTERMException" or getattr(trainer, "received_sigterm", False):
                 self.phase.fail("SIGTERM")
             else:
@@ -145,6 +148,13 @@ class Hooks:
             if path and self._seen_checkpoints.get(id(cb)) != path:
                 self._seen_checkpoints[id(cb)] = path
                 self.phase.saved(path)
+
+
+def _fitting(trainer):
+    """Whether the trainer is in fit (trainer.state.fn), True when it does
+    not say."""
+    fn = getattr(getattr(trainer, "state", None), "fn", None)
+    return fn is None or str(getattr(fn, "value", fn)) == "fit"
 
 
 def _checkpoint_dirs(trainer):

@@ -138,6 +138,42 @@ class HFTest(Base):
         self.assertEqual(self.exporter.bodies, [])
 
 
+class LightningHooksTest(Base):
+    """lavender.lightning.Hooks driven as the real Lightning does, with
+    trainer.state.fn saying which of the trainer's functions runs."""
+
+    def trainer(self, fn):
+        from types import SimpleNamespace
+        return SimpleNamespace(state=SimpleNamespace(fn=SimpleNamespace(value=fn)), global_rank=0, global_step=0,
+                               default_root_dir=self.out, checkpoint_callbacks=[], ckpt_path=None,
+                               estimated_stepping_batches=4, callback_metrics={})
+
+    def test_exception_in_validate_after_fit_is_not_the_fits(self):
+        from lavender.lightning import Hooks
+        hooks, t = Hooks("Pretrain", every=0.05), self.trainer("fit")
+        hooks.setup(t, None, "fit")
+        hooks.on_fit_start(t, None)
+        hooks.on_train_start(t, None)
+        t.global_step = 4
+        hooks.on_train_end(t, None)
+        hooks.teardown(t, None, "fit")
+        t.state.fn.value = "validate"
+        hooks.setup(t, None, "validate")
+        hooks.on_exception(t, None, ValueError("bad batch"))
+        hooks.teardown(t, None, "validate")
+        self.assertEqual([(b["status"], b.get("reason")) for b in ends(self.exporter.bodies)], [("ok", None)])
+
+    def test_exception_in_fit_fails_it(self):
+        from lavender.lightning import Hooks
+        hooks, t = Hooks("Pretrain", every=0.05), self.trainer("fit")
+        hooks.setup(t, None, "fit")
+        hooks.on_fit_start(t, None)
+        hooks.on_exception(t, None, ValueError("bad batch"))
+        hooks.teardown(t, None, "fit")
+        self.assertEqual([(b["status"], b.get("reason")) for b in ends(self.exporter.bodies)],
+                         [("failed", "ValueError: bad batch")])
+
+
 class LazyImportTest(unittest.TestCase):
     def test_no_framework_until_used(self):
         r = run_python("import sys, lavender, lavender.hf, lavender.lightning\n"

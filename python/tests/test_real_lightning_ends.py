@@ -75,9 +75,24 @@ t.save_checkpoint(os.path.join(os.environ["OUT"], "final", "last.ckpt"))  # fina
         got = [(b["status"], b.get("reason", "")) for b in ends(self.exporter.bodies)]
         self.assertEqual([s for s, _ in got], ["ok", "failed"], got)
 
+    def test_validate_failing_after_fit(self):
+        # Lightning calls on_exception for trainer.validate too: a caught
+        # failure there leaves the fit ended ok.
+        r = self.run_script(r"""
+class Broken(Tiny):
+    def validation_step(self, batch, batch_idx):
+        raise ValueError("bad validation batch")
 
-if __name__ == "__main__":
-    unittest.main()
+t = trainer()
+t.fit(Broken(), data)
+try:
+    t.validate(Broken(), data)
+except ValueError as e:
+    print("caught", e)
+""")
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertIn("caught bad validation batch", r.stdout)
+        self.assertEqual([(b["status"], b.get("reason")) for b in ends(self.exporter.bodies)], [("ok", None)])
 
 
 class RealLightningBusyTest(unittest.TestCase):
@@ -117,3 +132,7 @@ t.fit(Validated(), data, data)
         self.assertIn("validating", busy, busy)
         self.assertGreaterEqual(len(busy), 10, busy)
         self.assertGreaterEqual(quiet_run(busy, "validating"), 5, "a blocked validation was reported busy: %s" % busy)
+
+
+if __name__ == "__main__":
+    unittest.main()
