@@ -235,13 +235,26 @@ def count(value, least=0):
     return n if n >= least else None
 
 
+# A line that names an exception and gives its message: "ValueError: bad
+# sample 9", "torch.cuda.OutOfMemoryError: CUDA out of memory".
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?P<type>[A-Za-z_]\w*): \S")
+
+
 def reason_of(exc):
     """The line a traceback ends with, on one line, cut to MAX_REASON
-    characters with "…": "ValueError: shape mismatch…"."""
+    characters with "…": "ValueError: shape mismatch…". A message that
+    ends with another exception's line (a DataLoader worker's, re-raised
+    with the worker's traceback in the message) gives that line: the cut
+    would keep only the message's header."""
     try:
         text = traceback.format_exception_only(type(exc), exc)[-1]
     except Exception:  # a broken __str__ must not hide the failure
         text = type(exc).__name__
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > 1:
+        m = _EXCEPTION_LINE.match(lines[-1])
+        if m and (m.group("type") == type(exc).__name__ or m.group("type").endswith(("Error", "Exception"))):
+            text = lines[-1]
     return short(text)
 
 

@@ -85,6 +85,27 @@ class ValueTest(unittest.TestCase):
 
         self.assertIn("Broken", _wire.reason_of(Broken()))
 
+    def test_reason_of_a_worker_reraise(self):
+        # What torch's DataLoader raises in the main process for an
+        # exception in a worker: the worker's traceback is the message.
+        worker = ("Caught ValueError in DataLoader worker process 0.\n"
+                  "Original Traceback (most recent call last):\n"
+                  '  File "/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py", line 308, in _worker_loop\n'
+                  "    data = fetcher.fetch(index)\n"
+                  '  File "/usr/lib/python3/dist-packages/torch/utils/data/_utils/fetch.py", line 51, in fetch\n'
+                  "    data = [self.dataset[idx] for idx in possibly_batched_index]\n"
+                  '  File "train.py", line 12, in __getitem__\n'
+                  '    raise ValueError("bad sample %d" % i)\n'
+                  "ValueError: bad sample 9\n")
+        self.assertEqual(_wire.reason_of(ValueError(worker)), "ValueError: bad sample 9")
+        self.assertEqual(_wire.reason_of(RuntimeError(worker.replace("ValueError: bad", "my.DataError: bad"))),
+                         "my.DataError: bad sample 9")
+        # A message whose last line names no exception reads as before.
+        self.assertEqual(_wire.reason_of(ValueError("shape mismatch\n  more text")),
+                         "ValueError: shape mismatch more text")
+        self.assertEqual(_wire.reason_of(RuntimeError("CUDA error\nHint: pass CUDA_LAUNCH_BLOCKING=1")),
+                         "RuntimeError: CUDA error Hint: pass CUDA_LAUNCH_BLOCKING=1")
+
 
 class SyntaxTest(unittest.TestCase):
     def test_python_3_8(self):
