@@ -48,7 +48,11 @@ class Phase:
             _said.once(("name", given), "lavender: phase name %s %s; it is reported as %r (said once)"
                        % (ascii(given) if not given.isprintable() else repr(given), why, self.name))
         self.every = every
-        self.rank = _wire.rank_from_env(env) if rank is None else rank
+        given = _wire.env_rank(env) if rank is None else rank
+        # Without a launcher's rank the process group's is looked up at the
+        # start and the end, where the program has usually set it up.
+        self._rank_known = given is not None
+        self.rank = 0 if given is None else given
         self._sender = None
         try:
             base = _wire.normalize_url(env.get("LAVENDER_URL") if url is None else url)
@@ -225,6 +229,7 @@ class Phase:
             step, total, loss = self._progress
             if step is None and self.steps_from_zero:
                 self._progress = (0, total, loss)
+        self._learn_rank()
         if self._sender is None or self.rank != 0:
             return  # other ranks only ever report a failure
         if not self.wrapped:
@@ -240,6 +245,7 @@ class Phase:
         self._sender.watch(self)
 
     def _end(self, status, reason):
+        self._learn_rank()
         with self._lock:
             if self._state == "ended":
                 # Once ended ok, the phase can still fail: a callback after
@@ -273,6 +279,12 @@ class Phase:
         if self.rank == 0:
             self._add_progress(body)
         self._sender.post(body, wait=wait)
+
+    def _learn_rank(self):
+        if not self._rank_known:
+            rank = _wire.torch_rank()
+            if rank is not None:
+                self.rank = rank
 
     def _hand_over_saves(self):
         """Sees the saves measured and not yet pinged onto the wire before

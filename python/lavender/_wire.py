@@ -5,6 +5,7 @@ import math
 import operator
 import os
 import re
+import sys
 import traceback
 import unicodedata
 import urllib.parse
@@ -128,6 +129,12 @@ def ascii_name(name):
 
 def rank_from_env(env):
     """The global rank the launcher gave this process, 0 when none did."""
+    rank = env_rank(env)
+    return 0 if rank is None else rank
+
+
+def env_rank(env):
+    """The global rank the launcher gave this process, None when none did."""
     for name in RANK_VARIABLES:
         value = env.get(name, "").strip()
         if value:
@@ -135,7 +142,24 @@ def rank_from_env(env):
                 return max(int(value), 0)
             except ValueError:
                 continue
-    return 0
+    return None
+
+
+def torch_rank():
+    """The rank of torch.distributed's default process group when the
+    program has initialized one, else None. torch.multiprocessing.spawn
+    sets no rank variable: the rank goes to init_process_group alone. torch
+    is never imported here (it takes seconds, and a program without it
+    must not pay for it)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        return None
+    try:
+        if dist.is_available() and dist.is_initialized():
+            return count(dist.get_rank())
+    except Exception:  # a torch that fails here must not fail training
+        return None
+    return None
 
 
 def identity():

@@ -407,6 +407,38 @@ class PhaseTest(unittest.TestCase):
         self.assertEqual(self.exporter.bodies, [{"phase": "Pretrain 1/3", "event": "end", "status": "failed",
                                                  "reason": "rank 3: RuntimeError: NCCL error: unhandled system error"}])
 
+    def test_rank_from_the_process_group(self):
+        # torch.multiprocessing.spawn sets no rank variable: the rank is
+        # the process group's, read from the torch.distributed the program
+        # imported (a stand-in here).
+        import sys
+        import types
+        dist = types.ModuleType("torch.distributed")
+        dist.is_available = lambda: True
+        dist.is_initialized = lambda: True
+        dist.get_rank = lambda: 1
+        with mock.patch.dict(sys.modules, {"torch.distributed": dist}):
+            with self.phase() as p:
+                p.progress(5, 10)
+                time.sleep(0.15)
+            self.assertEqual(self.exporter.bodies, [], "rank 1 reported a phase that went well")
+            with self.assertRaises(RuntimeError):
+                with self.phase():
+                    raise RuntimeError("NCCL error: unhandled system error")
+            self.assertEqual(self.exporter.bodies, [{"phase": "Pretrain 1/3", "event": "end", "status": "failed",
+                                                     "reason": "rank 1: RuntimeError: NCCL error: unhandled system error"}])
+            # A launcher's rank comes first.
+            self.exporter.bodies.clear()
+            with self.phase(env={"RANK": "0"}):
+                pass
+            self.assertEqual([b["event"] for b in self.exporter.bodies], ["start", "end"])
+            # No process group yet: rank 0, as before.
+            self.exporter.bodies.clear()
+            dist.is_initialized = lambda: False
+            with self.phase():
+                pass
+            self.assertEqual([b["event"] for b in self.exporter.bodies], ["start", "end"])
+
     def test_bad_url_disables_reporting(self):
         with self.assertLogs("lavender", logging.WARNING) as logs:
             with Phase("P", every=0.05, env={"LAVENDER_URL": "ftp://host"}) as p:
