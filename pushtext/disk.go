@@ -70,7 +70,14 @@ func diskUnreadable(a watchdog.Alert, head, subject string) Text {
 	if d.Hung {
 		return Text{Body: head + "statfs has not answered for " + lasted + " — a save there will hang", Subject: subject}
 	}
-	why := textsafe.Truncate(oneLine(d.Err), maxDiskErrBytes)
+	return unreadableFor(head, lasted, d.Err, subject)
+}
+
+// unreadableFor is "<head>unreadable for <lasted> (<why>) — a save there
+// may fail", the one wording of a path statfs fails, whether the watchdog
+// knows since when or an Alertmanager alert knows only a lower bound.
+func unreadableFor(head, lasted, why, subject string) Text {
+	why = textsafe.Truncate(oneLine(why), maxDiskErrBytes)
 	return Text{Body: head + "unreadable for " + lasted + " (" + why + ") — a save there may fail", Subject: subject}
 }
 
@@ -81,10 +88,8 @@ func diskUnreadable(a watchdog.Alert, head, subject string) Text {
 // (statfs failed or did not answer) — a save there may fail", subject "disk
 // unreadable /mnt/nfs".
 func DiskUnreadableOver(path, why string, over time.Duration) Text {
-	head := "disk " + diskPath(path) + ": "
-	why = textsafe.Truncate(oneLine(why), maxDiskErrBytes)
-	return Text{Body: head + "unreadable for over " + HumanDuration(max(over, 0)) + " (" + why + ") — a save there may fail",
-		Subject: "disk " + string(watchdog.DiskUnreadable) + " " + diskPath(path)}
+	return unreadableFor("disk "+diskPath(path)+": ", "over "+HumanDuration(max(over, 0)), why,
+		"disk "+string(watchdog.DiskUnreadable)+" "+diskPath(path))
 }
 
 // diskPath keeps a path on one line and within maxDiskPathBytes, cut at
