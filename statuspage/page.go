@@ -259,10 +259,9 @@ func notWatching(rule watchdog.RuleName, kernelLogUnread, gpusOff string) string
 		if kernelLogUnread != "" && gpusOff != "" {
 			return kernelLogUnread + ", and no GPU telemetry"
 		}
-	case watchdog.RuleGPULost, watchdog.RuleGPUECC, watchdog.RuleGPURemap, watchdog.RuleGPUHang, watchdog.RuleGPUIdle, watchdog.RuleGPUSlowdown:
-		if gpusOff != "" {
-			return "no GPU telemetry"
-		}
+	}
+	if rule.FromNVML() && gpusOff != "" {
+		return "no GPU telemetry"
 	}
 	return ""
 }

@@ -599,3 +599,34 @@ func TestNVMLStuckHoldsTheGPURules(t *testing.T) {
 		}
 	}
 }
+
+// TestFromNVMLNamesTheGPUTelemetryRules: FromNVML is true of every rule
+// NewGPURules builds and of no other rule NewRules builds, so that what
+// keys on it (--bark.level's gpu, the status page's "not watching")
+// follows the rules as they are.
+func TestFromNVMLNamesTheGPUTelemetryRules(t *testing.T) {
+	gpuRules, err := NewGPURules(DefaultGPUConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromNVML := map[RuleName]bool{}
+	for _, r := range gpuRules {
+		fromNVML[r.Name()] = true
+		if !r.Name().FromNVML() {
+			t.Errorf("%s reads NVML, but FromNVML says it does not", r.Name())
+		}
+	}
+	all, err := NewRules(RuleFlags{Interval: 5 * time.Second, Threshold: 0.5, Hysteresis: 0.1, PressureThreshold: 0.2, OOM: true,
+		GPU: true, GPUHangAfter: DefaultGPUHangAfter, GPUIdleAfter: DefaultGPUIdleAfter, GPUSlowdownAfter: DefaultGPUSlowdownAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.Name().FromNVML() != fromNVML[r.Name()] {
+			t.Errorf("%s: FromNVML %v, but NewGPURules builds it: %v", r.Name(), r.Name().FromNVML(), fromNVML[r.Name()])
+		}
+	}
+	if len(fromNVML) != 6 {
+		t.Errorf("NewGPURules built %d rules: %v", len(fromNVML), fromNVML)
+	}
+}

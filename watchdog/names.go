@@ -27,3 +27,13 @@ const (
 	// save, unreadable watched paths.
 	RuleDiskSpace RuleName = "disk-space"
 )
+
+// FromNVML reports whether the rule is a GPU telemetry rule: it reads
+// NVML's pass alone, so a host without NVML never raises it.
+func (r RuleName) FromNVML() bool {
+	switch r {
+	case RuleGPULost, RuleGPUECC, RuleGPURemap, RuleGPUHang, RuleGPUIdle, RuleGPUSlowdown:
+		return true
+	}
+	return false
+}

@@ -56,15 +56,11 @@ func (l Levels) rule(name watchdog.RuleName) string {
 	case ok:
 	case name == watchdog.RuleDiskSpace:
 		level = l[watchdog.RuleDisk]
-	case slices.Contains(gpuTelemetryRules, name):
+	case name.FromNVML():
 		level = l[watchdog.RuleGPU]
 	}
 	return level
 }
-
-// gpuTelemetryRules are the rules "gpu" covers beside its own.
-var gpuTelemetryRules = []watchdog.RuleName{watchdog.RuleGPULost, watchdog.RuleGPUECC, watchdog.RuleGPURemap,
-	watchdog.RuleGPUHang, watchdog.RuleGPUIdle, watchdog.RuleGPUSlowdown}
 
 // of is the level of one push carrying alerts: the loudest of theirs. A
 // resolution stays passive: it ends what a louder push began.
