@@ -227,8 +227,8 @@ func (l *stormLimiter) trackTargets(before, now stormKeys) (dropped int) {
 		if !ok && keep[key] {
 			to = key // held by a Send that began before the last load: kept while the key is in use
 		}
-		if !keep[key] {
-			l.held.DeleteLabelValues(key)
+		if !ok && !keep[key] {
+			l.held.DeleteLabelValues(key) // a key before does not name; those it does go below
 		}
 		switch into := targets[to]; {
 		case to == "":
@@ -257,12 +257,19 @@ func (st *stormState) merge(o *stormState, max int) {
 	if max > 0 && len(st.sent) > max {
 		st.sent = st.sent[len(st.sent)-max:]
 	}
-	for e, n := range o.held {
+	st.holdAll(o.held, o.others, o.restored)
+}
+
+// holdAll holds again what another state or a summary held: its alerts by
+// event, those past the summary's names (others), and how many of them a
+// restart restored.
+func (st *stormState) holdAll(held map[StormEvent]int, others, restored int) {
+	for e, n := range held {
 		st.holdN(e, n)
 	}
-	st.heldTotal += o.others
-	st.others += o.others
-	st.restored += o.restored
+	st.heldTotal += others
+	st.others += others
+	st.restored += restored
 }
 
 // Allow reports whether a push of events (the alerts it says) may go to

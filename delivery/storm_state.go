@@ -65,12 +65,7 @@ func (l *stormLimiter) requeue(s stormSummary) (dropped int) {
 		st = &stormState{}
 		l.targets[target] = st
 	}
-	for e, n := range s.held {
-		st.holdN(e, n)
-	}
-	st.heldTotal += s.Others
-	st.others += s.Others
-	st.restored += s.restored
+	st.holdAll(s.held, s.Others, s.restored)
 	l.wakeRun()
 	return 0
 }
