@@ -32,8 +32,8 @@ func TestApplyRuntime(t *testing.T) {
 		{name: "0 keeps Go's GOMAXPROCS", opts: RuntimeOptions{}, wantGOGC: []int{75}},
 		{name: "GOGC from the environment is the runtime's", opts: RuntimeOptions{GoMaxProcs: 2}, envGOGC: "off", wantProcs: []int{2}},
 		{name: "an option beats the environment", opts: RuntimeOptions{GoGC: gogc(50)}, envGOGC: "200", wantGOGC: []int{50}},
-		{name: "negative GOMAXPROCS", opts: RuntimeOptions{GoMaxProcs: -1, GoGC: gogc(50)}, wantErr: "GOMAXPROCS must be 0 (one per CPU) or more, not -1"},
-		{name: "GOGC under 1", opts: RuntimeOptions{GoMaxProcs: 1, GoGC: gogc(0)}, wantErr: "GOGC must be at least 1, not 0"},
+		{name: "negative GOMAXPROCS", opts: RuntimeOptions{GoMaxProcs: -1, GoGC: gogc(50)}, wantErr: "GoMaxProcs must be 0 (one per CPU) or more, not -1"},
+		{name: "GOGC under 1", opts: RuntimeOptions{GoMaxProcs: 1, GoGC: gogc(0)}, wantErr: "GoGC must be at least 1, not 0 (GOGC=off in the environment turns the collector off)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("GOGC", tc.envGOGC)

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+
+	"github.com/lavender-ml/lavender/delivery"
 )
 
 // RuntimeOptions are the Go runtime settings of the serving commands.
@@ -40,15 +42,24 @@ var (
 	setGCPercent  = debug.SetGCPercent
 )
 
-// ApplyRuntime sets the process's GOMAXPROCS and GOGC from o and logs
-// what the runtime then runs with. Values out of range are an error and
-// change nothing.
-func ApplyRuntime(o RuntimeOptions, logger *slog.Logger) error {
-	if o.GoMaxProcs < 0 {
-		return fmt.Errorf("GOMAXPROCS must be 0 (one per CPU) or more, not %d", o.GoMaxProcs)
+// Check reports, as a *delivery.FieldError naming the field, the first
+// value of o out of range, so that a command can name its flag.
+func (o RuntimeOptions) Check() error {
+	switch {
+	case o.GoMaxProcs < 0:
+		return &delivery.FieldError{Field: "GoMaxProcs", Problem: fmt.Sprintf("must be 0 (one per CPU) or more, not %d", o.GoMaxProcs)}
+	case o.GoGC != nil && *o.GoGC < 1:
+		return &delivery.FieldError{Field: "GoGC", Problem: fmt.Sprintf("must be at least 1, not %d (GOGC=off in the environment turns the collector off)", *o.GoGC)}
 	}
-	if o.GoGC != nil && *o.GoGC < 1 {
-		return fmt.Errorf("GOGC must be at least 1, not %d", *o.GoGC)
+	return nil
+}
+
+// ApplyRuntime sets the process's GOMAXPROCS and GOGC from o and logs
+// what the runtime then runs with. Values out of range (Check) are an
+// error and change nothing.
+func ApplyRuntime(o RuntimeOptions, logger *slog.Logger) error {
+	if err := o.Check(); err != nil {
+		return err
 	}
 	if o.GoMaxProcs > 0 {
 		setGOMAXPROCS(o.GoMaxProcs)

@@ -7,8 +7,9 @@ import (
 	"github.com/lavender-ml/lavender/runlog"
 )
 
-// FieldError is a Config field whose value the pipeline cannot use. Field is
-// the Config field's name, so that a command can say which of its flags
+// FieldError is a Config field whose value the pipeline cannot use (and,
+// in the same shape, a field of webhook's Config or app's RuntimeOptions).
+// Field is the field's name, so that a command can say which of its flags
 // to fix.
 type FieldError struct {
 	Field   string // "Timeout"

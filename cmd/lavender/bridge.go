@@ -60,6 +60,16 @@ var barkFlagOf = map[string]string{
 	"ExternalURL":  "--web.external-url",
 }
 
+// flagError words a *delivery.FieldError of an options struct with the
+// flag flagOf names for its field; any other error is returned as it is.
+func flagError(err error, flagOf map[string]string) error {
+	var fe *delivery.FieldError
+	if errors.As(err, &fe) && flagOf[fe.Field] != "" {
+		return fmt.Errorf("%s %s", flagOf[fe.Field], fe.Problem)
+	}
+	return err
+}
+
 // validateBark is the bridge's own check, naming the flags, and the room
 // a webhook's answer needs under the server's write timeout.
 func (f *barkFlags) validateBark() error {
@@ -67,12 +77,8 @@ func (f *barkFlags) validateBark() error {
 	if err == nil {
 		err = f.webhookConfig().Check()
 	}
-	var fe *delivery.FieldError
-	if errors.As(err, &fe) && barkFlagOf[fe.Field] != "" {
-		return fmt.Errorf("%s %s", barkFlagOf[fe.Field], fe.Problem)
-	}
 	if err != nil {
-		return err
+		return flagError(err, barkFlagOf)
 	}
 	if f.BarkTimeout+app.WebhookMargin > app.ServingTimeouts.Write {
 		return fmt.Errorf("--bark.timeout %s leaves no room under the server's %s write timeout; use at most %s",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/lavender-ml/lavender/app"
@@ -19,12 +18,13 @@ type runtimeFlags struct {
 // command does not change their process.
 var applyRuntime = app.ApplyRuntime
 
+// runtimeFlagOf names the flag of each app.RuntimeOptions field.
+var runtimeFlagOf = map[string]string{"GoMaxProcs": "--runtime.gomaxprocs", "GoGC": "--runtime.gogc"}
+
 func (f runtimeFlags) apply(logger *slog.Logger) error {
-	if f.GoMaxProcs < 0 {
-		return fmt.Errorf("--runtime.gomaxprocs must be 0 (one per CPU) or more, not %d", f.GoMaxProcs)
+	o := app.RuntimeOptions{GoMaxProcs: f.GoMaxProcs, GoGC: f.GoGC}
+	if err := o.Check(); err != nil {
+		return flagError(err, runtimeFlagOf)
 	}
-	if f.GoGC != nil && *f.GoGC < 1 {
-		return fmt.Errorf("--runtime.gogc must be at least 1, not %d (GOGC=off in the environment turns the collector off)", *f.GoGC)
-	}
-	return applyRuntime(app.RuntimeOptions{GoMaxProcs: f.GoMaxProcs, GoGC: f.GoGC}, logger)
+	return applyRuntime(o, logger)
 }
