@@ -175,6 +175,7 @@ var exportedMetrics = map[string]bool{
 	"lavender_phase_last_progress_timestamp_seconds":      true,
 	"lavender_phase_eta_seconds":                          true,
 	"lavender_phase_last_eval_progress_timestamp_seconds": true,
+	"lavender_phase_last_busy_timestamp_seconds":          true,
 	"lavender_phase_loss":                                 true,
 	"lavender_run_start_timestamp_seconds":                true,
 	"lavender_bark_pushes_total":                          true,

@@ -37,6 +37,8 @@ var (
 		"Estimated seconds until the running phase reaches its total steps, from a step rate smoothed with a 5-minute half-life; absent until the total is known and two heartbeats have advanced the step.", phaseLabels, nil)
 	phaseLastEvalProgressDesc = prometheus.NewDesc("lavender_phase_last_eval_progress_timestamp_seconds",
 		"When the phase's evaluation progress (eval_step) last changed, in seconds since the epoch; absent until it reports one.", phaseLabels, nil)
+	phaseLastBusyDesc = prometheus.NewDesc("lavender_phase_last_busy_timestamp_seconds",
+		"When the phase's client last saw its training thread at work between steps (a busy ping: an evaluation, a checkpoint save), in seconds since the epoch; absent until it reports one.", phaseLabels, nil)
 	phaseLossDesc = prometheus.NewDesc("lavender_phase_loss",
 		"The latest training loss the phase reported, NaN or ±Inf as such (a diverged run); absent until it reports one.", phaseLabels, nil)
 	runStartDesc = prometheus.NewDesc("lavender_run_start_timestamp_seconds",
@@ -65,7 +67,7 @@ type phaseCollector Server
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseActiveDesc, phaseStartDesc, phaseLastHeartbeatDesc, phaseEndDesc,
 		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, phaseFailureDesc, phaseStepDesc, phaseTotalStepsDesc,
-		phaseLastProgressDesc, phaseETADesc, phaseLastEvalProgressDesc, phaseLossDesc, runStartDesc} {
+		phaseLastProgressDesc, phaseETADesc, phaseLastEvalProgressDesc, phaseLastBusyDesc, phaseLossDesc, runStartDesc} {
 		ch <- d
 	}
 }
@@ -98,6 +100,9 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if p.EvalStep != nil && !p.EvalProgressAt.IsZero() {
 			ch <- prometheus.MustNewConstMetric(phaseLastEvalProgressDesc, prometheus.GaugeValue, unixSeconds(p.EvalProgressAt), p.Name)
+		}
+		if p.Busy != "" && !p.BusyAt.IsZero() {
+			ch <- prometheus.MustNewConstMetric(phaseLastBusyDesc, prometheus.GaugeValue, unixSeconds(p.BusyAt), p.Name)
 		}
 		if p.Loss != nil {
 			ch <- prometheus.MustNewConstMetric(phaseLossDesc, prometheus.GaugeValue, float64(*p.Loss), p.Name)
