@@ -33,7 +33,10 @@ func (o *outbox) send(fresh []Alert, now time.Time) []Alert {
 }
 
 // pushed forgets the pending alert that is delivered, or schedules a
-// retry of what is pending.
+// retry of what is pending. The watchdog tells it once per alert, and a
+// poll's alerts go out in one push: a retry already scheduled after now
+// is that push's, so the backoff grows once per push, not once per alert
+// it carried.
 func (o *outbox) pushed(is func(Alert) bool, delivered bool, now time.Time) {
 	i := slices.IndexFunc(o.pending, is)
 	if i < 0 {
@@ -44,6 +47,9 @@ func (o *outbox) pushed(is func(Alert) bool, delivered bool, now time.Time) {
 		if len(o.pending) == 0 {
 			o.retryAt, o.backoff = time.Time{}, 0
 		}
+		return
+	}
+	if o.retryAt.After(now) {
 		return
 	}
 	o.backoff = backoff.Next(o.backoff, o.retry, o.repeat)

@@ -179,6 +179,26 @@ func TestPhaseFailedRule(t *testing.T) {
 	})
 }
 
+// Four phases that fail in one poll go out in one push; when no target
+// takes it, that push's failure doubles the backoff once, not once per
+// phase it carried (which made the first retry 40s and the second 10m).
+func TestPhaseFailedOnePushBacksOffOnce(t *testing.T) {
+	r := phaseRule(t, PhaseConfig{Repeat: 10 * m, Retry: 5 * time.Second}, RuleFailed)
+	var l endLog
+	four := []string{`firing: "A" failed after 1m0s`, `firing: "B" failed after 1m0s`, `firing: "C" failed after 1m0s`, `firing: "D" failed after 1m0s`}
+	runEndScript(t, r, []endStep{
+		{at: 0, ends: l.add(), why: "running"},
+		{at: m, ends: l.add(end("A", phaseapi.StatusFailed, 0, m, ""), end("B", phaseapi.StatusFailed, 0, m, ""),
+			end("C", phaseapi.StatusFailed, 0, m, ""), end("D", phaseapi.StatusFailed, 0, m, "")), failed: true,
+			want: four, why: "four failures in one poll; no target takes the push"},
+		{at: m + 4*time.Second, ends: l.add(), why: "backoff"},
+		{at: m + 5*time.Second, ends: l.add(), failed: true, want: four, why: "retried after the first backoff (5s), failed again"},
+		{at: m + 14*time.Second, ends: l.add(), why: "backoff doubled once: 10s"},
+		{at: m + 15*time.Second, ends: l.add(), want: four, why: "retried after 10s, delivered"},
+		{at: m + 20*time.Second, ends: l.add(), why: "delivered: never again"},
+	})
+}
+
 // A failure followed within one poll by a restart of the same phase still
 // pushes: the phase table shows it running again, the ends keep the
 // failure.
