@@ -169,6 +169,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Pipeline,
 		return nil, err
 	}
 	b.state.path = cfg.StateFile
+	b.state.every, b.state.retryMax = stateSaveInterval, stateRetryMax
 	b.restoreState()
 	return b, nil
 }

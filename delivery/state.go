@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lavender-ml/lavender/internal/backoff"
 	"github.com/lavender-ml/lavender/runlog"
 )
 
@@ -27,8 +28,14 @@ const (
 	// written by lavender.
 	maxStateFileBytes = 32 << 20
 	// stateSaveInterval is the longest a change of the dedup memory alone
-	// waits for its save; held alerts are saved at once.
+	// waits for its save, and the first wait before a failed save is tried
+	// again; held alerts are saved at once.
 	stateSaveInterval = time.Second
+	// stateRetryMax caps the wait between the tries of a save that failed
+	// (a full or read-only logs dir): the wait doubles from
+	// stateSaveInterval up to this, so held alerts reach the disk at most
+	// this long after space is back, with nothing else happening.
+	stateRetryMax = 30 * time.Second
 	// maxSavedField bounds a fingerprint or target id read back; lavender
 	// writes 16 hex digits.
 	maxSavedField = 128
@@ -54,14 +61,31 @@ type bridgeState struct {
 	path string   // "": nothing is kept
 	lock *os.File // holds the lock beside the file (lockState)
 
-	mu      sync.Mutex // serialises saves
-	blocked bool       // the file could not be read: never overwrite it
-	saved   uint64     // the change saved last
+	// every is the longest a change of the dedup memory waits for its
+	// save, and the first wait after a failed one; retryMax caps that wait
+	// as it doubles (stateSaveInterval and stateRetryMax; tests shorten
+	// them).
+	every, retryMax time.Duration
 
-	lastSave atomic.Int64 // unix nanoseconds of the last save written
+	mu      sync.Mutex    // serialises saves
+	stopped bool          // Close was called: nothing is saved any more
+	blocked bool          // the file could not be read: never overwrite it
+	saved   uint64        // the change saved last
+	retry   time.Duration // the wait after the last try, which failed; 0: it did not fail
+
+	lastSave atomic.Int64 // monoNow of the last save written; 0: none yet
 	timerMu  sync.Mutex
-	timer    *time.Timer // a save saveSoon put off; nil: none
+	timer    *time.Timer // a save put off (saveSoon) or to be tried again (timedSave); nil: none
+	due      int64       // monoNow when timer fires
+	closed   bool        // Close was called: no timer is armed again
 }
+
+// monoStart is the origin of monoNow.
+var monoStart = time.Now()
+
+// monoNow is the time on the monotonic clock, in nanoseconds, never 0: a
+// change of the wall clock moves no save.
+func monoNow() int64 { return int64(time.Since(monoStart)) + 1 }
 
 // changed notes a change of what the state file keeps; the next save
 // writes it.
@@ -224,34 +248,64 @@ func (b *Pipeline) saveSoon() {
 	if st.path == "" {
 		return
 	}
-	wait := stateSaveInterval - time.Since(time.Unix(0, st.lastSave.Load()))
-	if wait <= 0 {
-		b.saveState()
-		return
+	if last := st.lastSave.Load(); last != 0 {
+		if wait := st.every - time.Duration(monoNow()-last); wait > 0 {
+			b.saveAfter(wait)
+			return
+		}
 	}
+	b.saveStateThrough(b.changes.Load())
+}
+
+// saveAfter arms the save timer to fire in d, unless it fires sooner
+// already; one that is firing now tries the save itself.
+func (b *Pipeline) saveAfter(d time.Duration) {
+	st := &b.state
 	st.timerMu.Lock()
 	defer st.timerMu.Unlock()
-	if st.timer == nil {
-		st.timer = time.AfterFunc(wait, func() {
-			st.timerMu.Lock()
-			st.timer = nil
-			st.timerMu.Unlock()
-			b.saveState()
-		})
+	if st.closed {
+		return
+	}
+	due := monoNow() + int64(d)
+	switch {
+	case st.timer == nil:
+		st.timer = time.AfterFunc(d, b.timedSave)
+	case st.due <= due || !st.timer.Stop():
+		return
+	default:
+		st.timer.Reset(d)
+	}
+	st.due = due
+}
+
+// timedSave is the save timer's: it saves what changed, and a failure arms
+// the timer again (saveStateThrough).
+func (b *Pipeline) timedSave() {
+	st := &b.state
+	st.timerMu.Lock()
+	st.timer = nil
+	closed := st.closed
+	st.timerMu.Unlock()
+	if !closed {
+		b.saveStateThrough(b.changes.Load())
 	}
 }
 
-// saveState writes the state file if anything changed since the last save:
-// atomically (temp file, fsync, rename, fsync of the dir), as the exporter
-// saves its phase table. A failure is counted in the bridge's write errors
-// and logged at most once a minute; the state stays in memory, and a stop
-// still sends what is held.
+// saveState writes the state file now if anything changed since the last
+// save: Flush's last save before a stop.
 func (b *Pipeline) saveState() { b.saveStateThrough(b.changes.Load()) }
 
 // saveStateThrough returns once change (a number changed returned) is
 // saved, by this call or by one that took the state after it, or the save
 // failed. So callers that queue behind a save on the disk share the next
 // one, whatever changed meanwhile, rather than each writing the file again.
+//
+// It writes the file atomically (temp file, fsync, rename, fsync of the
+// dir), as the exporter saves its phase table. A failure is counted in the
+// bridge's write errors and logged at most once a minute; the state stays
+// in memory, a stop still sends what is held, and the save is tried again
+// by a timer, after a wait that doubles from stateSaveInterval up to
+// stateRetryMax, until it succeeds.
 func (b *Pipeline) saveStateThrough(change uint64) {
 	st := &b.state
 	if st.path == "" {
@@ -259,13 +313,26 @@ func (b *Pipeline) saveStateThrough(change uint64) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if change <= st.saved {
+	if change <= st.saved || st.stopped {
 		return
 	}
 	change = b.changes.Load() // the snapshot below holds every change up to here
-	if st.blocked && !b.unblockState() {
-		b.stateFailed(fmt.Errorf("delivery: save state %s: the file there cannot be read, so it is not overwritten", st.path))
+	if err := b.writeState(); err != nil {
+		b.stateFailed(err)
+		st.retry = backoff.Next(st.retry, st.every, st.retryMax)
+		b.saveAfter(st.retry)
 		return
+	}
+	st.saved, st.retry = change, 0
+	st.lastSave.Store(monoNow())
+}
+
+// writeState writes the state in memory to the file. Caller holds
+// b.state.mu.
+func (b *Pipeline) writeState() error {
+	st := &b.state
+	if st.blocked && !b.unblockState() {
+		return fmt.Errorf("delivery: save state %s: the file there cannot be read, so it is not overwritten", st.path)
 	}
 	now := b.cfg.Now()
 	f := stateFile{Version: stateFileVersion, Storm: b.storm.snapshot(now), Dedup: b.dedup.snapshot(now)}
@@ -296,11 +363,9 @@ func (b *Pipeline) saveStateThrough(change uint64) {
 		err = runlog.WriteFileAtomic(st.path, append(data, '\n'))
 	}
 	if err != nil {
-		b.stateFailed(fmt.Errorf("delivery: save state %s: %w", st.path, err))
-		return
+		return fmt.Errorf("delivery: save state %s: %w", st.path, err)
 	}
-	st.saved = change
-	st.lastSave.Store(time.Now().UnixNano())
+	return nil
 }
 
 // unblockState tries again to read a state file that could not be read.

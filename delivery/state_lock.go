@@ -49,12 +49,13 @@ func (b *Pipeline) lockState() {
 	st.lock = fh
 }
 
-// Close releases the state file's lock and drops a save saveSoon put off;
-// the serving commands call it once Flush has saved the state. The bridge
-// must not be used afterwards.
+// Close releases the state file's lock and drops a save put off or to be
+// tried again; the serving commands call it once Flush has saved the state.
+// The bridge must not be used afterwards.
 func (b *Pipeline) Close() {
 	st := &b.state
 	st.timerMu.Lock()
+	st.closed = true
 	if st.timer != nil {
 		st.timer.Stop()
 		st.timer = nil
@@ -62,6 +63,7 @@ func (b *Pipeline) Close() {
 	st.timerMu.Unlock()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.stopped = true
 	if st.lock != nil {
 		st.lock.Close()
 		st.lock = nil
