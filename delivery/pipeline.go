@@ -403,10 +403,11 @@ func (x *Batch) Send(ctx context.Context, ds []*Push) {
 }
 
 // Close saves what the batch changed. A held alert is saved before anyone
-// is told: one answered 200 must survive a crash. The dedup memory of a
-// push is saved within a second (saveSoon): under a load of many webhooks
-// a second, one save serves them all, and a crash can repeat a push of the
-// last second at worst.
+// is told: one answered 200 must survive a crash (while saves fail, it
+// tries at most once a second, and the retry's timer saves it once the
+// disk takes it). The dedup memory of a push is saved within a second
+// (saveSoon): under a load of many webhooks a second, one save serves them
+// all, and a crash can repeat a push of the last second at worst.
 func (x *Batch) Close() {
 	switch {
 	case x.held:

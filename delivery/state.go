@@ -28,8 +28,9 @@ const (
 	// written by lavender.
 	maxStateFileBytes = 32 << 20
 	// stateSaveInterval is the longest a change of the dedup memory alone
-	// waits for its save, and the first wait before a failed save is tried
-	// again; held alerts are saved at once.
+	// waits for its save on a healthy disk, and the least time between two
+	// tries to save; held alerts are saved at once, unless the last try
+	// failed less than this long ago.
 	stateSaveInterval = time.Second
 	// stateRetryMax caps the wait between the tries of a save that failed
 	// (a full or read-only logs dir): the wait doubles from
@@ -61,10 +62,9 @@ type bridgeState struct {
 	path string   // "": nothing is kept
 	lock *os.File // holds the lock beside the file (lockState)
 
-	// every is the longest a change of the dedup memory waits for its
-	// save, and the first wait after a failed one; retryMax caps that wait
-	// as it doubles (stateSaveInterval and stateRetryMax; tests shorten
-	// them).
+	// every is the least time between two tries to save, and the first
+	// wait after a failed one; retryMax caps that wait as it doubles
+	// (stateSaveInterval and stateRetryMax; tests shorten them).
 	every, retryMax time.Duration
 
 	mu      sync.Mutex    // serialises saves
@@ -73,11 +73,11 @@ type bridgeState struct {
 	saved   uint64        // the change saved last
 	retry   time.Duration // the wait after the last try, which failed; 0: it did not fail
 
-	lastSave atomic.Int64 // monoNow of the last save written; 0: none yet
-	timerMu  sync.Mutex
-	timer    *time.Timer // a save put off (saveSoon) or to be tried again (timedSave); nil: none
-	due      int64       // monoNow when timer fires
-	closed   bool        // Close was called: no timer is armed again
+	lastTry atomic.Int64 // monoNow of the last try to save, saved or not; 0: none yet
+	timerMu sync.Mutex
+	timer   *time.Timer // a save put off (saveSoon) or to be tried again (timedSave); nil: none
+	due     int64       // monoNow when timer fires
+	closed  bool        // Close was called: no timer is armed again
 }
 
 // monoStart is the origin of monoNow.
@@ -241,14 +241,22 @@ func savedIDs(ids []string) bool {
 	return len(ids) <= maxSavedIDs && !slices.ContainsFunc(ids, func(id string) bool { return !savedField(id) })
 }
 
-// saveSoon saves the state now if the last save is a second old, else
-// within the second.
+// saveSoon saves the state within stateSaveInterval of the last try to
+// save: now, if that try is as old, else by a timer. A save already put
+// off, or to be tried again after a failure, takes this change too; so
+// while the disk is full, a push costs no try of its own.
 func (b *Pipeline) saveSoon() {
 	st := &b.state
 	if st.path == "" {
 		return
 	}
-	if last := st.lastSave.Load(); last != 0 {
+	st.timerMu.Lock()
+	pending := st.timer != nil || st.closed
+	st.timerMu.Unlock()
+	if pending {
+		return
+	}
+	if last := st.lastTry.Load(); last != 0 {
 		if wait := st.every - time.Duration(monoNow()-last); wait > 0 {
 			b.saveAfter(wait)
 			return
@@ -292,21 +300,27 @@ func (b *Pipeline) timedSave() {
 }
 
 // saveState writes the state file now if anything changed since the last
-// save: Flush's last save before a stop.
-func (b *Pipeline) saveState() { b.saveStateThrough(b.changes.Load()) }
+// save, whenever the last try was: Flush's last save before a stop.
+func (b *Pipeline) saveState() { b.save(b.changes.Load(), true) }
 
 // saveStateThrough returns once change (a number changed returned) is
 // saved, by this call or by one that took the state after it, or the save
 // failed. So callers that queue behind a save on the disk share the next
 // one, whatever changed meanwhile, rather than each writing the file again.
 //
-// It writes the file atomically (temp file, fsync, rename, fsync of the
-// dir), as the exporter saves its phase table. A failure is counted in the
-// bridge's write errors and logged at most once a minute; the state stays
-// in memory, a stop still sends what is held, and the save is tried again
-// by a timer, after a wait that doubles from stateSaveInterval up to
-// stateRetryMax, until it succeeds.
-func (b *Pipeline) saveStateThrough(change uint64) {
+// Held alerts are saved this way, at once; but while saves fail, at most
+// one try is made per stateSaveInterval: a try within it leaves the save
+// to the timer, which tries it again until it succeeds.
+func (b *Pipeline) saveStateThrough(change uint64) { b.save(change, false) }
+
+// save writes the state file atomically (temp file, fsync, rename, fsync
+// of the dir), as the exporter saves its phase table. A failure is counted
+// in the bridge's write errors and logged at most once a minute; the state
+// stays in memory, a stop still sends what is held, and the save is tried
+// again by a timer, after a wait that doubles from stateSaveInterval up to
+// stateRetryMax, until it succeeds. anyway tries even within
+// stateSaveInterval of a failed try.
+func (b *Pipeline) save(change uint64, anyway bool) {
 	st := &b.state
 	if st.path == "" {
 		return
@@ -316,6 +330,13 @@ func (b *Pipeline) saveStateThrough(change uint64) {
 	if change <= st.saved || st.stopped {
 		return
 	}
+	if st.retry > 0 && !anyway {
+		if wait := st.every - time.Duration(monoNow()-st.lastTry.Load()); wait > 0 {
+			b.saveAfter(wait)
+			return
+		}
+	}
+	st.lastTry.Store(monoNow())
 	change = b.changes.Load() // the snapshot below holds every change up to here
 	if err := b.writeState(); err != nil {
 		b.stateFailed(err)
@@ -324,7 +345,6 @@ func (b *Pipeline) saveStateThrough(change uint64) {
 		return
 	}
 	st.saved, st.retry = change, 0
-	st.lastSave.Store(monoNow())
 }
 
 // writeState writes the state in memory to the file. Caller holds

@@ -3,6 +3,7 @@ package delivery
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,5 +148,59 @@ func TestFailedSaveTriedAgainUntilClose(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)     // ten times the longest wait between tries
 	if n := f.failedSaves(); n > tries+1 { // one may have been under way at Close
 		t.Errorf("%d tries to save after Close", n-tries)
+	}
+}
+
+// TestSavesWhileTheDiskIsFullAreBounded: on a full disk, pushes in quick
+// succession share one try to save (the first), where each paid a full
+// save of the state (a 2 MB marshal with a full dedup memory) and counted a
+// write error; so do held alerts, which try at once only when the last
+// try did not fail within the interval. Once space is back, Flush's save
+// at a stop tries at once, however recent the last failure.
+func TestSavesWhileTheDiskIsFullAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		maxPerMinute int
+		wantHeld     int
+	}{
+		{"pushes", 0, 0},
+		{"held alerts", 1, 0}, // Flush sends their summary before its save
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// An interval no test run reaches: every try but the first
+			// would be a push's own.
+			f := newFullStateFixture(t, tc.maxPerMinute, time.Hour, time.Hour)
+			const n = 50
+			held := 0
+			for i := range n {
+				p := NewPush("swap", "swap")
+				p.Key = &Key{Incident: fmt.Sprintf("k%d", i), Status: "firing"}
+				p.Storm = []StormEvent{WordedEvent("swap", false)}
+				f.bridge.Send(t.Context(), []*Push{p})
+				if p.OK+p.Held != 1 {
+					t.Fatalf("push %d: %+v", i, p.Outcome)
+				}
+				held += p.Held
+			}
+			if tc.maxPerMinute > 0 && held != n-1 {
+				t.Fatalf("%d held, want %d", held, n-1)
+			}
+			if got := f.failedSaves(); got != 1 {
+				t.Errorf("%d pushes tried to save %d times on the full disk, want once", n, got)
+			}
+
+			if err := os.Remove(f.filler); err != nil {
+				t.Fatal(err)
+			}
+			f.bridge.Flush(t.Context())
+			if got := f.failedSaves(); got != 1 {
+				t.Errorf("failed saves %d after space came back, want 1", got)
+			}
+			inFile, dedup := stateOnDisk(t, f.path)
+			if inFile != tc.wantHeld || dedup < n-held {
+				t.Errorf("after Flush the state file holds %d alerts and %d dedup entries, want %d and at least %d",
+					inFile, dedup, tc.wantHeld, n-held)
+			}
+		})
 	}
 }

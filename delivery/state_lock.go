@@ -50,8 +50,9 @@ func (b *Pipeline) lockState() {
 }
 
 // Close releases the state file's lock and drops a save put off or to be
-// tried again; the serving commands call it once Flush has saved the state.
-// The bridge must not be used afterwards.
+// tried again; the serving commands call it once Flush has saved the state
+// (Flush tries once more, however recently a try failed). The bridge must
+// not be used afterwards.
 func (b *Pipeline) Close() {
 	st := &b.state
 	st.timerMu.Lock()
