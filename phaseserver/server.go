@@ -10,7 +10,9 @@ package phaseserver
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -535,10 +537,7 @@ func (s *Server) followRunLocked() error {
 	path, err := runlog.CurrentPath(s.opts.Dir)
 	switch {
 	case errors.Is(err, runlog.ErrNoRun):
-		if s.table.run.File != "" {
-			s.logger.Warn("run log vanished; the next heartbeat starts a new run", "run", s.table.run.File)
-			s.table, s.log, s.dirty = phaseTable{}, nil, false
-		}
+		s.loseRunLocked()
 		return nil
 	case err != nil:
 		// The dir cannot be read (gone, replaced, no permission): keep the
@@ -549,7 +548,90 @@ func (s *Server) followRunLocked() error {
 	if filepath.Base(path) == s.table.run.File {
 		return nil
 	}
+	if s.table.run.File != "" && s.runGoneLocked() {
+		// The logs dir was emptied (rm -rf logs to free a full disk) and
+		// another writer, such as the bridge's BARK line, started a run
+		// in it before this heartbeat came.
+		s.loseRunLocked()
+	}
+	if s.table.run.File == "" {
+		return s.adoptRunLocked(path)
+	}
+	// Another process started a run while this one's log still exists
+	// (lavender runlog new): a deliberate new run, with a table of its own.
 	return s.switchRun(path)
+}
+
+// runGoneLocked says whether the log of the run the table is keyed to no
+// longer exists.
+func (s *Server) runGoneLocked() bool {
+	_, err := os.Lstat(filepath.Join(s.opts.Dir, s.table.run.File))
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// loseRunLocked unkeys the table from a run whose log vanished. The phases
+// stay in memory, still watched and still taking their ends: losing the
+// record must not lose the training it records. They go into the next run
+// (startRunForEventLocked, adoptRunLocked); until then nothing is saved,
+// so no table is left in the dir without its run log.
+func (s *Server) loseRunLocked() {
+	if s.table.run.File == "" {
+		return
+	}
+	active := 0
+	for _, p := range s.table.phases {
+		if p.Active() {
+			active++
+		}
+	}
+	s.logger.Warn("run log vanished; its phases are kept in memory and carried into the next run", "run", s.table.run.File, "active", active)
+	s.table.run, s.log, s.blocked = phaseapi.Run{}, nil, false
+	s.dirty = true
+}
+
+// adoptRunLocked makes the run at path, which another writer started while
+// this server had none, the current run, and merges the phases kept in
+// memory into its saved table: a phase held in memory is the newer word on
+// it. Each active phase the run's log does not show running gets its
+// START line, so that its END has one there.
+func (s *Server) adoptRunLocked(path string) error {
+	kept := s.table.phases
+	if err := s.switchRun(path); err != nil {
+		return err
+	}
+	for _, p := range kept {
+		if s.mergeLocked(p) && p.Active() {
+			s.appendLog(startLine(p.Name))
+		}
+	}
+	if len(kept) > 0 {
+		s.logger.Warn("phases kept in memory carried into a run another writer started", "run", s.table.run.File, "phases", len(kept))
+		s.dirty = true
+		s.saveLocked()
+	}
+	return nil
+}
+
+// mergeLocked puts p into the table in place of the phase of its name, or
+// beside the others, evicting the ended phase that ended first when the
+// table is full. It reports whether the table had not held p's name as
+// running before.
+func (s *Server) mergeLocked(p phaseapi.Phase) bool {
+	if i := s.table.find(p.Name); i >= 0 {
+		wasActive := s.table.phases[i].Active()
+		s.table.phases[i] = p
+		return !wasActive
+	}
+	evict, err := s.table.victim()
+	if err != nil {
+		s.logger.Error("phase kept in memory not carried into the run: its table is full of running phases", "phase", p.Name, "err", err)
+		return false
+	}
+	if evict >= 0 {
+		s.table.phases = slices.Delete(s.table.phases, evict, evict+1)
+	}
+	s.table.phases = append(s.table.phases, p)
+	return true
 }
 
 // startRunForEventLocked starts a run for a heartbeat that arrives while the
@@ -564,6 +646,17 @@ func (s *Server) startRunForEventLocked(now time.Time) {
 	s.table.run = phaseapi.Run{File: filepath.Base(l.Path()), Started: now}
 	s.log = l
 	s.logger.Info("run started by a heartbeat", "run", s.table.run.File)
+	// Phases kept in memory while there was no run (its log vanished, or
+	// the dir was unusable) still run: the new log gets their START lines,
+	// so that their END lines have one.
+	for _, p := range s.table.phases {
+		if p.Active() {
+			s.appendLog(startLine(p.Name))
+		}
+	}
+	if len(s.table.phases) > 0 {
+		s.saveLocked()
+	}
 }
 
 // AppendToRun writes msg to the log of the run the server is on, such as
@@ -587,6 +680,11 @@ func (s *Server) appendLog(msg string) {
 }
 
 func (s *Server) saveLocked() {
+	if s.table.run.File == "" {
+		// Nowhere to save: the table stays dirty for the run it goes into,
+		// and no save is counted against the ping throttle.
+		return
+	}
 	if err := s.saveTableLocked(); err != nil {
 		s.writeFailed("phase table not saved; it will be retried with the next heartbeat", "err", err)
 		return
@@ -600,6 +698,12 @@ func (s *Server) saveLocked() {
 func (s *Server) saveTableLocked() error {
 	if s.blocked && !s.unblockLocked() {
 		return fmt.Errorf("phaseserver: save phases of %s: the saved table cannot be read and is never overwritten; phases are kept in memory only", s.table.run.File)
+	}
+	if s.table.run.File != "" && s.runGoneLocked() {
+		// Saved into a logs dir emptied or made anew, the table would lie
+		// there without its run log, for no run to read; the phases go to
+		// the next run instead (followRunLocked).
+		return fmt.Errorf("phaseserver: save phases of %s: its run log is gone; phases are kept in memory for the next run", s.table.run.File)
 	}
 	return saveTable(s.opts.Dir, &s.table)
 }
