@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lavender-ml/lavender/internal/backoff"
 	"github.com/lavender-ml/lavender/phaseapi"
 	"github.com/lavender-ml/lavender/proctree"
 )
@@ -55,7 +57,26 @@ type Wrapper struct {
 	// Signals, if set, replaces signal.Notify for the forwarded signals;
 	// every signal received on it is forwarded to the child. Tests use it.
 	Signals <-chan os.Signal
+
+	// endRetry, when set, replaces the waits between the tries of the
+	// end (defaultEndRetry). Tests use it.
+	endRetry *endRetry
 }
+
+// endRetry is how the wrapper tries its end again while the exporter does
+// not answer: waits from first doubling to ceiling, for at most budget.
+type endRetry struct {
+	first, ceiling, budget time.Duration
+}
+
+// defaultEndRetry covers a restart of the exporter: systemd's RestartSec=5s
+// and a start of a few seconds, with room to spare. An end lost there
+// leaves a run that exited 0 for the restarted exporter to find gone.
+var defaultEndRetry = endRetry{first: 250 * time.Millisecond, ceiling: 5 * time.Second, budget: EndRetryFor}
+
+// EndRetryFor bounds how long `lavender phase run` waits, once the command
+// has exited, for an exporter that does not answer to take the end.
+const EndRetryFor = time.Minute
 
 // Exit codes for a command that could not be started, as in POSIX shells.
 const (
@@ -189,7 +210,11 @@ wait:
 	} else {
 		stderrR.Close()
 	}
-	hb.send(ctx, end)
+	retry := defaultEndRetry
+	if w.endRetry != nil {
+		retry = *w.endRetry
+	}
+	hb.sendEnd(ctx, end, retry, sigc)
 	return code, nil
 }
 
@@ -406,6 +431,10 @@ type heartbeater struct {
 	phase  string
 	logger *slog.Logger
 
+	// answered is set once the exporter answered a heartbeat (any
+	// status): only then is it worth waiting for at the end.
+	answered atomic.Bool
+
 	mu         sync.Mutex
 	warned     bool
 	conflicted bool // the exporter said the phase had ended (409)
@@ -415,7 +444,77 @@ func (h *heartbeater) send(ctx context.Context, req phaseapi.HeartbeatRequest) {
 	if h.client == nil {
 		return
 	}
+	h.report(req, h.post(ctx, req))
+}
+
+// post sends one heartbeat and notes whether the exporter answered.
+func (h *heartbeater) post(ctx context.Context, req phaseapi.HeartbeatRequest) error {
 	_, err := h.client.Heartbeat(ctx, req)
+	var apiErr *APIError
+	if err == nil || errors.As(err, &apiErr) {
+		h.answered.Store(true)
+	}
+	return err
+}
+
+// sendEnd sends the end, and tries it again while the exporter that
+// answered during the run does not answer now (a restart), for at most
+// retry.budget: the end is the news, and one lost leaves a run that
+// exited 0 for the exporter to find gone. One line says the wrapper
+// waits. An exporter never reached is not waited for: the command ran
+// without it, and the wrapper exits as it would have. A signal to the
+// wrapper stops the wait.
+func (h *heartbeater) sendEnd(ctx context.Context, req phaseapi.HeartbeatRequest, retry endRetry, stop <-chan os.Signal) {
+	if h.client == nil {
+		return
+	}
+	err := h.post(ctx, req)
+	if err == nil || !exporterAway(err) || !h.answered.Load() {
+		h.report(req, err)
+		return
+	}
+	h.logger.Info("the exporter does not answer; waiting for it to take the phase's end", "phase", h.phase, "for", retry.budget, "err", err)
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, retry.budget)
+	defer cancel()
+	var wait time.Duration
+	for {
+		wait = backoff.Next(wait, retry.first, retry.ceiling)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			h.logger.Warn("the exporter did not come back; the phase's end is lost", "phase", h.phase, "status", req.Status, "waited", time.Since(began).Round(time.Second), "err", err)
+			return
+		case sig := <-stop:
+			timer.Stop()
+			h.logger.Warn("stopped waiting for the exporter; the phase's end is lost", "phase", h.phase, "status", req.Status, "signal", sig)
+			return
+		case <-timer.C:
+		}
+		if err = h.post(ctx, req); err == nil || !exporterAway(err) {
+			h.logger.Debug("the exporter answered the end", "phase", h.phase, "after", time.Since(began).Round(time.Millisecond))
+			h.report(req, err)
+			return
+		}
+	}
+}
+
+// exporterAway says whether err is the exporter being away (not
+// listening, the connection cut, no answer in time, or a 5xx) rather than
+// an answer that stands (a 4xx: the request itself was refused).
+func exporterAway(err error) bool {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.StatusCode >= 500
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// report logs the outcome of a heartbeat as send describes.
+func (h *heartbeater) report(req phaseapi.HeartbeatRequest, err error) {
 	if err == nil {
 		return
 	}

@@ -324,6 +324,10 @@ func TestWrapperExporterUnreachable(t *testing.T) {
 	if !strings.Contains(logs.String(), "connection refused") {
 		t.Errorf("warning does not say why: %s", logs.String())
 	}
+	// An exporter never reached is not waited for at the end.
+	if strings.Contains(logs.String(), waitingLine) {
+		t.Errorf("the wrapper waited for an exporter that never answered:\n%s", logs.String())
+	}
 }
 
 func TestWrapperCannotStart(t *testing.T) {

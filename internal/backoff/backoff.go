@@ -2,7 +2,8 @@
 // each failed try, from a first wait up to a cap. Delivery waits it
 // between the tries of one push (seconds); the watchdog's rules wait it
 // between pushes that reached no phone (from the poll interval up to the
-// reminder cadence).
+// reminder cadence); `lavender phase run` between the tries of its end
+// while the exporter restarts.
 package backoff
 
 import "time"

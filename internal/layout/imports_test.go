@@ -34,7 +34,7 @@ var mayUse = map[string][]string{
 	// It cleans reasons with textsafe, so a reason reads the same in the
 	// run log as on the phone.
 	"phaseapi":  {"internal/textsafe"},
-	"heartbeat": {"phaseapi", "proctree", "internal/procfile", "internal/textsafe", "internal/lazyregexp"},
+	"heartbeat": {"phaseapi", "proctree", "internal/procfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
 	// The host's collectors, in node_exporter's shape: procfs and the
 	// kernel log, nothing of phases.
 	"exporter": {"kmsg", "internal/throttle", "internal/procfile", "internal/lazyregexp"},
