@@ -12,12 +12,13 @@ type PhaseEnd struct {
 	// came; a rule pushes those above the highest it has seen.
 	Seq     uint64
 	Phase   string
-	Status  string // StatusOK or StatusFailed
+	Status  string // StatusOK, StatusFailed or StatusUnknown
 	Reason  string
 	Started time.Time
 	Ended   time.Time
 	// Died is set when the server ended the phase itself: its process
-	// (PID) was gone and no end had come.
+	// (PID) was gone and no end had come. With StatusUnknown it was gone
+	// at the server's first looks, having ended while no server watched.
 	Died bool
 	PID  int64
 	// Outside is set while the reason is what a rank sees when another

@@ -43,6 +43,10 @@ const (
 	StatusActive = "active" // only in answers: the phase has not ended
 	StatusOK     = "ok"
 	StatusFailed = "failed"
+	// StatusUnknown is only in answers: the phase's process ended while
+	// no lavender watched it and its end never came, so how it ended is
+	// not known. A late end, ok or failed, still settles it.
+	StatusUnknown = "unknown"
 )
 
 // ErrBadPhaseName is the error of a name NormalizePhaseName refuses.

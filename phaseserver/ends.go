@@ -44,6 +44,13 @@ func (s *Server) Ends() []phaseapi.PhaseEnd {
 // the end, with the true reason, a moment later.
 const deadGrace = time.Second
 
+// inheritedEndGrace is deadGrace for a phase this server took over from
+// the saved table and has not seen alive: its process may have ended
+// while the server was down (a restart), and the wrapper, which tries its
+// end again at most 5 s apart while the exporter is away, sends it once
+// the server is back. The grace covers that pause with room to spare.
+const inheritedEndGrace = 15 * time.Second
+
 // phaseRunKey names one run of one phase.
 type phaseRunKey struct {
 	name    string
@@ -94,6 +101,7 @@ func (s *Server) checkProcesses() {
 			continue
 		}
 		alive := liveness == proctree.Living
+		inherited := s.inherited[key]
 		if alive && p.PIDStartTicks == 0 {
 			if started, err := proctree.StartTime(s.procfs, start); err == nil && started.After(p.Started.Add(startSlack)) {
 				// The pid names a process that started after the phase
@@ -104,6 +112,7 @@ func (s *Server) checkProcesses() {
 			}
 		}
 		if alive {
+			delete(s.inherited, key)
 			continue
 		}
 		first, seen := s.gone[key]
@@ -111,8 +120,17 @@ func (s *Server) checkProcesses() {
 			gone[key] = now
 			continue
 		}
-		if now.Sub(first) < deadGrace {
+		grace := deadGrace
+		if inherited {
+			grace = inheritedEndGrace
+		}
+		if now.Sub(first) < grace {
 			gone[key] = first
+			continue
+		}
+		if inherited {
+			s.endUnwatchedLocked(p, key)
+			changed = true
 			continue
 		}
 		p.Status, p.Ended = phaseapi.StatusFailed, now
@@ -128,6 +146,23 @@ func (s *Server) checkProcesses() {
 		s.saveLocked()
 		s.publishLocked()
 	}
+}
+
+// endUnwatchedLocked ends p, inherited from the saved table and gone at
+// this server's first looks: its process ended while no lavender watched
+// (serve down or restarting), and no end came after, so how it ended is
+// not known; it is not said to have failed. Its end is put at its last
+// heartbeat, the last time it was known to run.
+func (s *Server) endUnwatchedLocked(p *phaseapi.Phase, key phaseRunKey) {
+	delete(s.inherited, key)
+	p.Status, p.Ended = phaseapi.StatusUnknown, p.LastHeartbeat
+	if p.Ended.Before(p.Started) {
+		p.Ended = p.Started
+	}
+	p.Reason = fmt.Sprintf("ended while lavender was down, its end never arrived (pid %d gone)", p.PID)
+	s.appendLog(endLine(*p, "unknown"))
+	s.recordEndLocked(*p, true)
+	s.logger.Warn("phase process ended while lavender was down and no end came; phase ended, its outcome unknown", "phase", p.Name, "pid", p.PID)
 }
 
 // ownerWindow is how long after its end a phase's processes still count

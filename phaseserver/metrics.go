@@ -24,7 +24,7 @@ var (
 	phaseHeartbeatsDesc = prometheus.NewDesc("lavender_phase_heartbeats_total",
 		"Heartbeats (start, pings, end) received for the phase since it last started.", phaseLabels, nil)
 	phaseFailedDesc = prometheus.NewDesc("lavender_phase_failed",
-		"1 if the phase ended as failed, 0 if it ended ok; absent while it runs.", phaseLabels, nil)
+		"1 if the phase ended as failed, 0 if it ended ok; absent while it runs and when how it ended is unknown (its process ended while no lavender watched, and no end came).", phaseLabels, nil)
 	phaseFailureDesc = prometheus.NewDesc("lavender_phase_failure_info",
 		"1 for a phase that ended failed with a reason, the reason (cleaned, at most 200 characters) in its label, so that an alert can say why; absent otherwise.", []string{"phase", "reason"}, nil)
 	phaseStepDesc = prometheus.NewDesc("lavender_phase_step",
@@ -112,7 +112,9 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if !p.Active() {
 			ch <- prometheus.MustNewConstMetric(phaseEndDesc, prometheus.GaugeValue, unixSeconds(p.Ended), p.Name)
-			ch <- prometheus.MustNewConstMetric(phaseFailedDesc, prometheus.GaugeValue, failed, p.Name)
+			if p.Status != phaseapi.StatusUnknown {
+				ch <- prometheus.MustNewConstMetric(phaseFailedDesc, prometheus.GaugeValue, failed, p.Name)
+			}
 			if p.Status == phaseapi.StatusFailed && p.Reason != "" {
 				ch <- prometheus.MustNewConstMetric(phaseFailureDesc, prometheus.GaugeValue, 1, p.Name, p.Reason)
 			}

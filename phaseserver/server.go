@@ -90,6 +90,10 @@ type Server struct {
 	endSeq   uint64
 	endsView atomic.Pointer[[]phaseapi.PhaseEnd]
 	gone     map[phaseRunKey]time.Time
+	// inherited are the running phases this server took over from a
+	// saved table and has not yet seen alive: their processes were last
+	// watched by another server (or none), for CheckProcesses.
+	inherited map[phaseRunKey]bool
 
 	// visibility says whether procfs hides the processes of phases.
 	visibility procVisibility
@@ -190,6 +194,12 @@ func (s *Server) switchRun(path string) error {
 		s.logger.Info("phase table restored", "run", t.run.File, "phases", len(t.phases))
 	}
 	s.table, s.log, s.dirty, s.blocked = t, l, false, blocked
+	s.inherited = map[phaseRunKey]bool{}
+	for _, p := range t.phases {
+		if p.Active() {
+			s.inherited[phaseRunKey{p.Name, p.Started.UnixNano()}] = true
+		}
+	}
 	return nil
 }
 
@@ -418,6 +428,9 @@ func (s *Server) admitLocked(name, status string, req phaseapi.HeartbeatRequest)
 	case req.Event == phaseapi.EventEnd && i >= 0 && !failedEnd && s.table.phases[i].Status == phaseapi.StatusFailed:
 		p := s.table.phases[i]
 		return 0, 0, nil, fmt.Errorf("%w: %q failed at %s; an ok end never undoes a failure", errOKAfterFailed, name, p.Ended.Format(time.RFC3339))
+	case req.Event == phaseapi.EventEnd && i >= 0 && s.table.phases[i].Status == phaseapi.StatusUnknown:
+		// The end that never came, late (its sender retried past the
+		// grace): it says how the phase ended after all.
 	case req.Event != phaseapi.EventStart && !failedEnd && i >= 0 && !s.table.phases[i].Active():
 		// A late ping or a repeated end must neither revive the phase nor
 		// write a second END line; only a new start runs it again.
@@ -501,6 +514,9 @@ func (s *Server) endLocked(i int, name, status, reason string, loss *phaseapi.Lo
 	p := &s.table.phases[i]
 	p.LastHeartbeat = now
 	p.Heartbeats++
+	if p.Status == phaseapi.StatusUnknown {
+		p.Reason = "" // the end settles it, with its own reason
+	}
 	if p.Status == phaseapi.StatusFailed {
 		if status == phaseapi.StatusFailed && strongerReason(*p, reason, now) {
 			// The first report is not always the first cause: a rank the
@@ -617,6 +633,7 @@ func (s *Server) adoptRunLocked(path string) error {
 // table is full. It reports whether the table had not held p's name as
 // running before.
 func (s *Server) mergeLocked(p phaseapi.Phase) bool {
+	delete(s.inherited, phaseRunKey{p.Name, p.Started.UnixNano()})
 	if i := s.table.find(p.Name); i >= 0 {
 		wasActive := s.table.phases[i].Active()
 		s.table.phases[i] = p

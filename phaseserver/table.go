@@ -104,7 +104,8 @@ func startLine(name string) string { return "START " + name }
 
 // endLine is "END   <name> <N>s", then how the phase ended if not plainly:
 // "failed" (with the head of its reason: "failed: RuntimeError"), "died"
-// (its process ended without an end), "restarted" (a new start came while
+// (its process ended without an end), "unknown" (its process ended while
+// no lavender watched, and no end came), "restarted" (a new start came while
 // it ran) or "abandoned" (a new run came while it ran). A long name is
 // shortened so that the line stays within the run log's 80 bytes; the
 // duration and the mark never are, and the reason gets what room is left.
@@ -205,7 +206,7 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 		switch p.Status {
 		case phaseapi.StatusActive:
 			p.Ended = time.Time{}
-		case phaseapi.StatusOK, phaseapi.StatusFailed:
+		case phaseapi.StatusOK, phaseapi.StatusFailed, phaseapi.StatusUnknown:
 			if p.Ended.IsZero() {
 				return phaseTable{}, fmt.Errorf("phase %q: ended without an end time", name)
 			}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lavender-ml/lavender/phaseapi"
 	"github.com/lavender-ml/lavender/watchdog"
 )
 
@@ -15,7 +16,10 @@ type Ending struct {
 	Reason string
 	// Died marks a phase whose process (PID) was gone and no end came.
 	Died bool
-	PID  int64
+	// Unwatched marks a died phase whose process ended while lavender was
+	// down: how it ended is not known, so it is not worded as a failure.
+	Unwatched bool
+	PID       int64
 	// Count > 1 is a push that counts several failures within Window.
 	Count  int
 	Window time.Duration
@@ -26,7 +30,7 @@ type Ending struct {
 
 // endingOf reads the ending off a failed or done alert.
 func endingOf(a watchdog.Alert) Ending {
-	e := Ending{Reason: a.End.Reason, Died: a.End.Died, PID: a.End.PID}
+	e := Ending{Reason: a.End.Reason, Died: a.End.Died, PID: a.End.PID, Unwatched: a.End.Status == phaseapi.StatusUnknown}
 	if l := a.End.Loss; l != nil && (math.IsNaN(float64(*l)) || math.IsInf(float64(*l), 0)) {
 		f := float64(*l)
 		e.Loss = &f
@@ -39,13 +43,16 @@ func endingOf(a watchdog.Alert) Ending {
 
 // failed is what follows the name of a failed phase: "failed after 2h13m:
 // RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", "died
-// without ending after 12m (pid 4242 gone)", or, counting several, "failed
-// 3 times in 10m: " and the latest reason.
+// without ending after 12m (pid 4242 gone)", "ended while lavender was
+// down, its end never arrived (pid 4242 gone)", or, counting several,
+// "failed 3 times in 10m: " and the latest reason.
 func failed(e Ending, d string) string {
 	var text string
 	switch {
 	case e.Count > 1:
 		text = "failed " + strconv.Itoa(e.Count) + " times in " + HumanDuration(e.Window)
+	case e.Unwatched:
+		return "ended while lavender was down, its end never arrived (pid " + strconv.FormatInt(e.PID, 10) + " gone)"
 	case e.Died:
 		return "died without ending after " + d + " (pid " + strconv.FormatInt(e.PID, 10) + " gone)"
 	default:

@@ -47,6 +47,19 @@ func TestFailedTexts(t *testing.T) {
 	}
 }
 
+// TestUnwatchedEndIsNotWordedAsAFailure: a phase whose process ended
+// while lavender was down, with no end after, is pushed as over, how it
+// ended unknown: neither "failed" nor "died", in the text or the subject.
+func TestUnwatchedEndIsNotWordedAsAFailure(t *testing.T) {
+	at := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	end := phaseapi.PhaseEnd{Seq: 7, Phase: "Train", Status: phaseapi.StatusUnknown, Reason: "ended while lavender was down, its end never arrived (pid 27795 gone)",
+		Started: at.Add(-2 * time.Hour), Ended: at, Died: true, PID: 27795}
+	got := Alert(watchdog.Alert{Rule: watchdog.RuleFailed, Status: watchdog.Firing, Phase: "Train", At: at, End: end, Ends: 1})
+	if want := `phase "Train" ended while lavender was down, its end never arrived (pid 27795 gone)`; got.Body != want || got.Subject != "ended Train" {
+		t.Errorf("%q (%q), want %q (%q)", got.Body, got.Subject, want, "ended Train")
+	}
+}
+
 // TestDonePushSaysALossThatDiverged: a phase that ends ok with a NaN or
 // infinite loss diverged; the loss rule pushed it, and the done push that
 // follows must not read as a good run. A finite loss, or none, changes

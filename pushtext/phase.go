@@ -86,7 +86,12 @@ func stalled(p PhaseFigures, lasted string) string {
 	return where + " for " + lasted
 }
 
-func phaseSubject(p PhaseFigures) string { return string(p.Event) + " " + phaseName(p.Phase) }
+func phaseSubject(p PhaseFigures) string {
+	if p.Event == watchdog.RuleFailed && p.Unwatched && p.Count <= 1 {
+		return "ended " + phaseName(p.Phase) // not known to have failed
+	}
+	return string(p.Event) + " " + phaseName(p.Phase)
+}
 
 // phaseName keeps a phase name on one short line.
 func phaseName(name string) string {

@@ -631,3 +631,27 @@ func TestWhen(t *testing.T) {
 		}
 	}
 }
+
+// TestPageSaysAPhaseOfUnknownOutcome: a phase that ended while lavender was
+// down, with no end after, reads as over with its outcome unknown, never
+// as "✓ ok" (or failed), and its duration as a lower bound.
+func TestPageSaysAPhaseOfUnknownOutcome(t *testing.T) {
+	p := phaseapi.Phase{Name: "Train", Status: phaseapi.StatusUnknown, Started: t0.Add(-2 * time.Hour), Ended: t0.Add(-time.Hour),
+		LastHeartbeat: t0.Add(-time.Hour), DurationSeconds: 3600, Reason: "ended while lavender was down, its end never arrived (pid 4242 gone)"}
+	r := newRig(t, func(c *Config) {
+		c.Phases = func() (*phaseapi.Run, []phaseapi.Phase) { return nil, []phaseapi.Phase{p} }
+	})
+	page := r.html()
+	for _, want := range []string{
+		`<span class="badge unknown">? ended, outcome unknown</span><br><span class="reason muted">ended while lavender was down, its end never arrived (pid 4242 gone)</span>`,
+		"ran at least 1h",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	row, _, _ := strings.Cut(page[strings.Index(page, `<td class="name">Train</td>`):], "</tr>")
+	if strings.Contains(row, "✓ ok") || strings.Contains(row, "failed") {
+		t.Errorf("a phase whose outcome is unknown reads as ok or failed: %s", row)
+	}
+}

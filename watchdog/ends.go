@@ -62,6 +62,14 @@ type burst struct {
 	continued    bool     // opened by a window's count, not by a failure
 }
 
+// takes says whether e is the rule's to push: an end of its status, and
+// for the failed rule also an end whose outcome is unknown (the process
+// ended while no lavender watched): the phone learns the phase is over,
+// worded as what is known, not as a failure.
+func (r *PhaseEndRule) takes(e phaseapi.PhaseEnd) bool {
+	return e.Status == r.status || (r.status == phaseapi.StatusFailed && e.Status == phaseapi.StatusUnknown)
+}
+
 // Name is "failed" or "done".
 func (r *PhaseEndRule) Name() RuleName { return r.name }
 
@@ -87,7 +95,7 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 			break // read again at the next poll, with a failure if one came
 		}
 		r.lastSeq = e.Seq
-		if e.Status != r.status || (e.Status == phaseapi.StatusOK && failedLater(s.Ends, e)) {
+		if !r.takes(e) || (e.Status == phaseapi.StatusOK && failedLater(s.Ends, e)) {
 			continue
 		}
 		if _, ok := fresh[e.Phase]; !ok {

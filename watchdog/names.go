@@ -10,7 +10,7 @@ const (
 	RuleSwap     RuleName = "swap"     // swap used over --watchdog.threshold
 	RulePressure RuleName = "pressure" // memory pressure (PSI) over --watchdog.pressure-threshold
 	RuleOOM      RuleName = "oom"      // the OOM killer struck
-	RuleFailed   RuleName = "failed"   // a phase ended failed, or died without ending
+	RuleFailed   RuleName = "failed"   // a phase ended failed, died without ending, or ended unwatched with no end
 	RuleStalled  RuleName = "stalled"  // an active phase sent no heartbeat, or its step stopped
 	RuleLoss     RuleName = "loss"     // a phase's training loss turned NaN or infinite
 	RuleDone     RuleName = "done"     // a phase ended ok

@@ -199,6 +199,32 @@ func TestPhaseFailedOnePushBacksOffOnce(t *testing.T) {
 	})
 }
 
+// TestPhaseEndedUnwatchedIsPushedByTheFailedRule: an end whose outcome is
+// unknown (the process ended while serve was down) reaches the phone
+// through the failed rule, as the phase server's reason says it; the done
+// rule never takes it.
+func TestPhaseEndedUnwatchedIsPushedByTheFailedRule(t *testing.T) {
+	const reason = "ended while lavender was down, its end never arrived (pid 27795 gone)"
+	unwatched := end("Train", phaseapi.StatusUnknown, 0, 2*h, reason)
+	unwatched.Died, unwatched.PID = true, 27795
+	for _, tc := range []struct {
+		rule RuleName
+		want []string
+	}{
+		{RuleFailed, []string{`firing: "Train" failed after 2h0m0s: ` + reason}},
+		{RuleDone, nil},
+	} {
+		t.Run(string(tc.rule), func(t *testing.T) {
+			r := phaseRule(t, PhaseConfig{Notify: []string{"failed", "done"}, Repeat: 10 * m}, tc.rule)
+			var l endLog
+			runEndScript(t, r, []endStep{
+				{at: 0, ends: l.add(), why: "running"},
+				{at: 2*h + m, ends: l.add(unwatched), want: tc.want, why: "ended, outcome unknown"},
+			})
+		})
+	}
+}
+
 // A failure followed within one poll by a restart of the same phase still
 // pushes: the phase table shows it running again, the ends keep the
 // failure.
