@@ -32,8 +32,11 @@ func hostReader(procfs string, klog *kernelLog, exp *phaseserver.Server, gpus *g
 		// A phase whose process died without an end ends now, failed, so
 		// this very poll pushes it.
 		exp.CheckProcesses()
-		_, phases := exp.Snapshot()
+		run, phases := exp.Snapshot()
 		s.Phases = phases
+		if run != nil {
+			s.Run = *run
+		}
 		s.Ends = exp.Ends()
 		if gpus != nil {
 			s.GPUs, s.GPUErr = gpus.read()

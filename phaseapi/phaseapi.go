@@ -127,6 +127,12 @@ type ErrorResponse struct {
 type Run struct {
 	File    string    `json:"file"` // base name of the run log
 	Started time.Time `json:"started"`
+	// Resumed is when this process took the run over, at its start, from
+	// the table a process that had stopped saved (serve --run.resume, the
+	// exporter's restart); zero for a run it started or followed from a
+	// live writer. The pings of its phases sent before it reached no one.
+	// Never on the wire: the phase server and the watchdog share it.
+	Resumed time.Time `json:"-"`
 }
 
 // Phase is one training phase as the API reports it.

@@ -427,7 +427,7 @@ func TestStepPastTotalWithoutTotalDropsIt(t *testing.T) {
 			if want := t0.Add(time.Duration(slices.Index(tc.steps, final)+1) * time.Minute); !last.ProgressAt.Equal(want) {
 				t.Errorf("last_progress %v, want %v", last.ProgressAt, want)
 			}
-			if _, _, stalled := watchdog.Stalled(last, last.ProgressAt.Add(9*time.Minute), 10*time.Minute); stalled {
+			if _, _, stalled := watchdog.Stalled(last, last.ProgressAt.Add(9*time.Minute), time.Time{}, 10*time.Minute); stalled {
 				t.Errorf("stalled 9 minutes after the step last moved, with pings coming")
 			}
 			for name, want := range map[string]int{"lavender_phase_step": 1, "lavender_phase_total_steps": 0, "lavender_phase_eta_seconds": 0} {

@@ -166,7 +166,11 @@ func New(cfg Config, logger *slog.Logger) *Server {
 	default:
 		if err := s.switchRun(path); err != nil {
 			s.writeFailed("logs dir unreadable; serving anyway, phases are kept in memory until it can be read", "err", err)
+			break
 		}
+		// The table was saved by a process that has stopped: nobody took
+		// the phases' pings from then until now (see watchdog.Stalled).
+		s.table.run.Resumed = s.clock()
 	}
 	s.publishLocked()
 

@@ -440,3 +440,27 @@ func TestFailureReasonIsAnInfoSeries(t *testing.T) {
 		}
 	}
 }
+
+// A run taken over at the start from the table a stopped process saved
+// says when: its phases' pings before then reached no one. A run this
+// process started, or followed from a live writer, says nothing.
+func TestResumedRunSaysWhenItWasTakenOver(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	if run, _ := env.e.Snapshot(); !run.Resumed.IsZero() {
+		t.Errorf("a run started here: resumed %v, want zero", run.Resumed)
+	}
+	env.clock.Advance(12 * time.Minute)
+	env.restart()
+	if run, _ := env.e.Snapshot(); run == nil || !run.Resumed.Equal(env.clock.Now()) {
+		t.Errorf("run %+v after the restart, want resumed at %v", run, env.clock.Now())
+	}
+	env.clock.Advance(time.Minute)
+	if _, err := runlog.Start(runlog.Options{Dir: env.dir, Now: env.clock.Now}, "", runlog.RunStart); err != nil {
+		t.Fatal(err)
+	}
+	env.beat("Finetune", phaseapi.EventStart, "")
+	if run, _ := env.e.Snapshot(); !run.Resumed.IsZero() {
+		t.Errorf("a run followed from another process: resumed %v, want zero", run.Resumed)
+	}
+}

@@ -201,8 +201,12 @@ func (p *Page) Snapshot() Status {
 	var phases []phaseapi.Phase
 	s.Run, phases = p.cfg.Phases()
 	s.Phases = make([]Phase, len(phases))
+	var resumed time.Time
+	if s.Run != nil {
+		resumed = s.Run.Resumed
+	}
 	for i, ph := range phases {
-		s.Phases[i] = newPhase(ph, s.Time, p.cfg.StallAfter)
+		s.Phases[i] = newPhase(ph, s.Time, resumed, p.cfg.StallAfter)
 	}
 	orderPhases(s.Phases)
 	if p.cfg.RunLog != nil {

@@ -23,10 +23,11 @@ type Stall struct {
 }
 
 // newPhase marks p stalled at now as the watchdog's stalled rule would
-// decide it, with the same stall time.
-func newPhase(p phaseapi.Phase, now time.Time, stallAfter time.Duration) Phase {
+// decide it, with the same stall time; resumed is when this process took
+// the phases' run over from a stopped one (phaseapi.Run.Resumed).
+func newPhase(p phaseapi.Phase, now, resumed time.Time, stallAfter time.Duration) Phase {
 	out := Phase{Phase: p}
-	if since, onStep, ok := watchdog.Stalled(p, now, stallAfter); ok {
+	if since, onStep, ok := watchdog.Stalled(p, now, resumed, stallAfter); ok {
 		out.Stalled = &Stall{Since: since, OnStep: onStep}
 	}
 	return out

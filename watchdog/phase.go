@@ -84,8 +84,9 @@ func NewPhaseRules(cfg PhaseConfig) ([]Rule, error) {
 // for the stall time, or that reports steps and keeps pinging while its
 // step has not moved for that long: a training loop hung on a collective
 // or a data loader, whose heartbeat thread pings on. The alert's Began is
-// when the silence began (the last heartbeat) or when the step last moved;
-// it stays the same through the stall's reminders, one every Repeat. The
+// when the silence began (the last heartbeat) or when the step last moved,
+// or when this process resumed the phase's run if later (see Stalled); it
+// stays the same through the stall's reminders, one every Repeat. The
 // stall ends, silently, when a heartbeat comes (for the first kind) or the
 // step moves (for the second), or when the phase ends; the rule is then
 // armed for that phase again.
@@ -124,7 +125,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 			st = nil // re-armed: heartbeats or progress resumed
 		}
 		if st == nil {
-			began, onStep, ok := Stalled(p, now, r.after)
+			began, onStep, ok := Stalled(p, now, s.Run.Resumed, r.after)
 			if !ok {
 				continue
 			}
@@ -133,7 +134,7 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 		live[key] = st
 		if st.ep.due(now) {
 			status := st.ep.fire(now)
-			out = append(out, Alert{Rule: RuleStalled, Status: status, Incident: p.Name, Began: st.began, At: now, Sample: s, Phase: p.Name, Stall: stallKind(p, st.began)})
+			out = append(out, Alert{Rule: RuleStalled, Status: status, Incident: p.Name, Began: st.began, At: now, Sample: s, Phase: p.Name, Stall: stallKind(p, st.onStep)})
 		}
 	}
 	r.stalls = live
@@ -147,6 +148,19 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 // is stalled on its heartbeat, whatever its step. The stalled rule and the
 // status page both ask it, so the page marks what the phone is told.
 //
+// resumed is when this process took p's run over from the table a stopped
+// process saved (phaseapi.Run.Resumed; zero: it did not), and no silence
+// before it counts: while serve was down (a restart loop, a long upgrade)
+// the phase's pings were refused, so its last heartbeat says nothing of
+// its health then, and counting the downtime would push a false stall at
+// the first poll. Counting from the later of the two can delay a real
+// stall by the silence heard before the stop, always under after (a longer
+// one was a stall already). That silence is not added: after a kill -9
+// nothing says when the stop came (pings are saved at most every few
+// seconds, and a silent phase causes no saves). A stall on the step waits
+// for a ping heard since then, which shows whether the step moved while
+// nobody listened; if it did not, it stood still all along, and counts so.
+//
 // An evaluation's progress counts as movement: a slow evaluation between
 // two steps is not a stall, a hung one is. So does work between steps the
 // client saw moving (busy: compute_metrics, a save, a hub push): the
@@ -155,18 +169,25 @@ func (r *StallRule) Observe(s Sample, now time.Time) []Alert {
 // no step yet is at step 0 since its start, so a hang before the first step
 // (a first-batch data-loader or NCCL deadlock) stalls too. A phase that
 // never reports steps (a wrapped shell command) can stall only by silence.
-func Stalled(p phaseapi.Phase, now time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
+func Stalled(p phaseapi.Phase, now, resumed time.Time, after time.Duration) (since time.Time, onStep, ok bool) {
 	if p.Status != phaseapi.StatusActive || after <= 0 {
 		return time.Time{}, false, false
 	}
-	if now.Sub(p.LastHeartbeat) >= after {
-		return p.LastHeartbeat, false, true
+	if silent := later(p.LastHeartbeat, resumed); now.Sub(silent) >= after {
+		return silent, false, true
 	}
 	moved, steps := lastMoved(p)
-	if steps && p.LastHeartbeat.After(moved) && now.Sub(moved) >= after {
+	if steps && p.LastHeartbeat.After(moved) && !p.LastHeartbeat.Before(resumed) && now.Sub(moved) >= after {
 		return moved, true, true
 	}
 	return time.Time{}, false, false
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // lastMoved is when p last made progress, the step's, the evaluation's or
@@ -262,12 +283,12 @@ const (
 	StallBusy StallKind = "busy"
 )
 
-// stallKind says what the stall of p that began at began is about, as
-// the sample at its alert shows it: a step, an evaluation or work between
-// steps that stopped while heartbeats came, or else the heartbeat.
-func stallKind(p phaseapi.Phase, began time.Time) StallKind {
+// stallKind says what the stall of p is about, as the sample at its alert
+// shows it: for a stall on its step, a step, an evaluation or work between
+// steps that stopped while heartbeats came; else the heartbeat.
+func stallKind(p phaseapi.Phase, onStep bool) StallKind {
 	moved, steps := lastMoved(p)
-	if !steps || !began.Equal(moved) || !p.LastHeartbeat.After(began) {
+	if !onStep || !steps {
 		return StallHeartbeat
 	}
 	// Busy at the last step's own time counts: busy() comes with the ping

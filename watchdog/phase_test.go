@@ -455,3 +455,41 @@ func TestPhaseFailedWaitsForTheRootCause(t *testing.T) {
 			want: []string{`firing: "Other" failed after 3m0s: SIGTERM`}, why: "no cause came: the SIGTERM it is"},
 	})
 }
+
+// A phase resumed from the saved table after serve was down 12 minutes:
+// its pings were refused meanwhile, so only the silence heard since serve
+// started again counts. A stall on the step waits for a ping heard since:
+// the same step then shows it stood still all along.
+func TestPhaseStalledCountsOnlyTheSilenceHeard(t *testing.T) {
+	r := resumedAt{phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: h}, RuleStalled), at(12 * m)}
+	silent := active("Pretrain", 0, 0)
+	runPhaseScript(t, r, []phaseStep{
+		{12*m + 5*time.Second, []phaseapi.Phase{silent}, false, nil, "serve is back after 12m down: the silence before it is unheard"},
+		{21 * m, []phaseapi.Phase{silent}, false, nil, "9m of silence heard"},
+		{22*m + 5*time.Second, []phaseapi.Phase{silent}, false, []string{`firing: "Pretrain" stalled on heartbeat for 10m5s`}, "10m of silence heard"},
+		{23 * m, []phaseapi.Phase{active("Pretrain", 0, 23*m)}, false, nil, "a heartbeat ends it"},
+	})
+	r = resumedAt{phaseRule(t, PhaseConfig{StallAfter: 10 * m, Repeat: h}, RuleStalled), at(12 * m)}
+	pinging := func(last time.Duration) []phaseapi.Phase {
+		return []phaseapi.Phase{withStep(active("Pretrain", 0, last), 1200, 5000, 0)}
+	}
+	runPhaseScript(t, r, []phaseStep{
+		{12*m + 5*time.Second, pinging(11 * m), false, nil, "pinged before the stop, the step still since 0: whether it moved while serve was down is unknown"},
+		{13 * m, pinging(13 * m), false, []string{`firing: "Pretrain" stalled on step at step 1200/5000 for 13m0s`}, "a ping heard shows the same step: it stood still all along"},
+	})
+	if _, _, ok := Stalled(silent, at(12*m+5*time.Second), at(12*m), 10*m); ok {
+		t.Error("the status page marks the phase stalled at the restart")
+	}
+}
+
+// resumedAt feeds a rule the samples of a run the phase server took over
+// from a stopped process at at.
+type resumedAt struct {
+	Rule
+	at time.Time
+}
+
+func (r resumedAt) Observe(s Sample, now time.Time) []Alert {
+	s.Run.Resumed = r.at
+	return r.Rule.Observe(s, now)
+}

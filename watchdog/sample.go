@@ -22,6 +22,9 @@ type Sample struct {
 	// kill hit.
 	// The history keeps it only in the latest sample (see History).
 	Phases []phaseapi.Phase
+	// Run is the run of Phases; its Resumed says since when this process
+	// has taken their pings, if it took the run over from a stopped one.
+	Run phaseapi.Run
 	// Ends are the latest ends of phases, oldest first, numbered: a phase
 	// that fails and starts again within one poll shows running in Phases,
 	// and its failure only here.

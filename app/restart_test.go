@@ -1,0 +1,172 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/lavender-ml/lavender/delivery"
+	"github.com/lavender-ml/lavender/internal/barktest"
+	"github.com/lavender-ml/lavender/internal/testkit"
+	"github.com/lavender-ml/lavender/watchdog"
+)
+
+// restartRig runs RunServe in the test process on a fake procfs, with one
+// target on a Bark stand-in, and runs it again on the same logs dir, Bark
+// config and Bark server with --run.resume: a supervisor's restart.
+type restartRig struct {
+	t               *testing.T
+	procfs          *testkit.Procfs
+	bark            *barktest.Server
+	barkDir, logDir string
+	clock           func() time.Time // nil: time.Now
+	interval        time.Duration    // --watchdog.interval
+	repeat          time.Duration    // --watchdog.repeat
+}
+
+func newRestartRig(t *testing.T, procfs *testkit.Procfs, clock func() time.Time, interval time.Duration) *restartRig {
+	b := barktest.New(t)
+	return &restartRig{t: t, procfs: procfs, bark: b, logDir: t.TempDir(), clock: clock, interval: interval, repeat: time.Hour,
+		barkDir: barktest.ConfigDir(t, map[string]string{"phone.bark.env": b.Template(barktest.Key) + "\n"})}
+}
+
+// options are serve's with the flags' defaults where the rig sets nothing.
+func (r *restartRig) options() ServeOptions {
+	rules := watchdog.DefaultRuleFlags
+	rules.Interval, rules.Repeat, rules.GPU = r.interval, r.repeat, false
+	return ServeOptions{
+		Web:    WebOptions{ListenAddresses: []string{"127.0.0.1:0"}, WriteAllow: []string{"host"}},
+		Runlog: RunlogOptions{Dir: r.logDir},
+		Host:   HostOptions{ProcFS: r.procfs.Dir, HistoryStep: 10 * time.Second},
+		Push: PushOptions{
+			Delivery: delivery.Config{ConfigDir: r.barkDir, Timeout: 2 * time.Second, MaxPerMinute: delivery.DefaultMaxPerMinute},
+		},
+		Watchdog: WatchdogOptions{
+			Interval: r.interval,
+			Rules:    rules,
+			Phase:    watchdog.PhaseConfig{StallAfter: watchdog.DefaultStallAfter, Repeat: r.repeat, Retry: r.interval},
+			Disk:     watchdog.DiskConfig{Repeat: r.repeat, Retry: r.interval},
+		},
+		RunResume: true,
+	}
+}
+
+// served is one run of serve.
+type served struct {
+	t    *testing.T
+	base string
+	logs *testkit.SyncBuffer
+	stop func() error // a graceful stop (SIGTERM); its error
+}
+
+// start runs serve and returns once it is ready (its first poll done).
+func (r *restartRig) start() *served {
+	r.t.Helper()
+	s := &served{t: r.t, logs: &testkit.SyncBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan []net.Addr, 1)
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	env := Env{
+		Logger:   slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Clock:    r.clock,
+		OnListen: func(a []net.Addr) { addrs <- a },
+		OnReady:  func() { close(ready) },
+	}
+	go func() { done <- RunServe(ctx, r.options(), env) }()
+	select {
+	case a := <-addrs:
+		s.base = "http://" + a[0].String()
+	case err := <-done:
+		cancel()
+		r.t.Fatalf("serve stopped before listening: %v\n%s", err, s.logs)
+	}
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		r.t.Fatalf("serve stopped before ready: %v\n%s", err, s.logs)
+	}
+	stopped := false
+	var stopErr error
+	s.stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(30 * time.Second):
+				stopErr = errors.New("serve did not stop within 30s")
+			}
+		}
+		return stopErr
+	}
+	r.t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			r.t.Errorf("serve: %v", err)
+		}
+	})
+	return s
+}
+
+// waitPolls waits until the watchdog has polled n more times.
+func (s *served) waitPolls(n int) {
+	s.t.Helper()
+	polls := func() float64 {
+		return testkit.Scrape(s.t, nil, s.base+"/metrics").MustValue(s.t, "lavender_watchdog_polls_total", nil)
+	}
+	target := polls() + float64(n)
+	testkit.WaitFor(s.t, 20*time.Second, func() bool { return polls() >= target }, fmt.Sprintf("%d more watchdog polls", n))
+}
+
+// heartbeat posts one heartbeat body and wants it accepted.
+func (s *served) heartbeat(body string) {
+	s.t.Helper()
+	if code, answer := testkit.MustDo(s.t, nil, "POST", s.base+"/api/v1/heartbeat", []byte(body), "", ""); code != 200 {
+		s.t.Fatalf("%s: %d %s", body, code, answer)
+	}
+}
+
+// pushes are what Bark received, each as "id: body".
+func (r *restartRig) pushes() []string {
+	var out []string
+	for _, p := range r.bark.Pushes() {
+		u, err := url.Parse(p.RequestURI)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		out = append(out, u.Query().Get("id")+": "+p.Body)
+	}
+	return out
+}
+
+// serve down 12 minutes (a restart loop, a long upgrade) while the training
+// pinged into refused connections: the restarted serve counts no stall
+// from before its start, and pushes nothing at its first polls.
+func TestRestartCountsNoDowntimeAsAStall(t *testing.T) {
+	clock := testkit.NewClock(time.Now())
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
+	rig := newRestartRig(t, procfs, clock.Now, 20*time.Millisecond)
+	a := rig.start()
+	a.heartbeat(`{"phase":"Pretrain","event":"start"}`)
+	a.waitPolls(2)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(12 * time.Minute)
+	b := rig.start()
+	b.waitPolls(3)
+	if got := rig.pushes(); len(got) != 0 {
+		t.Fatalf("pushes %q at the restart, before the phase could ping the new serve", got)
+	}
+	clock.Advance(watchdog.DefaultStallAfter)
+	b.waitPolls(3)
+	if got := rig.pushes(); len(got) != 1 {
+		t.Errorf("pushes %q, want the stall once the silence heard lasted --phase.stall-after", got)
+	}
+}
