@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +169,37 @@ func TestRestartCountsNoDowntimeAsAStall(t *testing.T) {
 	b.waitPolls(3)
 	if got := rig.pushes(); len(got) != 1 {
 		t.Errorf("pushes %q, want the stall once the silence heard lasted --phase.stall-after", got)
+	}
+}
+
+// A phase's end accepted (200) just before a graceful stop, before the next
+// poll and within its settle time: the stop pushes it, and the restarted
+// serve, which takes the ends it finds as old news, pushes nothing more.
+func TestStopPushesTheEndsAcceptedBeforeIt(t *testing.T) {
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
+	rig := newRestartRig(t, procfs, nil, time.Hour) // no poll but the first and the last
+	a := rig.start()
+	a.heartbeat(`{"phase":"Pretrain","event":"start"}`)
+	a.heartbeat(`{"phase":"Pretrain","event":"end","status":"failed","reason":"RuntimeError: CUDA out of memory"}`)
+	a.heartbeat(`{"phase":"Eval","event":"start"}`)
+	a.heartbeat(`{"phase":"Eval","event":"end"}`) // ok: held 30 s for a failure after it
+	a.heartbeat(`{"phase":"Export","event":"start"}`)
+	a.heartbeat(`{"phase":"Export","event":"end","status":"failed","reason":"terminated by SIGTERM"}`) // outside: held for its cause
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rig.pushes(), "\n")
+	for _, want := range []string{`"Pretrain" failed`, `"Eval" done`, `"Export" failed`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("pushes at the stop:\n%s\nwant one with %s", got, want)
+		}
+	}
+	before := len(rig.pushes())
+	b := rig.start()
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if after := rig.pushes(); len(after) != before {
+		t.Errorf("the restart pushed again: %q", after[before:])
 	}
 }

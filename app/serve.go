@@ -200,7 +200,8 @@ func statusPage(o ServeOptions, wd *watchdog.Watchdog, d *delivery.Pipeline, his
 // serveWatched serves HTTP and runs the watchdog until ctx ends. The first
 // poll comes before ready, so a host that is already paging gets its push
 // at once, and the OOM rule has its baseline: kills from before the start
-// never push. ready is called once the command is ready.
+// never push. The last comes once HTTP has stopped (PollAtStop). ready is
+// called once the command is ready.
 func serveWatched(ctx context.Context, o ServeOptions, srv *commandServer, wd *watchdog.Watchdog, klog *kernelLog, guard *diskguard.Guard, env Env, ready func()) error {
 	served := make(chan error, 1)
 	go func() {
@@ -226,5 +227,13 @@ func serveWatched(ctx context.Context, o ServeOptions, srv *commandServer, wd *w
 	ready()
 	err := <-served
 	background.Wait()
+	if o.Watchdog.enabled() {
+		// No heartbeat comes any more, and delivery is still open (RunServe
+		// closes it after this): an end accepted since the last poll, or
+		// held to settle, is pushed now, within the stop's grace, or never.
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Push.Delivery.Timeout+WebhookMargin)
+		wd.PollAtStop(stopCtx)
+		cancel()
+	}
 	return err
 }

@@ -88,10 +88,11 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 		if e.Seq <= r.lastSeq {
 			continue
 		}
-		if r.status == phaseapi.StatusFailed && e.Status == phaseapi.StatusFailed && e.Outside && now.Sub(e.Ended) < OutsideSettle {
+		// A stop leaves no next poll: what settles is pushed as it stands.
+		if !s.Stopping && r.status == phaseapi.StatusFailed && e.Status == phaseapi.StatusFailed && e.Outside && now.Sub(e.Ended) < OutsideSettle {
 			break // read again at the next poll, with the cause if it came
 		}
-		if r.status == phaseapi.StatusOK && e.Status == phaseapi.StatusOK && now.Sub(e.Ended) < DoneSettle {
+		if !s.Stopping && r.status == phaseapi.StatusOK && e.Status == phaseapi.StatusOK && now.Sub(e.Ended) < DoneSettle {
 			break // read again at the next poll, with a failure if one came
 		}
 		r.lastSeq = e.Seq
@@ -108,7 +109,7 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 		out = append(out, r.ended(name, fresh[name], s, now)...)
 	}
 	out = append(out, r.closeWindows(s, now)...)
-	return r.outbox.send(out, now)
+	return r.outbox.send(out, now, s.Stopping)
 }
 
 // ended takes the new ends of one phase: a push at once, unless a window

@@ -53,7 +53,7 @@ func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
 		}
 	}
 	r.baselined, r.seen = true, seen
-	return r.outbox.send(fresh, now)
+	return r.outbox.send(fresh, now, s.Stopping)
 }
 
 func phaseInTable(s Sample, key phaseRun) bool {

@@ -20,10 +20,14 @@ type outbox struct {
 }
 
 // send queues fresh alerts and says what to push now: the fresh ones, or,
-// without any, everything still pending once its retry is due.
-func (o *outbox) send(fresh []Alert, now time.Time) []Alert {
+// without any, everything still pending once its retry is due. At a stop
+// (the last poll) everything pending is tried once more: no retry follows.
+func (o *outbox) send(fresh []Alert, now time.Time, stopping bool) []Alert {
+	o.pending = append(o.pending, fresh...)
+	if stopping {
+		return slices.Clone(o.pending)
+	}
 	if len(fresh) > 0 {
-		o.pending = append(o.pending, fresh...)
 		return fresh
 	}
 	if len(o.pending) > 0 && !now.Before(o.retryAt) {

@@ -493,3 +493,40 @@ func (r resumedAt) Observe(s Sample, now time.Time) []Alert {
 	s.Run.Resumed = r.at
 	return r.Rule.Observe(s, now)
 }
+
+// The last poll before a stop pushes the ends it would hold to settle, and
+// retries at once a push that reached no phone: no later poll will.
+func TestPhaseEndsAreNotHeldAtAStop(t *testing.T) {
+	failed := phaseRule(t, PhaseConfig{Repeat: 10 * m}, RuleFailed)
+	done := phaseRule(t, PhaseConfig{Repeat: 10 * m}, RuleDone)
+	sigterm := phaseapi.PhaseEnd{Seq: 1, Phase: "DDP", Status: phaseapi.StatusFailed, Reason: "SIGTERM", Started: at(0), Ended: at(m), Outside: true}
+	ok := phaseapi.PhaseEnd{Seq: 2, Phase: "Eval", Status: phaseapi.StatusOK, Started: at(0), Ended: at(m)}
+	ends := []phaseapi.PhaseEnd{sigterm, ok}
+	poll := func(r Rule, now time.Time, stopping bool) []string {
+		var got []string
+		s := Sample{Time: now, Stopping: stopping}
+		if now.After(at(0)) {
+			s.Ends = ends
+		}
+		for _, a := range r.Observe(s, now) {
+			got = append(got, facts(a))
+			r.Pushed(a, false, now) // no phone took it
+		}
+		return got
+	}
+	for _, r := range []Rule{failed, done} {
+		poll(r, at(0), false) // the baseline
+		if got := poll(r, at(m+time.Second), false); got != nil {
+			t.Errorf("%s: %q a second after the end, want it held to settle", r.Name(), got)
+		}
+	}
+	if got := poll(failed, at(m+2*time.Second), true); len(got) != 1 || got[0] != `"DDP" failed after 1m0s: SIGTERM` {
+		t.Errorf("failed at the stop: %q", got)
+	}
+	if got := poll(done, at(m+2*time.Second), true); len(got) != 1 || got[0] != `"Eval" done in 1m0s` {
+		t.Errorf("done at the stop: %q", got)
+	}
+	if got := poll(done, at(m+3*time.Second), true); len(got) != 1 {
+		t.Errorf("a push no phone took, at a second stop poll before its retry is due: %q, want it tried again", got)
+	}
+}

@@ -12,7 +12,11 @@ import (
 // Sample is never changed once recorded: the history and every Alert share
 // it by value.
 type Sample struct {
-	Time     time.Time
+	Time time.Time
+	// Stopping marks the last poll before the process stops (PollAtStop):
+	// a rule that holds an alert to let it settle, or waits to retry one,
+	// pushes it now, since no later poll will.
+	Stopping bool
 	Swap     Swap
 	Pressure Pressure
 	OOM      OOM

@@ -165,7 +165,16 @@ func (w *Watchdog) Run(ctx context.Context) {
 // Poll reads the host once, records the reading, lets every rule observe
 // it, and sends what they raised as one push. A read error is logged and
 // counted; it never stops the watchdog.
-func (w *Watchdog) Poll(ctx context.Context) {
+func (w *Watchdog) Poll(ctx context.Context) { w.poll(ctx, false) }
+
+// PollAtStop is the last poll, once Run has returned and no more heartbeats
+// come: an end accepted since the last poll, or one held to settle
+// (DoneSettle, OutsideSettle), is pushed now, or never (a restarted serve
+// takes the ends it finds as old news). Call it before the pusher closes,
+// with a ctx that bounds the stop.
+func (w *Watchdog) PollAtStop(ctx context.Context) { w.poll(ctx, true) }
+
+func (w *Watchdog) poll(ctx context.Context, stopping bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.polls.Inc()
@@ -180,7 +189,7 @@ func (w *Watchdog) Poll(ctx context.Context) {
 		}
 		return
 	}
-	s.Time = now
+	s.Time, s.Stopping = now, stopping
 	if w.cfg.History != nil {
 		w.cfg.History.Record(s)
 	}
