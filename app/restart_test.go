@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +204,106 @@ func TestStopPushesTheEndsAcceptedBeforeIt(t *testing.T) {
 	if after := rig.pushes(); len(after) != before {
 		t.Errorf("the restart pushed again: %q", after[before:])
 	}
+}
+
+// ids are the notification ids of the pushes.
+func (r *restartRig) ids() []string {
+	var out []string
+	for _, p := range r.pushes() {
+		id, _, _ := strings.Cut(p, ": ")
+		out = append(out, id)
+	}
+	return out
+}
+
+// Swap at 54 % pushed, serve restarted, swap still at 54 %: the same
+// incident goes on (no second push), and its resolution replaces the first
+// notification.
+func TestRestartKeepsAnOpenIncident(t *testing.T) {
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.54)})
+	rig := newRestartRig(t, procfs, nil, 20*time.Millisecond)
+	a := rig.start()
+	rig.bark.WaitPushes(t, 1)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := rig.start()
+	b.waitPolls(5)
+	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.20))
+	testkit.WaitFor(t, 20*time.Second, func() bool { return rig.bark.Count() >= 2 }, "the resolution")
+	b.waitPolls(5)
+	got, ids := rig.pushes(), rig.ids()
+	if len(got) != 2 || !strings.Contains(got[1], "resolved: swap") || ids[0] != ids[1] {
+		t.Errorf("pushes %q, want the swap push and its resolution, with one id", got)
+	}
+}
+
+// Swap pushed, then freed while serve was down: the first poll after the
+// restart resolves the notification.
+func TestRestartResolvesAnIncidentThatEndedWhileDown(t *testing.T) {
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.54)})
+	rig := newRestartRig(t, procfs, nil, 20*time.Millisecond)
+	a := rig.start()
+	rig.bark.WaitPushes(t, 1)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.20))
+	b := rig.start() // its first poll is done
+	b.waitPolls(5)
+	got, ids := rig.pushes(), rig.ids()
+	if len(got) != 2 || !strings.Contains(got[1], "resolved: swap 20% full") || ids[0] != ids[1] {
+		t.Errorf("pushes %q, want the swap push and its resolution, with one id", got)
+	}
+}
+
+// A stall pushed, then serve restarted 10 s later: the stall is not pushed
+// again before its reminder.
+func TestRestartDoesNotPushAStallAgain(t *testing.T) {
+	clock := testkit.NewClock(time.Now())
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
+	rig := newRestartRig(t, procfs, clock.Now, 20*time.Millisecond)
+	a := rig.start()
+	a.heartbeat(`{"phase":"Pretrain","event":"start"}`)
+	a.waitPolls(2)
+	clock.Advance(11 * time.Minute)
+	rig.bark.WaitPushes(t, 1)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Second)
+	b := rig.start()
+	b.waitPolls(3)
+	clock.Advance(watchdog.DefaultStallAfter) // a stall counted afresh from the restart would push now
+	b.waitPolls(3)
+	if got := rig.pushes(); len(got) != 1 {
+		t.Fatalf("pushes %q, want the stall once: its reminder is due in an hour", got)
+	}
+	clock.Advance(time.Hour)
+	testkit.WaitFor(t, 20*time.Second, func() bool { return rig.bark.Count() >= 2 }, "the reminder")
+	if got, ids := rig.pushes(), rig.ids(); len(got) != 2 || ids[0] != ids[1] {
+		t.Errorf("pushes %q, want the stall and its reminder, with one id", got)
+	}
+}
+
+// A damaged watchdog state file is moved aside and logged; serve runs.
+func TestDamagedWatchdogStateIsMovedAside(t *testing.T) {
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.54)})
+	rig := newRestartRig(t, procfs, nil, 20*time.Millisecond)
+	path := filepath.Join(rig.logDir, WatchdogStateFileName)
+	if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := rig.start()
+	rig.bark.WaitPushes(t, 1)
+	if !strings.Contains(s.logs.String(), "watchdog state damaged") {
+		t.Errorf("nothing logged of the damaged file:\n%s", s.logs)
+	}
+	if data, err := os.ReadFile(path + ".damaged"); err != nil || string(data) != "{not json" {
+		t.Errorf("the damaged file was not kept aside: %q, %v", data, err)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		data, _ := os.ReadFile(path)
+		return strings.Contains(string(data), `"rule": "swap"`)
+	}, "the swap incident saved")
 }

@@ -78,10 +78,20 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 		return err
 	}
 	history := watchdog.NewHistory(o.Host.HistoryStep)
-	wd, err := newWatchdog(o.Watchdog, watchdog.WithDisks(hostReader(o.Host.ProcFS, klog, exp, gpus), guard.Latest), history, p.watchdog, env, srv)
+	var carried []watchdog.OpenIncident
+	var onOpen func([]watchdog.OpenIncident)
+	if o.Watchdog.enabled() {
+		var state *watchdogState
+		state, carried = openWatchdogState(o.Runlog.LogsDir(), env.Logger)
+		onOpen = state.save
+	}
+	wd, err := newWatchdog(o.Watchdog, watchdog.WithDisks(hostReader(o.Host.ProcFS, klog, exp, gpus), guard.Latest), history, p.watchdog, onOpen, env, srv)
 	if err != nil {
 		return err
 	}
+	// Before the first poll: an incident still open goes on as the same
+	// notification, and one that ended while serve was down is resolved.
+	wd.Restore(carried)
 	// The kernel log and NVML both report an Xid; the first report of one
 	// reaches the watchdog.
 	var xids gpu.XidDedup
@@ -136,8 +146,9 @@ func (o WatchdogOptions) BuildRules() ([]watchdog.Rule, error) {
 // and, when on, the watchdog's rules, so the page costs no reads of its
 // own: with the watchdog on, the rules, the pusher and the metrics; off, a
 // sampler for the status page alone, every history step, with no rules
-// and no watchdog metrics.
-func newWatchdog(o WatchdogOptions, read watchdog.Reader, history *watchdog.History, push watchdog.Pusher, env Env, srv *commandServer) (*watchdog.Watchdog, error) {
+// and no watchdog metrics. onOpen keeps the open incidents across a
+// restart.
+func newWatchdog(o WatchdogOptions, read watchdog.Reader, history *watchdog.History, push watchdog.Pusher, onOpen func([]watchdog.OpenIncident), env Env, srv *commandServer) (*watchdog.Watchdog, error) {
 	rules, err := o.BuildRules()
 	if err != nil {
 		return nil, err
@@ -147,7 +158,7 @@ func newWatchdog(o WatchdogOptions, read watchdog.Reader, history *watchdog.Hist
 	}
 	return watchdog.New(watchdog.Config{
 		Interval: o.Interval, Read: read, Rules: rules, Push: push,
-		History: history, Logger: env.Logger, Registerer: srv.reg, Now: env.Clock,
+		History: history, Logger: env.Logger, Registerer: srv.reg, Now: env.Clock, OnOpen: onOpen,
 	})
 }
 

@@ -55,6 +55,11 @@ type Config struct {
 	// so that no watchdog metrics appear.
 	Registerer prometheus.Registerer
 	Now        func() time.Time // default time.Now
+	// OnOpen learns the rules' open incidents after a poll that changed
+	// them (an incident opened, reminded, delivered or ended), for the
+	// command to keep across a restart and hand back to Restore; nil:
+	// nothing is kept. It runs within the poll.
+	OnOpen func([]OpenIncident)
 }
 
 // Watchdog polls the host and pushes what its rules decide.
@@ -65,7 +70,8 @@ type Watchdog struct {
 	swapArmed   prometheus.Gauge // nil without a swap rule
 	ruleArmed   *prometheus.GaugeVec
 
-	mu sync.Mutex // one poll at a time
+	mu      sync.Mutex     // one poll at a time
+	carried []OpenIncident // the open incidents OnOpen last learned
 
 	stateMu sync.Mutex // guards states alone, so readers never wait behind a push
 	states  []RuleState
@@ -203,6 +209,7 @@ func (w *Watchdog) poll(ctx context.Context, stopping bool) {
 	// Rules disarm in Observe: publish before the push leaves, so whoever
 	// sees the push never sees the rule armed.
 	w.publish()
+	defer w.reportOpenLocked()
 	if len(push) == 0 {
 		return
 	}

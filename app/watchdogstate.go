@@ -1,0 +1,130 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/watchdog"
+)
+
+// WatchdogStateFileName is the file in the logs dir, beside delivery's
+// bark-state.json, where serve keeps its watchdog's open incidents across
+// a restart or a crash: a swap incident still there after the restart is
+// the same notification, and one gone meanwhile is resolved.
+const WatchdogStateFileName = "watchdog-state.json"
+
+const (
+	watchdogStateVersion = 1
+	// maxWatchdogStateBytes bounds the read: a few hundred incidents are
+	// some 100 KiB; anything over this was not written by lavender.
+	maxWatchdogStateBytes = 1 << 20
+	// maxCarriedIncidents bounds what a file can bring back.
+	maxCarriedIncidents = 1024
+)
+
+type watchdogStateFile struct {
+	Version   int                     `json:"version"`
+	Incidents []watchdog.OpenIncident `json:"incidents"`
+}
+
+// watchdogState saves the open incidents the watchdog reports. The
+// watchdog writes no files; serve keeps them here.
+type watchdogState struct {
+	path   string
+	logger *slog.Logger
+	// blocked: the file exists but could not be read nor moved aside; it
+	// may hold the only record of open incidents, so it is never replaced.
+	blocked bool
+}
+
+// openWatchdogState reads the incidents the process before left in dir. A
+// missing file gives none; a damaged one (bad JSON, another version, too
+// large, not a regular file) is moved aside and logged; one that cannot be
+// read is logged and never overwritten. None of these stops serve: the
+// pushes matter more than the record.
+func openWatchdogState(dir string, logger *slog.Logger) (*watchdogState, []watchdog.OpenIncident) {
+	st := &watchdogState{path: filepath.Join(dir, WatchdogStateFileName), logger: logger}
+	incidents, err := readWatchdogState(st.path)
+	switch {
+	case err == nil:
+		if len(incidents) > 0 {
+			logger.Info("watchdog incidents carried over from the last run of serve", "incidents", len(incidents))
+		}
+		return st, incidents
+	case errors.Is(err, errWatchdogStateUnreadable):
+		st.blocked = true
+		logger.Error("watchdog state cannot be read: open incidents are not carried over, and the file is not overwritten; check its permissions", "err", err)
+	default:
+		logger.Warn("watchdog state damaged: open incidents are not carried over", "err", err)
+	}
+	return st, nil
+}
+
+var errWatchdogStateUnreadable = errors.New("cannot be read")
+
+func readWatchdogState(path string) ([]watchdog.OpenIncident, error) {
+	data, err := runlog.ReadRegularFile(path, maxWatchdogStateBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
+		return nil, moveWatchdogStateAside(path, err)
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w: %w", path, errWatchdogStateUnreadable, err)
+	}
+	var f watchdogStateFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, moveWatchdogStateAside(path, err)
+	}
+	if f.Version != watchdogStateVersion {
+		return nil, moveWatchdogStateAside(path, fmt.Errorf("version %d, want %d", f.Version, watchdogStateVersion))
+	}
+	if len(f.Incidents) > maxCarriedIncidents {
+		return nil, moveWatchdogStateAside(path, fmt.Errorf("%d incidents, more than %d", len(f.Incidents), maxCarriedIncidents))
+	}
+	for _, o := range f.Incidents {
+		if o.Rule == "" || o.Began.IsZero() {
+			return nil, moveWatchdogStateAside(path, fmt.Errorf("an incident without its rule or its start: %+v", o))
+		}
+	}
+	return f.Incidents, nil
+}
+
+// moveWatchdogStateAside keeps a damaged file under a numbered name; one
+// that cannot be moved counts as unreadable, so that no save replaces it.
+func moveWatchdogStateAside(path string, damage error) error {
+	aside, err := runlog.MoveAside(path)
+	if err != nil {
+		return fmt.Errorf("read %s: damaged: %w; %w: %w", path, damage, errWatchdogStateUnreadable, err)
+	}
+	return fmt.Errorf("read %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
+}
+
+// save writes the open incidents atomically (temp file, fsync, rename,
+// fsync of the dir), as the phase table and delivery's state are written:
+// a kill -9 leaves the last incidents whole. A failed save is logged; the
+// next change tries again.
+func (st *watchdogState) save(incidents []watchdog.OpenIncident) {
+	if st.blocked {
+		return
+	}
+	if incidents == nil {
+		incidents = []watchdog.OpenIncident{}
+	}
+	data, err := json.MarshalIndent(watchdogStateFile{Version: watchdogStateVersion, Incidents: incidents}, "", "  ")
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(st.path), 0o755)
+	}
+	if err == nil {
+		err = runlog.WriteFileAtomic(st.path, append(data, '\n'))
+	}
+	if err != nil {
+		st.logger.Error("watchdog state not saved: open incidents may not carry over a restart", "err", err)
+	}
+}

@@ -1,0 +1,174 @@
+package watchdog
+
+import (
+	"slices"
+	"time"
+)
+
+// OpenIncident is an incident a rule has pushed (or tried to) and not yet
+// ended, as plain data: the command keeps the open incidents across a
+// restart (Config.OnOpen, Watchdog.Restore) so that the restarted watchdog
+// goes on with the same incident. Restored, an incident still present
+// keeps its Began, hence its notification, and reminds at LastSent plus
+// the repeat, with no new first push; one gone by the first poll is
+// resolved as ever. Without it the phone would get a second notification
+// for the same swap, and the first would never be resolved.
+type OpenIncident struct {
+	Rule RuleName `json:"rule"`
+	// Incident is the alert's Incident: the phase for a stall; "" for a
+	// rule with one incident at a time.
+	Incident string `json:"incident,omitempty"`
+	// Started is, for a stall, when the stalled run of the phase started:
+	// a phase started again is another run, whose stall is not this one.
+	Started time.Time `json:"started,omitzero"`
+	// OnStep is, for a stall, whether the step stood still while pings
+	// came (else the heartbeat went silent).
+	OnStep    bool      `json:"on_step,omitempty"`
+	Began     time.Time `json:"began"`
+	LastSent  time.Time `json:"last_sent"`
+	Delivered bool      `json:"delivered"` // a push of it reached a phone
+}
+
+// equal compares two incidents, times by the instant.
+func (o OpenIncident) equal(p OpenIncident) bool {
+	return o.Rule == p.Rule && o.Incident == p.Incident && o.Started.Equal(p.Started) && o.OnStep == p.OnStep &&
+		o.Began.Equal(p.Began) && o.LastSent.Equal(p.LastSent) && o.Delivered == p.Delivered
+}
+
+// carrier is a rule whose open incidents outlive the process: swap,
+// memory pressure and stalls.
+type carrier interface {
+	// open lists the rule's open incidents.
+	open() []OpenIncident
+	// restore takes one back, before the first poll; false if it is not
+	// the rule's.
+	restore(OpenIncident) bool
+}
+
+// Restore gives the rules the open incidents of the process before, before
+// the first poll; it returns how many a rule took (one of a rule no longer
+// built, or that carries nothing, is dropped).
+func (w *Watchdog) Restore(incidents []OpenIncident) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, o := range incidents {
+		for _, r := range w.cfg.Rules {
+			if c, ok := r.(carrier); ok && r.Name() == o.Rule && c.restore(o) {
+				n++
+				break
+			}
+		}
+	}
+	w.carried = w.openLocked()
+	w.publish()
+	return n
+}
+
+// openLocked lists every rule's open incidents, in the order of the rules.
+func (w *Watchdog) openLocked() []OpenIncident {
+	var out []OpenIncident
+	for _, r := range w.cfg.Rules {
+		if c, ok := r.(carrier); ok {
+			out = append(out, c.open()...)
+		}
+	}
+	return out
+}
+
+// reportOpenLocked hands the open incidents to Config.OnOpen when they
+// changed since it last did.
+func (w *Watchdog) reportOpenLocked() {
+	if w.cfg.OnOpen == nil {
+		return
+	}
+	open := w.openLocked()
+	if slices.EqualFunc(open, w.carried, OpenIncident.equal) {
+		return
+	}
+	w.carried = open
+	w.cfg.OnOpen(slices.Clone(open))
+}
+
+// open is the episode as an OpenIncident of rule, if it is open.
+func (e *episode) open(rule RuleName, incident string) (OpenIncident, bool) {
+	if !e.disarmed {
+		return OpenIncident{}, false
+	}
+	return OpenIncident{Rule: rule, Incident: incident, Began: e.began, LastSent: e.lastSent, Delivered: e.delivered}, true
+}
+
+// restore opens the episode as o left it. A push no phone took is tried
+// again at the first poll, with the same Began.
+func (e *episode) restore(o OpenIncident) {
+	e.disarmed, e.began, e.lastSent, e.delivered = true, o.Began, o.LastSent, o.Delivered
+	e.retryAt, e.backoff = time.Time{}, 0
+	if !o.Delivered {
+		e.retryAt = o.LastSent
+	}
+}
+
+func (r *SwapRule) open() []OpenIncident {
+	o, ok := r.ep.open(RuleSwap, "")
+	if !ok {
+		return nil
+	}
+	return []OpenIncident{o}
+}
+
+func (r *SwapRule) restore(o OpenIncident) bool {
+	r.ep.restore(o)
+	return true
+}
+
+func (r *PressureRule) open() []OpenIncident {
+	o, ok := r.ep.open(RulePressure, "")
+	if !ok {
+		return nil
+	}
+	return []OpenIncident{o}
+}
+
+func (r *PressureRule) restore(o OpenIncident) bool {
+	r.ep.restore(o)
+	return true
+}
+
+func (r *StallRule) open() []OpenIncident {
+	var out []OpenIncident
+	for key, st := range r.stalls {
+		if o, ok := st.ep.open(RuleStalled, key.name); ok {
+			o.Started, o.OnStep, o.Began = time.Unix(0, key.started), st.onStep, st.began
+			out = append(out, o)
+		}
+	}
+	// The map's order is random: the same stalls must compare equal.
+	slices.SortFunc(out, func(a, b OpenIncident) int {
+		if c := a.Began.Compare(b.Began); c != 0 {
+			return c
+		}
+		if a.Incident < b.Incident {
+			return -1
+		}
+		if a.Incident > b.Incident {
+			return 1
+		}
+		return a.Started.Compare(b.Started)
+	})
+	return out
+}
+
+// restore takes back a stall: it ends, silently, at the first poll if the
+// phase pinged (or moved) since it began, or is gone or ended.
+func (r *StallRule) restore(o OpenIncident) bool {
+	if o.Incident == "" {
+		return false
+	}
+	if r.stalls == nil {
+		r.stalls = map[phaseRun]*stall{}
+	}
+	st := &stall{ep: episode{repeat: r.repeat, retry: r.retry}, began: o.Began, onStep: o.OnStep}
+	st.ep.restore(o)
+	r.stalls[phaseRun{o.Incident, o.Started.UnixNano()}] = st
+	return true
+}
