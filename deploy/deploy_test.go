@@ -170,6 +170,8 @@ var exportedMetrics = map[string]bool{
 	"lavender_phase_heartbeats_total":                     true,
 	"lavender_phase_failed":                               true,
 	"lavender_phase_failure_info":                         true,
+	"lavender_phase_failures_total":                       true,
+	"lavender_phase_last_failure_duration_seconds":        true,
 	"lavender_phase_step":                                 true,
 	"lavender_phase_total_steps":                          true,
 	"lavender_phase_last_progress_timestamp_seconds":      true,

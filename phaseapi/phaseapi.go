@@ -147,10 +147,25 @@ type Phase struct {
 	// Reason is why the phase ended, as its end said (cleaned), or what
 	// the server found: "died without ending (pid 4242 gone)".
 	Reason string `json:"reason,omitempty"`
+	// Failures counts the phase's failed ends in this run (an end with
+	// status failed, or its process found dead), and LastFailure is the
+	// latest of them. A new start of the phase keeps both: a failure that
+	// a retry loop starts again before anyone looked still counts.
+	Failures    uint64   `json:"failures,omitzero"`
+	LastFailure *Failure `json:"last_failure,omitempty"`
 
 	Progress
 	Process
 	Work
+}
+
+// Failure is one failed run of a phase: when it started and ended, and
+// why, as its end said or the server found. It is replaced, never written
+// through: copies of a Phase share it.
+type Failure struct {
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended"`
+	Reason  string    `json:"reason,omitempty"`
 }
 
 // Progress is what a phase has reported of its steps. Every field is absent

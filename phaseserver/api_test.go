@@ -75,7 +75,7 @@ func TestAPI(t *testing.T) {
 	}
 	env.clock.Advance(90 * time.Second)
 	code, _, body = request(t, http.MethodPost, srv.URL+phaseapi.HeartbeatPath, `{"phase":"Pretrain 1/3","event":"end","status":"failed"}`)
-	want := `{"name":"Pretrain 1/3","status":"failed","started":"2026-11-29T12:00:00Z","last_heartbeat":"2026-11-29T12:01:30Z","ended":"2026-11-29T12:01:30Z","heartbeats":2,"duration_seconds":90}` + "\n"
+	want := `{"name":"Pretrain 1/3","status":"failed","started":"2026-11-29T12:00:00Z","last_heartbeat":"2026-11-29T12:01:30Z","ended":"2026-11-29T12:01:30Z","heartbeats":2,"duration_seconds":90,"failures":1,"last_failure":{"started":"2026-11-29T12:00:00Z","ended":"2026-11-29T12:01:30Z"}}` + "\n"
 	if code != http.StatusOK || string(body) != want {
 		t.Fatalf("end: %d %s\nwant %s", code, body, want)
 	}

@@ -30,6 +30,13 @@ func (s *Server) recordEndLocked(p phaseapi.Phase, died bool) {
 	}
 }
 
+// noteFailure counts the failed end p has just had and keeps it as its
+// last failure, which a new start of the phase keeps.
+func noteFailure(p *phaseapi.Phase) {
+	p.Failures++
+	p.LastFailure = &phaseapi.Failure{Started: p.Started, Ended: p.Ended, Reason: p.Reason}
+}
+
 // Ends returns the newest ends of phases, oldest first, at most maxEnds.
 // It never waits on the phase table's lock.
 func (s *Server) Ends() []phaseapi.PhaseEnd {
@@ -135,6 +142,7 @@ func (s *Server) checkProcesses() {
 		}
 		p.Status, p.Ended = phaseapi.StatusFailed, now
 		p.Reason = s.failedReasonLocked(p.Name, fmt.Sprintf("died without ending (pid %d gone)", p.PID), now)
+		noteFailure(p)
 		s.appendLog(endLine(*p, "died"))
 		s.recordEndLocked(*p, true)
 		s.logger.Warn("phase process died without ending; phase ended as failed", "phase", p.Name, "pid", p.PID)

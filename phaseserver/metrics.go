@@ -26,7 +26,11 @@ var (
 	phaseFailedDesc = prometheus.NewDesc("lavender_phase_failed",
 		"1 if the phase ended as failed, 0 if it ended ok; absent while it runs and when how it ended is unknown (its process ended while no lavender watched, and no end came).", phaseLabels, nil)
 	phaseFailureDesc = prometheus.NewDesc("lavender_phase_failure_info",
-		"1 for a phase that ended failed with a reason, the reason (cleaned, at most 200 characters) in its label, so that an alert can say why; absent otherwise.", []string{"phase", "reason"}, nil)
+		"1 for a phase whose latest failed end in this run gave a reason (kept when the phase starts again), the reason (cleaned, at most 200 characters) in its label, so that an alert can say why; absent otherwise.", []string{"phase", "reason"}, nil)
+	phaseFailuresDesc = prometheus.NewDesc("lavender_phase_failures_total",
+		"Failed ends of the phase in this run (status failed, or its process found dead); a new start of the phase keeps the count, so a failure started again before the next scrape still shows.", phaseLabels, nil)
+	phaseLastFailureDurationDesc = prometheus.NewDesc("lavender_phase_last_failure_duration_seconds",
+		"How long the phase's latest failed run in this run ran, start to end; kept when the phase starts again; absent until it fails.", phaseLabels, nil)
 	phaseStepDesc = prometheus.NewDesc("lavender_phase_step",
 		"The last step the phase reported; absent until it reports one.", phaseLabels, nil)
 	phaseTotalStepsDesc = prometheus.NewDesc("lavender_phase_total_steps",
@@ -66,7 +70,7 @@ type phaseCollector Server
 
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseActiveDesc, phaseStartDesc, phaseLastHeartbeatDesc, phaseEndDesc,
-		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, phaseFailureDesc, phaseStepDesc, phaseTotalStepsDesc,
+		phaseDurationDesc, phaseHeartbeatsDesc, phaseFailedDesc, phaseFailureDesc, phaseFailuresDesc, phaseLastFailureDurationDesc, phaseStepDesc, phaseTotalStepsDesc,
 		phaseLastProgressDesc, phaseETADesc, phaseLastEvalProgressDesc, phaseLastBusyDesc, phaseLossDesc, runStartDesc} {
 		ch <- d
 	}
@@ -110,14 +114,25 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		if eta, ok := phaseETA(p, now); ok {
 			ch <- prometheus.MustNewConstMetric(phaseETADesc, prometheus.GaugeValue, eta.Seconds(), p.Name)
 		}
+		ch <- prometheus.MustNewConstMetric(phaseFailuresDesc, prometheus.CounterValue, float64(p.Failures), p.Name)
+		if f := p.LastFailure; f != nil {
+			ch <- prometheus.MustNewConstMetric(phaseLastFailureDurationDesc, prometheus.GaugeValue, max(f.Ended.Sub(f.Started), 0).Seconds(), p.Name)
+		}
 		if !p.Active() {
 			ch <- prometheus.MustNewConstMetric(phaseEndDesc, prometheus.GaugeValue, unixSeconds(p.Ended), p.Name)
 			if p.Status != phaseapi.StatusUnknown {
 				ch <- prometheus.MustNewConstMetric(phaseFailedDesc, prometheus.GaugeValue, failed, p.Name)
 			}
-			if p.Status == phaseapi.StatusFailed && p.Reason != "" {
+		}
+		// The reason of the failure the row shows, or else of its latest
+		// failure, which a new start keeps: PhaseFailed quotes it.
+		switch {
+		case p.Status == phaseapi.StatusFailed:
+			if p.Reason != "" {
 				ch <- prometheus.MustNewConstMetric(phaseFailureDesc, prometheus.GaugeValue, 1, p.Name, p.Reason)
 			}
+		case p.LastFailure != nil && p.LastFailure.Reason != "":
+			ch <- prometheus.MustNewConstMetric(phaseFailureDesc, prometheus.GaugeValue, 1, p.Name, p.LastFailure.Reason)
 		}
 	}
 }

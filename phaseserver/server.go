@@ -474,7 +474,10 @@ func (s *Server) startLocked(i int, name string, now time.Time) int {
 		s.table.phases = append(s.table.phases, p)
 		i = len(s.table.phases) - 1
 	} else {
-		s.table.phases[i] = p // a restarted phase starts over
+		// A restarted phase starts over, but for its failures: a retry
+		// loop's next start, before the next scrape, must not hide one.
+		p.Failures, p.LastFailure = s.table.phases[i].Failures, s.table.phases[i].LastFailure
+		s.table.phases[i] = p
 	}
 	s.appendLog(startLine(name))
 	return i
@@ -528,6 +531,11 @@ func (s *Server) endLocked(i int, name, status, reason string, loss *phaseapi.Lo
 			// rank that crashed. The end keeps its time; its reason, in
 			// the table and in the end the watchdog reads, is the cause.
 			p.Reason = reason
+			if p.LastFailure != nil {
+				f := *p.LastFailure
+				f.Reason = reason
+				p.LastFailure = &f
+			}
 			s.replaceEndReasonLocked(*p)
 		}
 		return i
@@ -544,6 +552,9 @@ func (s *Server) endLocked(i int, name, status, reason string, loss *phaseapi.Lo
 	}
 	if reason != "" {
 		p.Reason = reason
+	}
+	if status == phaseapi.StatusFailed {
+		noteFailure(p)
 	}
 	s.appendLog(endLine(*p, ""))
 	s.recordEndLocked(*p, false)

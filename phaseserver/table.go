@@ -227,6 +227,12 @@ func decodeTable(data []byte, runFile string) (phaseTable, error) {
 			return phaseTable{}, fmt.Errorf("phase %q: %w", name, err)
 		}
 		p.Reason = phaseapi.CleanReason(p.Reason)
+		if f := p.LastFailure; f != nil {
+			if f.Started.IsZero() || f.Ended.Before(f.Started) {
+				return phaseTable{}, fmt.Errorf("phase %q: bad last failure", name)
+			}
+			p.LastFailure = &phaseapi.Failure{Started: f.Started, Ended: f.Ended, Reason: phaseapi.CleanReason(f.Reason)}
+		}
 		t.phases = append(t.phases, p)
 	}
 	if len(t.phases) > maxPhases {

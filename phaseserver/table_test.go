@@ -464,3 +464,74 @@ func TestResumedRunSaysWhenItWasTakenOver(t *testing.T) {
 		t.Errorf("a run followed from another process: resumed %v, want zero", run.Resumed)
 	}
 }
+
+// A failed end followed by a new start of the phase before the next scrape
+// (a retry loop around `lavender phase run`): the row starts over, but
+// lavender_phase_failures_total keeps counting, and the latest failure's
+// duration and reason stay on /metrics for PhaseFailed. A restart of the
+// server keeps the count (the saved table holds it), so the counter only
+// rises within a run.
+func TestFailuresCounterSurvivesARestartOfThePhase(t *testing.T) {
+	env := newTestEnv(t)
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	env.clock.Advance(10 * time.Minute)
+	if _, err := env.e.Apply(phaseapi.HeartbeatRequest{Phase: "Pretrain", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed, Reason: "RuntimeError: CUDA out of memory"}); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.Advance(200 * time.Millisecond)
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	env.beat("Eval", phaseapi.EventStart, "")
+	env.clock.Advance(time.Minute)
+
+	check := func(when string, failures float64) {
+		t.Helper()
+		m, err := testkit.GatherMetrics(env.reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := m.Value("lavender_phase_failures_total", testkit.Labels{"phase": "Pretrain"}); err != nil || v != failures {
+			t.Errorf("%s: lavender_phase_failures_total{Pretrain} %v (%v), want %v", when, v, err, failures)
+		}
+		if v, err := m.Value("lavender_phase_failures_total", testkit.Labels{"phase": "Eval"}); err != nil || v != 0 {
+			t.Errorf("%s: lavender_phase_failures_total{Eval} %v (%v), want 0", when, v, err)
+		}
+		if v, err := m.Value("lavender_phase_last_failure_duration_seconds", testkit.Labels{"phase": "Pretrain"}); err != nil || v != 600 {
+			t.Errorf("%s: lavender_phase_last_failure_duration_seconds{Pretrain} %v (%v), want 600", when, v, err)
+		}
+		if v, err := m.Value("lavender_phase_failure_info", testkit.Labels{"phase": "Pretrain", "reason": "RuntimeError: CUDA out of memory"}); err != nil || v != 1 {
+			t.Errorf("%s: the restarted phase's failure info %v (%v)", when, v, err)
+		}
+		if v, err := m.Value("lavender_phase_active", testkit.Labels{"phase": "Pretrain"}); err != nil || v != 1 {
+			t.Errorf("%s: Pretrain active %v (%v), want 1", when, v, err)
+		}
+		for _, name := range []string{"lavender_phase_last_failure_duration_seconds", "lavender_phase_failure_info"} {
+			if v, err := m.Value(name, testkit.Labels{"phase": "Eval"}); err == nil {
+				t.Errorf("%s: Eval, never failed, has %s (%v)", when, name, v)
+			}
+		}
+	}
+	check("after the restart of the phase", 1)
+	env.restart()
+	check("after a restart of the server", 1)
+
+	// A second failure: the count rises, the latest failure is the new
+	// one.
+	env.clock.Advance(4 * time.Minute)
+	if _, err := env.e.Apply(phaseapi.HeartbeatRequest{Phase: "Pretrain", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed, Reason: "killed by SIGKILL"}); err != nil {
+		t.Fatal(err)
+	}
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	m, err := testkit.GatherMetrics(env.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.Value("lavender_phase_failures_total", testkit.Labels{"phase": "Pretrain"}); err != nil || v != 2 {
+		t.Errorf("after the second failure: %v (%v), want 2", v, err)
+	}
+	if v, err := m.Value("lavender_phase_last_failure_duration_seconds", testkit.Labels{"phase": "Pretrain"}); err != nil || v != 300 {
+		t.Errorf("after the second failure: last failure's duration %v (%v), want 300", v, err)
+	}
+	if v, err := m.Value("lavender_phase_failure_info", testkit.Labels{"phase": "Pretrain", "reason": "killed by SIGKILL"}); err != nil || v != 1 {
+		t.Errorf("after the second failure: info %v (%v)", v, err)
+	}
+}
