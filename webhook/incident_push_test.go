@@ -379,3 +379,40 @@ func TestStormHoldsWatchdogAndResolvedPushes(t *testing.T) {
 		t.Errorf("held watchdog push answered %d, %d; want it counted as delivered (1, 0)", ok, failed)
 	}
 }
+
+// TestOOMKillEachRiseIsItsOwnPush: alerts.yml makes each rise of the kill
+// counter an OOMKill alert of its own (its oom_kills_total label, so its
+// own fingerprint), as serve's watchdog pushes each rise. A second kill 3
+// minutes after the first comes in the group's next notification beside
+// the first one's resolution: it is pushed with its own count, as a new
+// incident, and the first one's resolution (an event's) is not.
+func TestOOMKillEachRiseIsItsOwnPush(t *testing.T) {
+	srv := barktest.New(t)
+	clock := newTestClock()
+	f := newFixture(t, map[string]string{"phone.bark.env": srv.Template(barktest.Key)}, func(c *fixtureConfig) {
+		c.SendResolved, c.Now = true, clock.Now
+	})
+	oom := map[string]string{"active_phase": "", "oom_kills": "1", "swap_used_bytes": "1202590842", "swap_total_bytes": "2147483648"}
+	first := webhookAlert{name: "OOMKill", instance: "gpu-3:9877", fingerprint: "dddd000000000001", startsAt: incidentStart, annotations: oom}
+	firstOver := first
+	firstOver.endsAt = incidentStart.Add(3 * time.Minute)
+	second := webhookAlert{name: "OOMKill", instance: "gpu-3:9877", fingerprint: "dddd000000000002", startsAt: incidentStart.Add(3 * time.Minute), annotations: oom}
+	f.post(webhookBody(t, first))
+	clock.Advance(5 * time.Minute)
+	if code, answer := f.post(webhookBody(t, firstOver, second)); code != 200 {
+		t.Fatalf("webhook: %d %q", code, answer)
+	}
+	got := srv.Pushes()
+	if len(got) != 2 {
+		t.Fatalf("%d pushes, want 2 (one per rise, no resolution): %+v", len(got), got)
+	}
+	want := "[lavender-2] OOM killer struck (1 kill), victim unknown — swap 56% full (1.1/2.0 GB)"
+	for i, p := range got {
+		if p.Body != want {
+			t.Errorf("push %d: %q, want %q", i, p.Body, want)
+		}
+	}
+	if got[0].ID == got[1].ID {
+		t.Errorf("the two rises share the notification id %q", got[0].ID)
+	}
+}
