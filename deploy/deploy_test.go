@@ -205,6 +205,7 @@ var exportedMetrics = map[string]bool{
 	"lavender_disk_files_free":                            true,
 	"lavender_disk_error":                                 true,
 	"lavender_disk_save_bytes":                            true,
+	"lavender_disk_saving":                                true,
 	// The GPU collector's (gpu/collector.go), for the GPU alerts and the
 	// dashboard's GPU row.
 	"lavender_gpu_lost":                                  true,

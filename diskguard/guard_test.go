@@ -422,11 +422,19 @@ func TestSaveSizeLearnedFromJumps(t *testing.T) {
 	if f := step(6 * gib); f.SaveBytes != 0 || !f.Saving {
 		t.Fatalf("a save not yet over counts: %d (saving %v)", f.SaveBytes, f.Saving)
 	}
+	// Prometheus's DiskSaveWillNotFit waits for what the save leaves, as
+	// the watchdog does: lavender_disk_saving says a save is written.
+	if err := testutil.CollectAndCompare(r.g.Collector(), strings.NewReader(savingText(1)), "lavender_disk_saving"); err != nil {
+		t.Errorf("during the save: %v", err)
+	}
 	step(0)
 	step(-24 * gib) // the oldest checkpoint deleted after the save
 	f := step(0)
 	if f.SaveBytes != 24*gib || f.SaveReported || f.Saving {
 		t.Fatalf("save learned %d (reported %v), want 24 GiB from the jumps", f.SaveBytes, f.SaveReported)
+	}
+	if err := testutil.CollectAndCompare(r.g.Collector(), strings.NewReader(savingText(0)), "lavender_disk_saving"); err != nil {
+		t.Errorf("after the save: %v", err)
 	}
 	// A smaller save later: the largest of the last three stays.
 	step(12 * gib)
@@ -835,8 +843,8 @@ func TestMetrics(t *testing.T) {
 	if err := testutil.CollectAndCompare(r.g.Collector(), strings.NewReader(string(want))); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(r.g.Collector()); n != 2*5+1+1+1 {
-		t.Errorf("%d series, want 13: five per filesystem, an error for /secret, one save size, the unwatched paths", n)
+	if n := testutil.CollectAndCount(r.g.Collector()); n != 2*6+1+1+1 {
+		t.Errorf("%d series, want 15: six per filesystem, an error for /secret, one save size, the unwatched paths", n)
 	}
 }
 
@@ -871,4 +879,12 @@ func TestAHungFilesystemKeepsTheCapsBound(t *testing.T) {
 	if len(s.Unreadable) != MaxWriterFilesystems || len(s.NotWatched) != 40-MaxWriterFilesystems {
 		t.Errorf("hung: %d unreadable, %d not watched; want %d and %d", len(s.Unreadable), len(s.NotWatched), MaxWriterFilesystems, 40-MaxWriterFilesystems)
 	}
+}
+
+// savingText is lavender_disk_saving of /data at v, in the exposition format.
+func savingText(v int) string {
+	return fmt.Sprintf(`# HELP lavender_disk_saving 1 while a save (or a copy) is being written onto the filesystem (its used bytes jump), so what is free is not yet what the save leaves; 0 otherwise.
+# TYPE lavender_disk_saving gauge
+lavender_disk_saving{path="/data"} %d
+`, v)
 }

@@ -20,6 +20,7 @@ var (
 	unwatchedHelp = "Running phases' directories the disk guard does not watch: they lead to filesystems beyond the " + strconv.Itoa(MaxWriterFilesystems) + " it takes from phases (the newest running phases' come first). The status page lists them."
 	unwatchedDesc = prometheus.NewDesc("lavender_disk_unwatched_paths", unwatchedHelp, nil, nil)
 	saveDesc      = prometheus.NewDesc("lavender_disk_save_bytes", "Size of one checkpoint save onto the filesystem, as reported by clients or learned from the jumps of its used bytes; absent while unknown.", diskLabels, nil)
+	savingDesc    = prometheus.NewDesc("lavender_disk_saving", "1 while a save (or a copy) is being written onto the filesystem (its used bytes jump), so what is free is not yet what the save leaves; 0 otherwise.", diskLabels, nil)
 )
 
 // Collector publishes the last poll's readings; it reads no filesystem at
@@ -29,7 +30,7 @@ func (g *Guard) Collector() prometheus.Collector { return (*collector)(g) }
 type collector Guard
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{availDesc, sizeDesc, filesFreeDesc, filesDesc, errorDesc, saveDesc, unwatchedDesc} {
+	for _, d := range []*prometheus.Desc{availDesc, sizeDesc, filesFreeDesc, filesDesc, errorDesc, saveDesc, savingDesc, unwatchedDesc} {
 		ch <- d
 	}
 }
@@ -45,6 +46,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(filesFreeDesc, f.Stat.FilesFree, f.Path)
 		gauge(filesDesc, f.Stat.Files, f.Path)
 		gauge(errorDesc, 0, f.Path)
+		saving := uint64(0)
+		if f.Saving {
+			saving = 1
+		}
+		gauge(savingDesc, saving, f.Path)
 		if f.SaveBytes > 0 {
 			gauge(saveDesc, f.SaveBytes, f.Path)
 		}
