@@ -73,6 +73,9 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 		return err
 	}
 	defer gpus.close()
+	if err := srv.reg.Register(newPhaseGPUCollector(o.Host.ProcFS, exp, gpus)); err != nil {
+		return err
+	}
 	guard, err := openDiskGuard(o.Host.DiskPaths, exp, env, srv.reg)
 	if err != nil {
 		return err

@@ -172,6 +172,7 @@ var exportedMetrics = map[string]bool{
 	"lavender_phase_failure_info":                         true,
 	"lavender_phase_failures_total":                       true,
 	"lavender_phase_last_failure_duration_seconds":        true,
+	"lavender_phase_gpu":                                  true,
 	"lavender_phase_step":                                 true,
 	"lavender_phase_total_steps":                          true,
 	"lavender_phase_last_progress_timestamp_seconds":      true,
