@@ -13,6 +13,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v2"
 
+	"github.com/lavender-ml/lavender/watchdog"
 	"github.com/lavender-ml/lavender/webhook"
 )
 
@@ -29,12 +30,14 @@ type ruleGroup struct {
 }
 
 type rule struct {
-	Alert       string            `yaml:"alert,omitempty"`
-	Record      string            `yaml:"record,omitempty"`
-	Expr        string            `yaml:"expr"`
-	For         string            `yaml:"for,omitempty"`
-	Labels      map[string]string `yaml:"labels,omitempty"`
-	Annotations map[string]string `yaml:"annotations,omitempty"`
+	Alert  string `yaml:"alert,omitempty"`
+	Record string `yaml:"record,omitempty"`
+	Expr   string `yaml:"expr"`
+	For    string `yaml:"for,omitempty"`
+	// KeepFiringFor needs Prometheus 2.42 or later (Debian's bookworm has it).
+	KeepFiringFor string            `yaml:"keep_firing_for,omitempty"`
+	Labels        map[string]string `yaml:"labels,omitempty"`
+	Annotations   map[string]string `yaml:"annotations,omitempty"`
 }
 
 type prometheusRule struct {
@@ -437,6 +440,19 @@ func TestRuleUnitTestsCoverEveryAlert(t *testing.T) {
 		}
 		if !silent[name] {
 			t.Errorf("no promtool test expects %s to stay silent", name)
+		}
+	}
+}
+
+// TestGPUAlertsClearAsTheWatchdog: GPUHung and GPUHardwareSlowdown end
+// only once their condition has been gone for the watchdog's
+// GPUClearAfter, so one dipped reading resolves neither.
+func TestGPUAlertsClearAsTheWatchdog(t *testing.T) {
+	alerts := alertsByName(t, loadAlerts(t))
+	for _, name := range []string{"GPUHung", "GPUHardwareSlowdown"} {
+		d, err := time.ParseDuration(alerts[name].KeepFiringFor)
+		if err != nil || d != watchdog.GPUClearAfter {
+			t.Errorf("%s's keep_firing_for is %q (%v), the watchdog's GPUClearAfter %s: keep them one", name, alerts[name].KeepFiringFor, err, watchdog.GPUClearAfter)
 		}
 	}
 }
