@@ -210,7 +210,7 @@ func TestAlertsShape(t *testing.T) {
 		},
 		{
 			alert: "PhaseProgressStalled",
-			exprHas: []string{"time() - lavender_phase_last_progress_timestamp_seconds > 600",
+			exprHas: []string{"time() - (lavender_phase_last_progress_timestamp_seconds", "lavender_phase_start_timestamp_seconds", "lavender_phase_total_steps)) > 600",
 				"time() - lavender_phase_last_heartbeat_timestamp_seconds <= 600", "lavender_phase_active == 1"},
 			annotations: []string{"summary", "description", "phase", "stalled_seconds", "step", "total_steps"},
 		},

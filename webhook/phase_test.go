@@ -38,6 +38,11 @@ func TestWebhookPhaseAlerts(t *testing.T) {
 		{"firing_phase_progress_stalled.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: step 1200/5000 for 10m`},
 			[]string{"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
+		// alerts.yml's step for a phase that told its total and hangs
+		// before its first step: 0, as the watchdog counts from the start.
+		{"firing_phase_progress_stalled_before_first_step.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
+			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: step 0/5000 for 10m`},
+			[]string{"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
 		{"firing_phase_progress_stalled_no_total.json", "alerts=1 pushed=1 failed=0 skipped=0 duplicate=0\n",
 			[]string{`[lavender-2] phase "Pretrain 1/3" stalled: step 1200 for 10m`},
 			[]string{"BARK stalled Pretrain 1/3 sent ok=1 fail=0"}},
