@@ -62,8 +62,10 @@ func TestServeDiskTwoSavesOnATmpfs(t *testing.T) {
 	save(1)
 	// A poll may catch the write's first bytes before the jump shows; the
 	// guard looks back a few polls for its base, but a writer held off the
-	// CPU for longer leaves a little out.
-	learned := func() bool { v := r.diskMetric("lavender_disk_save_bytes", dir); return v >= 23*mib && v <= 24*mib }
+	// CPU for longer leaves a little out (22.9 MiB once, under the race
+	// detector beside the whole suite): within 2 MiB, the push below still
+	// reads "24 MB".
+	learned := func() bool { v := r.diskMetric("lavender_disk_save_bytes", dir); return v >= 22*mib && v <= 24*mib }
 	if !testkit.Poll(20*time.Second, learned) {
 		t.Fatalf("the guard learned a save of %v bytes, want 24 MiB", r.diskMetric("lavender_disk_save_bytes", dir))
 	}
