@@ -152,12 +152,7 @@ func (r *restartRig) pushes() []string {
 // pinged into refused connections: the restarted serve counts no stall
 // from before its start, and pushes nothing at its first polls.
 func TestRestartCountsNoDowntimeAsAStall(t *testing.T) {
-	clock := testkit.NewClock(time.Now())
-	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
-	rig := newRestartRig(t, procfs, clock.Now, 20*time.Millisecond)
-	a := rig.start()
-	a.heartbeat(`{"phase":"Pretrain","event":"start"}`)
-	a.waitPolls(2)
+	clock, rig, a := startWithAPhase(t)
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -260,12 +255,7 @@ func TestRestartResolvesAnIncidentThatEndedWhileDown(t *testing.T) {
 // A stall pushed, then serve restarted 10 s later: the stall is not pushed
 // again before its reminder.
 func TestRestartDoesNotPushAStallAgain(t *testing.T) {
-	clock := testkit.NewClock(time.Now())
-	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
-	rig := newRestartRig(t, procfs, clock.Now, 20*time.Millisecond)
-	a := rig.start()
-	a.heartbeat(`{"phase":"Pretrain","event":"start"}`)
-	a.waitPolls(2)
+	clock, rig, a := startWithAPhase(t)
 	clock.Advance(11 * time.Minute)
 	rig.bark.WaitPushes(t, 1)
 	if err := a.stop(); err != nil {
@@ -306,4 +296,17 @@ func TestDamagedWatchdogStateIsMovedAside(t *testing.T) {
 		data, _ := os.ReadFile(path)
 		return strings.Contains(string(data), `"rule": "swap"`)
 	}, "the swap incident saved")
+}
+
+// startWithAPhase starts serve on a hand-moved clock, polling every 20 ms
+// with swap low, and starts the phase "Pretrain" on it.
+func startWithAPhase(t *testing.T) (*testkit.Clock, *restartRig, *served) {
+	t.Helper()
+	clock := testkit.NewClock(time.Now())
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
+	rig := newRestartRig(t, procfs, clock.Now, 20*time.Millisecond)
+	a := rig.start()
+	a.heartbeat(`{"phase":"Pretrain","event":"start"}`)
+	a.waitPolls(2)
+	return clock, rig, a
 }
