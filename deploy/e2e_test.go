@@ -319,7 +319,7 @@ func (c *e2eChain) checkFirstPush(want string, n int) {
 // resolvedSwapPush is the whole resolution the bridge pushes: Prometheus
 // sends it with the figures of the alert's last firing evaluation (54 %),
 // so it says swap is back under alerts.yml's threshold, and no figure.
-var resolvedSwapPush = regexp.MustCompile(`^\[lavender-2\] resolved: swap back under 50% after [0-9]+[dhms]([0-9]+[hms])?$`)
+var resolvedSwapPush = regexp.MustCompile(`^\[lavender-2\] resolved: swap back under 45% after [0-9]+[dhms]([0-9]+[hms])?$`)
 
 // checkResolvedPush: the second push is the resolution, saying how long the
 // incident lasted and no figure from before swap fell, with the firing
@@ -329,7 +329,7 @@ func (c *e2eChain) checkResolvedPush() {
 	got := c.bark.Pushes()
 	firing, resolved := got[0], got[1]
 	if !resolvedSwapPush.MatchString(resolved.Body) {
-		c.t.Errorf("resolved push %q, want \"[lavender-2] resolved: swap back under 50%% after …\"", resolved.Body)
+		c.t.Errorf("resolved push %q, want \"[lavender-2] resolved: swap back under 45%% after …\"", resolved.Body)
 	}
 	if id := pushQuery(c.t, firing).Get("id"); id == "" || pushQuery(c.t, resolved).Get("id") != id {
 		c.t.Errorf("firing push id %q, resolved push id %q: want one id", id, pushQuery(c.t, resolved).Get("id"))

@@ -3,10 +3,12 @@ package deploy
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -375,20 +377,27 @@ func TestAlertsShape(t *testing.T) {
 	}
 }
 
-// swapThresholdExpr is SwapUsageHigh's threshold in its expr.
-var swapThresholdExpr = regexp.MustCompile(`lavender_swap_used_ratio >= ([0-9.]+)`)
+// swapThresholdsExpr is SwapUsageHigh's two thresholds in its expr: the
+// ratio it fires at, then the one it holds down to once firing.
+var swapThresholdsExpr = regexp.MustCompile(`(?s)lavender_swap_used_ratio >= ([0-9.]+).*lavender_swap_used_ratio >= ([0-9.]+)\s+and on\(instance, job\) ALERTS\{alertname="SwapUsageHigh"`)
 
 // TestSwapThresholdAnnotationIsTheExprs: the resolution of SwapUsageHigh
 // says swap is back under swap_threshold_ratio, which is only true while it
-// is the threshold the expr resolves at.
+// is the ratio the expr holds down to; and that hold is serve's watchdog's,
+// its threshold less its hysteresis, so both paths re-arm alike.
 func TestSwapThresholdAnnotationIsTheExprs(t *testing.T) {
 	r := alertsByName(t, loadAlerts(t))["SwapUsageHigh"]
-	m := swapThresholdExpr.FindStringSubmatch(r.Expr)
+	m := swapThresholdsExpr.FindStringSubmatch(r.Expr)
 	if m == nil {
-		t.Fatalf("SwapUsageHigh expr %q has no lavender_swap_used_ratio >= N", r.Expr)
+		t.Fatalf("SwapUsageHigh expr %q has no lavender_swap_used_ratio >= N or, once firing, >= M", r.Expr)
 	}
-	if got := r.Annotations["swap_threshold_ratio"]; got != m[1] {
-		t.Errorf("SwapUsageHigh swap_threshold_ratio = %q, but its expr fires at %s", got, m[1])
+	if got := r.Annotations["swap_threshold_ratio"]; got != m[2] {
+		t.Errorf("SwapUsageHigh swap_threshold_ratio = %q, but its expr resolves under %s", got, m[2])
+	}
+	fire, err1 := strconv.ParseFloat(m[1], 64)
+	hold, err2 := strconv.ParseFloat(m[2], 64)
+	if err1 != nil || err2 != nil || fire != watchdog.DefaultThreshold || math.Abs(fire-hold-watchdog.DefaultHysteresis) > 1e-9 {
+		t.Errorf("SwapUsageHigh fires at %s and holds down to %s; the watchdog fires at %g and re-arms %g under it", m[1], m[2], watchdog.DefaultThreshold, watchdog.DefaultHysteresis)
 	}
 }
 
