@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -54,6 +55,9 @@ const (
 	// its log (logrotate's create mode, before the writer's SIGHUP) still
 	// appends to the renamed file.
 	rotateWait = 5 * time.Second
+	// maxSkipped bounds the records Open reads to find the device's end:
+	// more than the largest log the kernel keeps (32 MiB) holds.
+	maxSkipped = 1 << 22
 )
 
 // kmsgMajor and kmsgMinor are /dev/kmsg's device number (mem driver, minor
@@ -130,13 +134,64 @@ type Reader struct {
 	// reopened counts the files opened at the path after Open: the
 	// tests hold it to one per writer gone or file rotated.
 	reopened uint64
+
+	// The device's position, by sequence number: seq is the last record
+	// read, handed the last one whose faults Run has handed on (every
+	// record up to it is done). A FIFO or file has none.
+	seq, handed         uint64
+	seqKnown, handedSet bool
+	// skipping: records up to after are read and dropped, as read before
+	// (OpenFrom) or as old (Open), until the first record past after or
+	// the log's end.
+	skipping    bool
+	after       uint64
+	skipped     uint64
+	lastSkipped uint64
+	// resumed is the report of a resume for onResume, once; nil until
+	// the skipping ends, or without a resume.
+	resumed  *Resumed
+	resuming bool // the skipping is a resume, to be reported
+	onResume func(Resumed)
 }
 
-// Open opens path (DefaultPath if empty) and seeks to its end. Without root
-// or CAP_SYSLOG opening /dev/kmsg fails; the error says so. A path that
-// can never be the kernel log is refused before it is opened (opening
-// some devices does things); the error wraps ErrNotKernelLog.
-func Open(path string) (*Reader, error) {
+// From says where OpenFrom starts reading the kernel log device.
+type From struct {
+	// Resume: the records up to and including Seq were read by a
+	// previous reader on this boot (Position); they are skipped, and
+	// every record after it is read as new. Without Resume the reader
+	// starts at the log's end, as Open does.
+	Resume bool
+	Seq    uint64
+}
+
+// Resumed is what a resume found, once the reader has read the device up
+// to the position it was given.
+type Resumed struct {
+	After   uint64 // the position given: the last record read before
+	Skipped uint64 // records up to it still in the log, skipped
+	// Lost counts the records after it that the kernel overwrote before
+	// they could be read: the oldest record the log still held was past
+	// the next one.
+	Lost uint64
+	// Ahead: the log ended before the position (it is not of this log);
+	// every record from here on is read.
+	Ahead bool
+}
+
+// Open opens path (DefaultPath if empty) and starts at its end: records
+// from before are not new faults. Without root or CAP_SYSLOG opening
+// /dev/kmsg fails; the error says so. A path that can never be the kernel
+// log is refused before it is opened (opening some devices does things);
+// the error wraps ErrNotKernelLog.
+func Open(path string) (*Reader, error) { return OpenFrom(path, From{}) }
+
+// OpenFrom opens path as Open does, and on the kernel log device starts
+// where from says: after the record a previous reader on this boot got to
+// (from.Resume), or at the end. Either way the device is read from the
+// oldest record it holds, the records before the start skipped, so that
+// the reader knows its Position from the first. A FIFO or regular file
+// has no position: it is opened as Open opens it, whatever from says.
+func OpenFrom(path string, from From) (*Reader, error) {
 	if path == "" {
 		path = DefaultPath
 	}
@@ -148,22 +203,79 @@ func Open(path string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.src != fifo {
+	switch in.src {
+	case file:
 		if _, err := unix.Seek(in.fd, 0, io.SeekEnd); err != nil {
 			unix.Close(in.fd)
 			return nil, fmt.Errorf("kernel log: seek to the end of %s: %w", path, err)
 		}
+	case device:
+		// The oldest record the kernel still holds.
+		if _, err := unix.Seek(in.fd, 0, io.SeekStart); err != nil {
+			unix.Close(in.fd)
+			return nil, fmt.Errorf("kernel log: seek to the start of %s: %w", path, err)
+		}
 	}
-	r := &Reader{path: path, src: in.src, cur: in, rotateWait: rotateWait}
-	if err := unix.Pipe2(r.wake[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+	r, err := newReader(path, in, from)
+	if err != nil {
 		unix.Close(in.fd)
-		return nil, fmt.Errorf("kernel log: wake pipe: %w", err)
+		return nil, err
 	}
+	return r, nil
+}
+
+// newReader reads in, a device open at its oldest record, a FIFO, or a
+// file where it is to be read from. A device is read to its end first,
+// unless from resumes.
+func newReader(path string, in *input, from From) (*Reader, error) {
+	r := &Reader{path: path, src: in.src, cur: in, rotateWait: rotateWait}
 	r.buf = make([]byte, recordBytes)
 	if in.src != device {
 		r.buf = make([]byte, streamBytes)
+	} else {
+		r.skipping = true
+		r.after = math.MaxUint64
+		if from.Resume {
+			r.after, r.resuming = from.Seq, true
+			r.seq, r.seqKnown = from.Seq, true
+			r.handed, r.handedSet = from.Seq, true
+		}
+		// Start at the end: read what the log holds now, skipping it.
+		for r.skipping && !r.resuming {
+			if r.skipped >= maxSkipped {
+				// A log that fills as fast as it is read: start here.
+				r.endSkip(0, true)
+				break
+			}
+			if _, err := r.drain(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := unix.Pipe2(r.wake[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("kernel log: wake pipe: %w", err)
 	}
 	return r, nil
+}
+
+// Position is the sequence number of the last record of the kernel log
+// device that the reader is done with: every fault up to it has been
+// handed to Run's handler. A reader opened after it (OpenFrom) on this boot
+// reads on from the next record. ok is false for a FIFO or regular file,
+// and while the device has held no record yet.
+func (r *Reader) Position() (seq uint64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handed, r.handedSet
+}
+
+// OnResume has Run call f, from its goroutine and once, with what a resume
+// (OpenFrom with from.Resume) found: how many records were skipped and how
+// many were lost. Set it before Run.
+func (r *Reader) OnResume(f func(Resumed)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onResume = f
 }
 
 // Check refuses a path that can never be the kernel log, as Open would:
@@ -313,6 +425,7 @@ func (r *Reader) Run(ctx context.Context, handle func([]Fault)) error {
 		more, err := r.drain()
 		batch := r.queue
 		r.queue = nil
+		upTo, upToKnown := r.seq, r.seqKnown
 		if err != nil {
 			r.runErr = err
 		}
@@ -322,12 +435,27 @@ func (r *Reader) Run(ctx context.Context, handle func([]Fault)) error {
 		} else {
 			tell = nil
 		}
+		var resumed *Resumed
+		if r.resumed != nil && r.onResume != nil {
+			resumed, r.resumed = r.resumed, nil
+		}
+		onResume := r.onResume
 		r.mu.Unlock()
 		if tell != nil {
 			tell(health)
 		}
+		if resumed != nil {
+			onResume(*resumed)
+		}
 		if len(batch) > 0 {
 			handle(batch)
+		}
+		if upToKnown {
+			// Every record read up to upTo is handled: its faults were
+			// in this batch or an earlier one.
+			r.mu.Lock()
+			r.handed, r.handedSet = upTo, true
+			r.mu.Unlock()
 		}
 		if err != nil {
 			return err
@@ -509,6 +637,10 @@ func (r *Reader) read(in *input, budget *uint64) (atEnd, eof bool, err error) {
 		case err == nil: // end of a regular file, or a FIFO without a writer
 			return true, true, nil
 		case errors.Is(err, unix.EAGAIN):
+			if r.skipping {
+				// The log's end: what comes next is new.
+				r.endSkip(0, true)
+			}
 			return true, false, nil
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -627,6 +759,20 @@ func (r *Reader) line(line []byte) {
 	if !ok {
 		return
 	}
+	if r.src == device {
+		if r.skipping {
+			if rec.Seq <= r.after {
+				r.lastSkipped = rec.Seq
+				r.skipped++
+				if !r.resuming {
+					r.seq, r.seqKnown = rec.Seq, true
+				}
+				return
+			}
+			r.endSkip(rec.Seq, false)
+		}
+		r.seq, r.seqKnown = rec.Seq, true
+	}
 	r.stats.Records++
 	if !rec.Kernel() {
 		r.stats.Ignored++
@@ -646,4 +792,33 @@ func (r *Reader) line(line []byte) {
 		}
 	}
 	r.queue = append(r.queue, f)
+}
+
+// endSkip ends the skipping of records read before: at the first record
+// past the position (first), or at the log's end (atEnd). A resume is
+// reported: the records the kernel overwrote meanwhile, or a position the
+// log never reached. Called with mu held.
+func (r *Reader) endSkip(first uint64, atEnd bool) {
+	r.skipping = false
+	if !r.resuming {
+		if !r.seqKnown {
+			// An empty log: the first record to come is new.
+			return
+		}
+		r.handed, r.handedSet = r.seq, true
+		return
+	}
+	rep := Resumed{After: r.after, Skipped: r.skipped}
+	switch {
+	case atEnd:
+		// Nothing past the position yet; a log whose last record is
+		// before it is not the one the position was taken on, and the
+		// position is its last record.
+		if rep.Ahead = r.skipped == 0 || r.lastSkipped < r.after; rep.Ahead && r.skipped > 0 {
+			r.seq = r.lastSkipped
+		}
+	case first > r.after+1:
+		rep.Lost = first - r.after - 1
+	}
+	r.resumed = &rep
 }
