@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/lavender-ml/lavender/exporter"
+	"github.com/lavender-ml/lavender/kmsg"
 	"github.com/lavender-ml/lavender/phaseserver"
 	"github.com/lavender-ml/lavender/statuspage"
 	"github.com/lavender-ml/lavender/watchdog"
@@ -34,7 +35,7 @@ func RunExporter(ctx context.Context, o ExporterOptions, env Env) error {
 	}
 	defer closeExp()
 	exp.Register(srv.mux)
-	klog := openKernelLog(o.Host.KmsgPath, env.Logger, srv.reg)
+	klog := openKernelLog(o.Host.KmsgPath, env.Logger, srv.reg, nil, kmsg.From{})
 	defer klog.close()
 	go klog.run(ctx, env.Logger)
 	gpus, err := openGPUs(o.Host.GPU, env, srv.reg)

@@ -23,7 +23,15 @@ type kernelLog struct {
 
 	// handlers get every batch of faults, after the metrics.
 	handlers []func([]kmsg.Fault)
+	// pos keeps the device's position across a restart (serve); nil:
+	// none is kept (exporter).
+	pos *kernelLogPosition
 }
+
+// positionEvery is how often serve saves the kernel log's position while it
+// moves: a restart after a crash reads again at most this much, never per
+// record under a flood. A graceful stop saves it too.
+const positionEvery = time.Second
 
 // status says whether the log is read, and if not, why, for the status
 // page.
@@ -36,14 +44,18 @@ func (k *kernelLog) status() statuspage.KernelLogStatus {
 // CAP_SYSLOG) is normal: lavender then works blind to kernel faults, says
 // so once, and shows it in lavender_kernel_log_readable and on the status
 // page.
-func openKernelLog(path string, logger *slog.Logger, reg prometheus.Registerer) *kernelLog {
-	k := &kernelLog{metrics: exporter.NewKernelLog()}
+//
+// pos, when not nil, keeps the position of the kernel log device: the
+// reader starts after the record the last run of serve on this boot read
+// (from), and run saves where it got to.
+func openKernelLog(path string, logger *slog.Logger, reg prometheus.Registerer, pos *kernelLogPosition, from kmsg.From) *kernelLog {
+	k := &kernelLog{metrics: exporter.NewKernelLog(), pos: pos}
 	reg.MustRegister(k.metrics)
 	if path == "" {
 		k.metrics.Unreadable("--path.kmsg is empty")
 		return k
 	}
-	r, err := kmsg.Open(path)
+	r, err := kmsg.OpenFrom(path, from)
 	if err != nil {
 		logger.Warn("kernel log not readable: OOM victims go unnamed, GPU and storage faults unseen", "err", err)
 		k.metrics.Unreadable(err.Error())
@@ -51,6 +63,12 @@ func openKernelLog(path string, logger *slog.Logger, reg prometheus.Registerer) 
 	}
 	k.r = r
 	k.metrics.SetReadable(true, r.Stats)
+	if pos != nil {
+		r.OnResume(pos.onResume)
+		// A start at the end is a position too: what is logged while
+		// this run is down is read by the next.
+		pos.save(r)
+	}
 	return k
 }
 
@@ -67,6 +85,29 @@ func (k *kernelLog) victim() kmsg.OOMVictim {
 func (k *kernelLog) run(ctx context.Context, logger *slog.Logger) {
 	if k == nil || k.r == nil {
 		return
+	}
+	if k.pos != nil {
+		saved := make(chan struct{})
+		saveCtx, stopSaving := context.WithCancel(ctx)
+		go func() {
+			defer close(saved)
+			tick := time.NewTicker(positionEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-saveCtx.Done():
+					return
+				case <-tick.C:
+					k.pos.save(k.r)
+				}
+			}
+		}()
+		defer func() {
+			stopSaving()
+			<-saved
+			// The stop: the faults handed on so far are read.
+			k.pos.save(k.r)
+		}()
 	}
 	err := k.metrics.Read(ctx, k.r, logger, func(fs []kmsg.Fault) {
 		for _, h := range k.handlers {

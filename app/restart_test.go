@@ -30,6 +30,7 @@ type restartRig struct {
 	clock           func() time.Time // nil: time.Now
 	interval        time.Duration    // --watchdog.interval
 	repeat          time.Duration    // --watchdog.repeat
+	kmsg            string           // --path.kmsg; "": none
 }
 
 func newRestartRig(t *testing.T, procfs *testkit.Procfs, clock func() time.Time, interval time.Duration) *restartRig {
@@ -45,7 +46,7 @@ func (r *restartRig) options() ServeOptions {
 	return ServeOptions{
 		Web:    WebOptions{ListenAddresses: []string{"127.0.0.1:0"}, WriteAllow: []string{"host"}},
 		Runlog: RunlogOptions{Dir: r.logDir},
-		Host:   HostOptions{ProcFS: r.procfs.Dir, HistoryStep: 10 * time.Second},
+		Host:   HostOptions{ProcFS: r.procfs.Dir, HistoryStep: 10 * time.Second, KmsgPath: r.kmsg},
 		Push: PushOptions{
 			Delivery: delivery.Config{ConfigDir: r.barkDir, Timeout: 2 * time.Second, MaxPerMinute: delivery.DefaultMaxPerMinute},
 		},

@@ -12,6 +12,7 @@ import (
 	"github.com/lavender-ml/lavender/diskguard"
 	"github.com/lavender-ml/lavender/exporter"
 	"github.com/lavender-ml/lavender/gpu"
+	"github.com/lavender-ml/lavender/kmsg"
 	"github.com/lavender-ml/lavender/phaseserver"
 	"github.com/lavender-ml/lavender/runlog"
 	"github.com/lavender-ml/lavender/statuspage"
@@ -66,7 +67,12 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 	grace := o.Push.Delivery.Timeout + WebhookMargin
 	stopStorm := runDelivery(ctx, p.delivery, grace)
 	defer stopStorm()
-	klog := openKernelLog(o.Host.KmsgPath, env.Logger, srv.reg)
+	var pos *kernelLogPosition
+	var from kmsg.From
+	if o.Host.KmsgPath != "" {
+		pos, from = openKernelLogPosition(o.Runlog.LogsDir(), o.Host.ProcFS, env.Logger)
+	}
+	klog := openKernelLog(o.Host.KmsgPath, env.Logger, srv.reg, pos, from)
 	defer klog.close()
 	gpus, err := openGPUs(o.Host.GPU, env, srv.reg)
 	if err != nil {
