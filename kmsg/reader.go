@@ -102,7 +102,8 @@ type input struct {
 }
 
 // Reader reads the kernel log from its end on: records from before Open are
-// not new faults. Run delivers faults in batches as they arrive (poll(2)
+// not new faults. On the device it knows its Position, and a reader opened
+// after a position (OpenFrom) reads on from the next record. Run delivers faults in batches as they arrive (poll(2)
 // on the device or FIFO); Victim names the newest OOM victim, reading what
 // has arrived first. It is safe for concurrent use.
 //
