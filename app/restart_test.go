@@ -31,6 +31,8 @@ type restartRig struct {
 	interval        time.Duration    // --watchdog.interval
 	repeat          time.Duration    // --watchdog.repeat
 	kmsg            string           // --path.kmsg; "": none
+	diskPaths       []string         // --disk.path
+	minFree         watchdog.MinFree // --watchdog.disk-min-free
 }
 
 func newRestartRig(t *testing.T, procfs *testkit.Procfs, clock func() time.Time, interval time.Duration) *restartRig {
@@ -46,7 +48,7 @@ func (r *restartRig) options() ServeOptions {
 	return ServeOptions{
 		Web:    WebOptions{ListenAddresses: []string{"127.0.0.1:0"}, WriteAllow: []string{"host"}},
 		Runlog: RunlogOptions{Dir: r.logDir},
-		Host:   HostOptions{ProcFS: r.procfs.Dir, HistoryStep: 10 * time.Second, KmsgPath: r.kmsg},
+		Host:   HostOptions{ProcFS: r.procfs.Dir, HistoryStep: 10 * time.Second, KmsgPath: r.kmsg, DiskPaths: r.diskPaths},
 		Push: PushOptions{
 			Delivery: delivery.Config{ConfigDir: r.barkDir, Timeout: 2 * time.Second, MaxPerMinute: delivery.DefaultMaxPerMinute},
 		},
@@ -54,7 +56,7 @@ func (r *restartRig) options() ServeOptions {
 			Interval: r.interval,
 			Rules:    rules,
 			Phase:    watchdog.PhaseConfig{StallAfter: watchdog.DefaultStallAfter, Repeat: r.repeat, Retry: r.interval},
-			Disk:     watchdog.DiskConfig{Repeat: r.repeat, Retry: r.interval},
+			Disk:     watchdog.DiskConfig{MinFree: r.minFree, Repeat: r.repeat, Retry: r.interval},
 		},
 		RunResume: true,
 	}
@@ -310,4 +312,37 @@ func startWithAPhase(t *testing.T) (*testkit.Clock, *restartRig, *served) {
 	a.heartbeat(`{"phase":"Pretrain","event":"start"}`)
 	a.waitPolls(2)
 	return clock, rig, a
+}
+
+// A disk under its floor pushed, serve restarted with the disk still so:
+// no second push. Restarted again with the floor lowered under what is
+// free: the first poll resolves the first notification.
+func TestRestartKeepsADiskIncident(t *testing.T) {
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
+	rig := newRestartRig(t, procfs, nil, 20*time.Millisecond)
+	floor, err := watchdog.ParseMinFree("1000TB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rig.diskPaths, rig.minFree = []string{t.TempDir()}, floor
+	a := rig.start()
+	rig.bark.WaitPushes(t, 1)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := rig.start()
+	b.waitPolls(5)
+	if got := rig.pushes(); len(got) != 1 {
+		t.Fatalf("pushes %q, want the disk's once: the phone knows", got)
+	}
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	rig.minFree = watchdog.MinFree{}
+	c := rig.start()
+	c.waitPolls(5)
+	got, ids := rig.pushes(), rig.ids()
+	if len(got) != 2 || !strings.Contains(got[1], "resolved") || ids[0] != ids[1] {
+		t.Errorf("pushes %q, want the disk's push and its resolution, with one id", got)
+	}
 }

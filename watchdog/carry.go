@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -15,8 +16,9 @@ import (
 // for the same swap, and the first would never be resolved.
 type OpenIncident struct {
 	Rule RuleName `json:"rule"`
-	// Incident is the alert's Incident: the phase for a stall; "" for a
-	// rule with one incident at a time.
+	// Incident is the alert's Incident: the phase for a stall, the
+	// filesystem and condition for disk space; "" for a rule with one
+	// incident at a time.
 	Incident string `json:"incident,omitempty"`
 	// Started is, for a stall, when the stalled run of the phase started:
 	// a phase started again is another run, whose stall is not this one.
@@ -36,7 +38,7 @@ func (o OpenIncident) equal(p OpenIncident) bool {
 }
 
 // carrier is a rule whose open incidents outlive the process: swap,
-// memory pressure and stalls.
+// memory pressure, stalls and disk space.
 type carrier interface {
 	// open lists the rule's open incidents.
 	open() []OpenIncident
@@ -171,4 +173,50 @@ func (r *StallRule) restore(o OpenIncident) bool {
 	st.ep.restore(o)
 	r.stalls[phaseRun{o.Incident, o.Started.UnixNano()}] = st
 	return true
+}
+
+func (r *DiskRule) open() []OpenIncident {
+	var out []OpenIncident
+	for key, ep := range r.episodes {
+		if o, ok := ep.open(RuleDiskSpace, diskIncident(key.path, key.kind)); ok {
+			out = append(out, o)
+		}
+	}
+	sortOpen(out)
+	return out
+}
+
+// restore takes back one condition of one filesystem. It stays as it is
+// while this process cannot yet tell whether it holds (diskKnown, a path
+// unreadable for less than DiskUnreadableAfter), is resolved once it
+// clearly does not, and ends silently if its path is no longer watched
+// (an unreadable path) or waits for its disk, as an incident does.
+func (r *DiskRule) restore(o OpenIncident) bool {
+	path, kind, ok := strings.Cut(o.Incident, "\x00")
+	if !ok || !slices.Contains(append(diskKinds[:len(diskKinds):len(diskKinds)], DiskUnreadable), DiskKind(kind)) {
+		return false
+	}
+	key := diskKey{path, DiskKind(kind)}
+	ep := &episode{retry: r.cfg.Retry}
+	ep.restore(o)
+	r.episodes[key] = ep
+	if r.held == nil {
+		r.held = map[diskKey]bool{}
+	}
+	r.held[key] = true
+	return true
+}
+
+// sortOpen orders incidents of maps, whose order is random, so that the
+// same incidents compare equal.
+func sortOpen(out []OpenIncident) {
+	slices.SortFunc(out, func(a, b OpenIncident) int {
+		if c := a.Began.Compare(b.Began); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Incident, b.Incident); c != 0 {
+			return c
+		}
+		return a.Started.Compare(b.Started)
+	})
 }

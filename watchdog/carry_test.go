@@ -24,7 +24,6 @@ type carryRig struct {
 
 func newCarryRig(t *testing.T, now time.Time, carried []OpenIncident) *carryRig {
 	t.Helper()
-	r := &carryRig{t: t, pusher: &fakePusher{accept: true}, now: now}
 	rules, err := NewRules(RuleFlags{Interval: 5 * time.Second, Threshold: 0.5, Hysteresis: 0.05, Repeat: h, PressureThreshold: 0.1})
 	if err != nil {
 		t.Fatal(err)
@@ -33,8 +32,16 @@ func newCarryRig(t *testing.T, now time.Time, carried []OpenIncident) *carryRig 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newCarryRigOf(t, now, carried, append(rules, phase...)...)
+}
+
+// newCarryRigOf is a carryRig of the given rules.
+func newCarryRigOf(t *testing.T, now time.Time, carried []OpenIncident, rules ...Rule) *carryRig {
+	t.Helper()
+	r := &carryRig{t: t, pusher: &fakePusher{accept: true}, now: now}
+	var err error
 	r.wd, err = New(Config{
-		Rules: append(rules, phase...), Push: r.pusher,
+		Rules: rules, Push: r.pusher,
 		Read:   func(context.Context) (Sample, error) { return r.next, nil },
 		Now:    func() time.Time { return r.now },
 		OnOpen: func(o []OpenIncident) { r.open, r.told = o, r.told+1 },
@@ -148,5 +155,101 @@ func TestAStallCarriesOverARestart(t *testing.T) {
 	resumed.Phases = []phaseapi.Phase{pinged}
 	if got := next.poll(t0.Add(h+12*m), resumed); got != "" || len(next.open) != 0 {
 		t.Errorf("a heartbeat: pushed %q, open %+v; want the stall over, silently", got, next.open)
+	}
+}
+
+// pollIncidents is poll, each alert as "status rule incident began", the
+// incident's NUL written as a space.
+func (r *carryRig) pollIncidents(now time.Time, s Sample) string {
+	r.now, r.next = now, s
+	before := len(r.pusher.pushes)
+	r.wd.Poll(context.Background())
+	var got []string
+	for _, push := range r.pusher.pushes[before:] {
+		for _, a := range push {
+			got = append(got, fmt.Sprintf("%s %s %s %s", a.Status, a.Rule, strings.ReplaceAll(a.Incident, "\x00", " "), a.Began.Sub(t0)))
+		}
+	}
+	return strings.Join(got, "; ")
+}
+
+func newDiskCarryRig(t *testing.T, now time.Time, carried []OpenIncident) *carryRig {
+	t.Helper()
+	return newCarryRigOf(t, now, carried, newDiskRule(t, "10%"))
+}
+
+// TestDiskIncidentsCarryOverARestart: /data under its floor and /scratch
+// unreadable, both pushed, then the process restarted. Still so: no push
+// (the guard's new unreadable stretch starts at the restart, which is no
+// new incident), and each resolution, when it comes, has the Began of its
+// first push. Gone while down: both resolved at the first poll.
+func TestDiskIncidentsCarryOverARestart(t *testing.T) {
+	low := Disk{Path: "/data", SizeBytes: 64 * mib, AvailBytes: 4 * mib}
+	free := Disk{Path: "/data", SizeBytes: 64 * mib, AvailBytes: 40 * mib}
+	hung := func(since time.Time) Disk {
+		return Disk{Path: "/scratch", Err: "statfs did not answer", ErrSince: since, Hung: true}
+	}
+	scratch := Disk{Path: "/scratch", SizeBytes: 64 * mib, AvailBytes: 40 * mib}
+
+	first := newDiskCarryRig(t, t0, nil)
+	if got := first.pollIncidents(t0, Sample{Disks: []Disk{low}, UnreadableDisks: []Disk{hung(t0)}}); got != "firing disk-space /data floor 0s" {
+		t.Fatalf("first poll pushed %q", got)
+	}
+	if got := first.pollIncidents(t0.Add(m), Sample{Disks: []Disk{low}, UnreadableDisks: []Disk{hung(t0)}}); got != "firing disk-space /scratch unreadable 0s" {
+		t.Fatalf("a minute later: %q", got)
+	}
+	if len(first.open) != 2 {
+		t.Fatalf("open incidents %+v, want the floor and the unreadable path", first.open)
+	}
+
+	restart := t0.Add(10 * m)
+	still := newDiskCarryRig(t, restart, first.open)
+	for _, at := range []time.Time{restart, restart.Add(m), restart.Add(2 * m)} {
+		if got := still.pollIncidents(at, Sample{Disks: []Disk{low}, UnreadableDisks: []Disk{hung(restart)}}); got != "" {
+			t.Errorf("%s after the restart: pushed %q, want nothing: the phone knows", at.Sub(restart), got)
+		}
+	}
+	if got := still.pollIncidents(restart.Add(3*m), Sample{Disks: []Disk{free, scratch}}); got != "resolved disk-space /data floor 0s; resolved disk-space /scratch unreadable 0s" {
+		t.Errorf("at the end: %q, want both resolved with the Began of their first push", got)
+	}
+	if len(still.open) != 0 {
+		t.Errorf("open incidents %+v after their end", still.open)
+	}
+
+	gone := newDiskCarryRig(t, restart, first.open)
+	if got := gone.pollIncidents(restart, Sample{Disks: []Disk{free, scratch}}); got != "resolved disk-space /data floor 0s; resolved disk-space /scratch unreadable 0s" {
+		t.Errorf("the first poll after the restart pushed %q, want both resolved", got)
+	}
+}
+
+// A fill incident carried over: the guard learns the fill rate anew, and
+// until it knows it the incident neither ends nor pushes again; once the
+// rate says the disk lasts, it is resolved with its first push's Began.
+func TestADiskFillIncidentWaitsForTheRateAfterARestart(t *testing.T) {
+	eta := (10 * h).Seconds()
+	phase := phaseapi.Phase{Name: "Pretrain", Status: phaseapi.StatusActive, Started: t0, LastHeartbeat: t0, Progress: phaseapi.Progress{ETASeconds: &eta}}
+	filling := Disk{Path: "/data", SizeBytes: 64 * gi, AvailBytes: 8 * gi, FillRate: 1 * mib, RateSpan: 30 * m}
+	unknown := filling
+	unknown.FillRate, unknown.RateSpan = 0, 0
+	slow := filling
+	slow.FillRate = 1024
+
+	first := newDiskCarryRig(t, t0, nil)
+	if got := first.pollIncidents(t0, Sample{Disks: []Disk{filling}, Phases: []phaseapi.Phase{phase}}); got != "firing disk-space /data fill 0s" {
+		t.Fatalf("first poll pushed %q", got)
+	}
+	restart := t0.Add(10 * m)
+	next := newDiskCarryRig(t, restart, first.open)
+	if got := next.pollIncidents(restart, Sample{Disks: []Disk{unknown}, Phases: []phaseapi.Phase{phase}}); got != "" {
+		t.Errorf("rate unknown after the restart: pushed %q, want nothing", got)
+	}
+	if st := next.wd.State(); st[0].Armed || !st[0].Since.Equal(t0) {
+		t.Errorf("state %+v, want the fill incident kept", st[0])
+	}
+	if got := next.pollIncidents(restart.Add(m), Sample{Disks: []Disk{filling}, Phases: []phaseapi.Phase{phase}}); got != "" {
+		t.Errorf("still filling: pushed %q, want nothing", got)
+	}
+	if got := next.pollIncidents(restart.Add(2*m), Sample{Disks: []Disk{slow}, Phases: []phaseapi.Phase{phase}}); got != "resolved disk-space /data fill 0s" {
+		t.Errorf("once it lasts: %q, want the resolution", got)
 	}
 }

@@ -180,6 +180,12 @@ type DiskConfig struct {
 type DiskRule struct {
 	cfg      DiskConfig
 	episodes map[diskKey]*episode
+	// held are the incidents carried over a restart (restore) whose
+	// figure this process has not read yet: the save size or fill rate
+	// the guard learns anew, a path unreadable for less than
+	// DiskUnreadableAfter since this process first failed to read it.
+	// Not knowing is no end: they stay as they are until it is known.
+	held map[diskKey]bool
 }
 
 type diskKey struct {
@@ -215,6 +221,12 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 			if kind == DiskSave && d.Saving {
 				continue // judged on what the save leaves, once it is written
 			}
+			if r.held[key] {
+				if !diskKnown(kind, d) {
+					continue
+				}
+				delete(r.held, key)
+			}
 			value, phase, eta := r.need(kind, d, s)
 			for _, a := range ep.level(r.Name(), value, 1, DiskHysteresis, s, now) {
 				a.Disk, a.DiskKind, a.Phase, a.ETA, a.MinFree = d, kind, phase, eta, r.cfg.MinFree
@@ -230,11 +242,19 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 		value := 0.0
 		if !now.Before(d.ErrSince.Add(DiskUnreadableAfter)) {
 			value = 1
+			delete(r.held, key)
+		}
+		if r.held[key] {
+			continue // carried over, and unreadable still
 		}
 		for _, a := range ep.level(r.Name(), value, 1, DiskHysteresis, s, now) {
 			// The incident began when the path stopped answering, not a
-			// minute later when the phone heard of it.
-			ep.began, a.Began = d.ErrSince, d.ErrSince
+			// minute later when the phone heard of it; one carried over a
+			// restart keeps the start the process before saw.
+			if ep.began.After(d.ErrSince) {
+				ep.began = d.ErrSince
+			}
+			a.Began = ep.began
 			a.Disk, a.DiskKind, a.Incident = d, DiskUnreadable, diskIncident(d.Path, DiskUnreadable)
 			out = append(out, a)
 		}
@@ -246,6 +266,7 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 		if key.kind != DiskUnreadable || seen[key] {
 			continue
 		}
+		delete(r.held, key)
 		if !readIn(s.Disks, key.path) {
 			delete(r.episodes, key)
 			continue
@@ -267,6 +288,19 @@ func (r *DiskRule) Observe(s Sample, now time.Time) []Alert {
 // diskIncident is the Incident of a disk-space alert: one per filesystem
 // and condition.
 func diskIncident(path string, kind DiskKind) string { return path + "\x00" + string(kind) }
+
+// diskKnown says whether d's reading tells whether kind holds: the save
+// size and the fill rate are learned, and unknown for a while after a
+// restart.
+func diskKnown(kind DiskKind, d Disk) bool {
+	switch kind {
+	case DiskSave:
+		return d.SaveBytes > 0
+	case DiskFill:
+		return d.RateSpan > 0
+	}
+	return true
+}
 
 // readIn says whether a filesystem of disks was read through path.
 func readIn(disks []Disk, path string) bool {
