@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -25,7 +26,15 @@ type OpenIncident struct {
 	Started time.Time `json:"started,omitzero"`
 	// OnStep is, for a stall, whether the step stood still while pings
 	// came (else the heartbeat went silent).
-	OnStep    bool      `json:"on_step,omitempty"`
+	OnStep bool `json:"on_step,omitempty"`
+	// Phase is, for a GPU rule, the phase its pushes named; GPU what its
+	// first push said of the GPUs (their readings, without the read
+	// errors), which its resolution says again.
+	Phase string    `json:"phase,omitempty"`
+	GPU   *GPUFacts `json:"gpu,omitempty"`
+	// LastSeen is, for gpu-ecc, when the count last rose: the incident
+	// ends after a quiet --watchdog.repeat.
+	LastSeen  time.Time `json:"last_seen,omitzero"`
 	Began     time.Time `json:"began"`
 	LastSent  time.Time `json:"last_sent"`
 	Delivered bool      `json:"delivered"` // a push of it reached a phone
@@ -34,11 +43,12 @@ type OpenIncident struct {
 // equal compares two incidents, times by the instant.
 func (o OpenIncident) equal(p OpenIncident) bool {
 	return o.Rule == p.Rule && o.Incident == p.Incident && o.Started.Equal(p.Started) && o.OnStep == p.OnStep &&
+		o.Phase == p.Phase && reflect.DeepEqual(o.GPU, p.GPU) && o.LastSeen.Equal(p.LastSeen) &&
 		o.Began.Equal(p.Began) && o.LastSent.Equal(p.LastSent) && o.Delivered == p.Delivered
 }
 
 // carrier is a rule whose open incidents outlive the process: swap,
-// memory pressure, stalls and disk space.
+// memory pressure, stalls, disk space and the GPU telemetry rules.
 type carrier interface {
 	// open lists the rule's open incidents.
 	open() []OpenIncident
@@ -219,4 +229,119 @@ func sortOpen(out []OpenIncident) {
 		}
 		return a.Started.Compare(b.Started)
 	})
+}
+
+// open is the GPU incident as an OpenIncident of rule, if it is open.
+func (l *lasting) open(rule RuleName, incident string) (OpenIncident, bool) {
+	o, ok := l.ep.open(rule, incident)
+	if !ok {
+		return o, false
+	}
+	facts := l.facts
+	facts.Devices = slices.Clone(facts.Devices)
+	for i := range facts.Devices {
+		facts.Devices[i].Err = nil // an error does not round-trip JSON; no push says it
+	}
+	o.Began, o.Phase, o.GPU = l.began, l.phase, &facts
+	return o, true
+}
+
+// restore opens the incident as o left it. While the GPUs cannot be read
+// (NVML stuck, telemetry off) it stays as it is, as an incident does.
+func (l *lasting) restore(o OpenIncident) {
+	l.ep.restore(o)
+	l.began, l.phase = o.Began, o.Phase
+	if o.GPU != nil {
+		l.facts = *o.GPU
+	}
+}
+
+func (r *GPUDeviceRule) open() []OpenIncident {
+	var out []OpenIncident
+	for key, l := range r.incidents {
+		if o, ok := l.open(r.name, key); ok {
+			out = append(out, o)
+		}
+	}
+	sortOpen(out)
+	return out
+}
+
+// restore takes back a GPU's incident, by its bus id, or NVML's own
+// (GPUStuckIncident): that one stays while a pass of the restarted
+// process has been stuck for less than GPUStuckAfter, and ends at the
+// first poll that reads the GPUs.
+func (r *GPUDeviceRule) restore(o OpenIncident) bool {
+	if o.Incident == "" {
+		return false
+	}
+	l := newLasting(r.cfg.Retry)
+	l.restore(o)
+	r.incidents[o.Incident] = &l
+	return true
+}
+
+func (r *GPUECCRule) open() []OpenIncident {
+	var out []OpenIncident
+	for key, inc := range r.incidents {
+		if o, ok := inc.l.open(RuleGPUECC, key); ok {
+			o.LastSeen = inc.lastRise
+			out = append(out, o)
+		}
+	}
+	sortOpen(out)
+	return out
+}
+
+// restore takes back a GPU's ECC incident: the restarted process reads
+// the count afresh (a first reading is no rise), and the incident ends a
+// quiet --watchdog.repeat after the last rise the process before saw.
+func (r *GPUECCRule) restore(o OpenIncident) bool {
+	if o.Incident == "" || o.LastSeen.IsZero() {
+		return false
+	}
+	inc := &eccIncident{l: newLasting(r.cfg.Retry), lastRise: o.LastSeen}
+	inc.l.restore(o)
+	r.incidents[o.Incident] = inc
+	return true
+}
+
+func (r *GPUPhaseRule) open() []OpenIncident {
+	var out []OpenIncident
+	for key, l := range r.incidents {
+		if o, ok := l.open(r.name, key.name); ok {
+			o.Started = time.Unix(0, key.started)
+			out = append(out, o)
+		}
+	}
+	sortOpen(out)
+	return out
+}
+
+// restore takes back the incident of a run of a phase: it ends at the
+// first poll that reads the GPUs if that run is no longer active.
+func (r *GPUPhaseRule) restore(o OpenIncident) bool {
+	if o.Incident == "" || o.Started.IsZero() {
+		return false
+	}
+	l := newLasting(r.cfg.Retry)
+	l.restore(o)
+	l.phase = o.Incident
+	r.incidents[phaseRun{o.Incident, o.Started.UnixNano()}] = &l
+	return true
+}
+
+func (r *GPUSlowdownRule) open() []OpenIncident {
+	o, ok := r.inc.open(RuleGPUSlowdown, "")
+	if !ok {
+		return nil
+	}
+	return []OpenIncident{o}
+}
+
+// restore takes back the slowdown incident: it lasts while any GPU is
+// slowed by the hardware, and ends once none has been for GPUClearAfter.
+func (r *GPUSlowdownRule) restore(o OpenIncident) bool {
+	r.inc.restore(o)
+	return true
 }

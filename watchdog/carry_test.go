@@ -2,11 +2,14 @@ package watchdog
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lavender-ml/lavender/gpu"
 	"github.com/lavender-ml/lavender/phaseapi"
 )
 
@@ -251,5 +254,133 @@ func TestADiskFillIncidentWaitsForTheRateAfterARestart(t *testing.T) {
 	}
 	if got := next.pollIncidents(restart.Add(2*m), Sample{Disks: []Disk{slow}, Phases: []phaseapi.Phase{phase}}); got != "resolved disk-space /data fill 0s" {
 		t.Errorf("once it lasts: %q, want the resolution", got)
+	}
+}
+
+// gpuHost is a 5-GPU host for the GPU rules' carry-over: GPU 0 serves the
+// phase "A" (idle when idle), GPU 1 is lost when lost, GPU 2's row remap
+// waits when remap, GPU 3 is in thermal slowdown when slowed, GPU 4 has
+// ecc uncorrected errors.
+func gpuHost(idle, lost, remap, slowed bool, ecc uint64) Sample {
+	util := uint32(99)
+	if idle {
+		util = 0
+	}
+	var reasons gpu.ClockEventReasons
+	if slowed {
+		reasons = gpu.ReasonHWThermalSlowdown
+	}
+	p := phaseapi.Phase{Name: "A", Status: phaseapi.StatusActive, Started: t0, LastHeartbeat: t0}
+	return Sample{Phases: []phaseapi.Phase{p}, PhaseGPUs: map[string][]int{"A": {0}}, GPUs: []gpu.Device{
+		{Index: 0, BusID: "0000:18:00", Supported: gpu.FieldUtilization | gpu.FieldProcesses, SMUtil: util},
+		{Index: 1, BusID: "0000:2a:00", Lost: lost, Supported: gpu.FieldProcesses},
+		{Index: 2, BusID: "0000:3c:00", Supported: gpu.FieldRemappedRows, RemappedRows: gpu.RemappedRows{Pending: remap}},
+		{Index: 3, BusID: "0000:4e:00", Supported: gpu.FieldClockEvents, ClockEventReasons: reasons},
+		{Index: 4, BusID: "0000:60:00", Supported: gpu.FieldECC, ECCVolatileUncorrected: ecc, Err: errors.New("GetTemperature: unknown")},
+	}}
+}
+
+func newGPUCarryRig(t *testing.T, now time.Time, carried []OpenIncident) *carryRig {
+	t.Helper()
+	cfg := DefaultGPUConfig
+	cfg.Retry = 5 * time.Second
+	rules, err := NewGPURules(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newCarryRigOf(t, now, carried, rules...)
+}
+
+// TestGPUIncidentsCarryOverARestart: a lost GPU, a row remap, an ECC
+// rise, a thermal slowdown and idle GPUs under a phase, all pushed, then
+// the process restarted (its open incidents through JSON, as serve keeps
+// them). NVML stuck at the restart, then the GPUs as bad as before: no
+// push. Each resolution, when it comes, has its first push's Began and
+// GPUs; the ECC incident ends a quiet --watchdog.repeat after the last
+// rise the process before saw.
+func TestGPUIncidentsCarryOverARestart(t *testing.T) {
+	first := newGPUCarryRig(t, t0, nil)
+	var got []string
+	for _, step := range []struct {
+		at time.Duration
+		s  Sample
+	}{
+		{0, gpuHost(true, true, true, true, 2)},
+		{5 * time.Second, gpuHost(true, true, true, true, 3)},
+		{3 * m, gpuHost(true, true, true, true, 3)},
+		{10 * m, gpuHost(true, true, true, true, 4)},
+	} {
+		if g := first.pollIncidents(t0.Add(step.at), step.s); g != "" {
+			got = append(got, g)
+		}
+	}
+	want := "firing gpu-lost 0000:2a:00 0s; firing gpu-remap 0000:3c:00 0s|firing gpu-ecc 0000:60:00 5s|firing gpu-slowdown  0s|firing gpu-idle A 0s"
+	if g := strings.Join(got, "|"); g != want {
+		t.Fatalf("first process pushed %q, want %q", g, want)
+	}
+	data, err := json.Marshal(first.open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carried []OpenIncident
+	if err := json.Unmarshal(data, &carried); err != nil {
+		t.Fatalf("open incidents do not read back: %v\n%s", err, data)
+	}
+	if len(carried) != 5 {
+		t.Fatalf("open incidents %s, want 5", data)
+	}
+
+	restart := t0.Add(12 * m)
+	next := newGPUCarryRig(t, restart, carried)
+	stuck := Sample{Phases: gpuHost(true, true, true, true, 4).Phases, GPUErr: &gpu.StuckError{Since: restart, For: 10 * time.Second, At: "gpu 1: GetPowerUsage"}}
+	for i, step := range []struct {
+		at   time.Duration
+		s    Sample
+		want string
+	}{
+		{0, stuck, ""}, // nothing read: every incident holds
+		{5 * time.Second, gpuHost(true, true, true, true, 4), ""},
+		{m, gpuHost(true, true, true, true, 4), ""},
+		{8*m + 10*time.Second, gpuHost(true, true, true, true, 4), "resolved gpu-ecc 0000:60:00 5s"},
+		{9 * m, gpuHost(false, false, false, false, 4), "resolved gpu-lost 0000:2a:00 0s; resolved gpu-remap 0000:3c:00 0s"},
+		{10 * m, gpuHost(false, false, false, false, 4), "resolved gpu-idle A 0s; resolved gpu-slowdown  0s"},
+	} {
+		if g := next.pollIncidents(restart.Add(step.at), step.s); g != step.want {
+			t.Errorf("step %d, %s after the restart: pushed %q, want %q", i, step.at, g, step.want)
+		}
+	}
+	for _, push := range next.pusher.pushes {
+		for _, a := range push {
+			if a.Rule != RuleGPULost || a.Incident == GPUStuckIncident {
+				continue
+			}
+			if len(a.GPU.Devices) != 1 || a.GPU.Devices[0].BusID != "0000:2a:00" {
+				t.Errorf("the lost GPU's resolution says GPUs %+v, want its first push's", a.GPU.Devices)
+			}
+		}
+	}
+}
+
+// NVML stuck for a minute, pushed, then the process restarted with NVML
+// stuck still: the restarted pass has been stuck for less than
+// GPUStuckAfter, which is no end and no new incident; the first pass that
+// reads the GPUs resolves the first push.
+func TestNVMLStuckCarriesOverARestart(t *testing.T) {
+	stuck := func(since time.Time, d time.Duration) Sample {
+		return Sample{GPUErr: &gpu.StuckError{Since: since, For: d, At: "gpu 1: GetPowerUsage"}}
+	}
+	first := newGPUCarryRig(t, t0, nil)
+	if got := first.pollIncidents(t0.Add(m), stuck(t0, m)); got != "firing gpu-lost nvml 1m0s" {
+		t.Fatalf("first process pushed %q", got)
+	}
+	restart := t0.Add(5 * m)
+	next := newGPUCarryRig(t, restart, first.open)
+	for _, d := range []time.Duration{0, 30 * time.Second, 2 * m} {
+		if got := next.pollIncidents(restart.Add(d), stuck(restart, d)); got != "" {
+			t.Errorf("stuck %s after the restart: pushed %q, want nothing", d, got)
+		}
+	}
+	if got := next.pollIncidents(restart.Add(3*m), gpuHost(false, false, false, false, 0)); got != "resolved gpu-lost nvml 1m0s" {
+		t.Errorf("NVML answering: pushed %q, want the first push resolved", got)
 	}
 }
