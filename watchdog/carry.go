@@ -34,21 +34,29 @@ type OpenIncident struct {
 	GPU   *GPUFacts `json:"gpu,omitempty"`
 	// LastSeen is, for gpu-ecc, when the count last rose: the incident
 	// ends after a quiet --watchdog.repeat.
-	LastSeen  time.Time `json:"last_seen,omitzero"`
-	Began     time.Time `json:"began"`
-	LastSent  time.Time `json:"last_sent"`
-	Delivered bool      `json:"delivered"` // a push of it reached a phone
+	LastSeen time.Time `json:"last_seen,omitzero"`
+	// Fault is, for the kernel-log rules (gpu, disk), the record the
+	// incident's pushes word, and Repeats the repeats counted since its
+	// last push, which the push at the window's end (LastSent plus the
+	// repeat) tells.
+	Fault     *KernelFault `json:"fault,omitempty"`
+	Repeats   int          `json:"repeats,omitempty"`
+	Began     time.Time    `json:"began"`
+	LastSent  time.Time    `json:"last_sent"`
+	Delivered bool         `json:"delivered"` // a push of it reached a phone
 }
 
 // equal compares two incidents, times by the instant.
 func (o OpenIncident) equal(p OpenIncident) bool {
 	return o.Rule == p.Rule && o.Incident == p.Incident && o.Started.Equal(p.Started) && o.OnStep == p.OnStep &&
 		o.Phase == p.Phase && reflect.DeepEqual(o.GPU, p.GPU) && o.LastSeen.Equal(p.LastSeen) &&
+		reflect.DeepEqual(o.Fault, p.Fault) && o.Repeats == p.Repeats &&
 		o.Began.Equal(p.Began) && o.LastSent.Equal(p.LastSent) && o.Delivered == p.Delivered
 }
 
 // carrier is a rule whose open incidents outlive the process: swap,
-// memory pressure, stalls, disk space and the GPU telemetry rules.
+// memory pressure, stalls, disk space, the GPU telemetry rules and the
+// kernel-log rules.
 type carrier interface {
 	// open lists the rule's open incidents.
 	open() []OpenIncident
@@ -343,5 +351,38 @@ func (r *GPUSlowdownRule) open() []OpenIncident {
 // slowed by the hardware, and ends once none has been for GPUClearAfter.
 func (r *GPUSlowdownRule) restore(o OpenIncident) bool {
 	r.inc.restore(o)
+	return true
+}
+
+// open lists the faults being counted or retried. A push on its way
+// counts as not delivered: a restart before its outcome tries it again.
+func (r *KernelRule) open() []OpenIncident {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []OpenIncident
+	for key, inc := range r.incidents {
+		f := inc.fault
+		out = append(out, OpenIncident{Rule: r.name, Incident: key, Fault: &f, Repeats: inc.held,
+			Began: inc.began, LastSent: inc.window, Delivered: !inc.pending && !inc.inFlight})
+	}
+	sortOpen(out)
+	return out
+}
+
+// restore takes back a fault being counted: a repeat of it within its
+// window is counted into it ("again N times" at the window's end), not a
+// new first push; one whose window ended while nothing watched is over
+// at the first poll, with the count of the repeats it held if any. Kernel
+// faults are never resolved, so an incident over has nothing to push.
+func (r *KernelRule) restore(o OpenIncident) bool {
+	if o.Fault == nil || o.Fault.key() != o.Incident || !r.takes(*o.Fault) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.incidents) >= maxIncidents {
+		r.evictOldest()
+	}
+	r.incidents[o.Incident] = &faultIncident{fault: *o.Fault, began: o.Began, window: o.LastSent, held: max(o.Repeats, 0), pending: !o.Delivered}
 	return true
 }

@@ -384,3 +384,115 @@ func TestNVMLStuckCarriesOverARestart(t *testing.T) {
 		t.Errorf("NVML answering: pushed %q, want the first push resolved", got)
 	}
 }
+
+func newKernelCarryRig(t *testing.T, now time.Time, carried []OpenIncident) *carryRig {
+	t.Helper()
+	rules, err := NewKernelRules(KernelConfig{Repeat: 10 * m, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newCarryRigOf(t, now, carried, rules...)
+}
+
+// faults hands faults to the watchdog at now as the kernel log does, and
+// returns what the event path pushed, as poll does.
+func (r *carryRig) faults(now time.Time, faults ...KernelFault) string {
+	r.now = now
+	before := len(r.pusher.pushes)
+	r.wd.Faults(faults)
+	r.wd.pushEvents(context.Background())
+	var got []string
+	for _, push := range r.pusher.pushes[before:] {
+		for _, a := range push {
+			got = append(got, fmt.Sprintf("%s %s %d %s", a.Status, a.Rule, a.Repeats, a.Began.Sub(t0)))
+		}
+	}
+	return strings.Join(got, "; ")
+}
+
+// kernelPoll is poll, each alert with its repeats.
+func (r *carryRig) kernelPoll(now time.Time) string {
+	r.now = now
+	before := len(r.pusher.pushes)
+	r.wd.Poll(context.Background())
+	var got []string
+	for _, push := range r.pusher.pushes[before:] {
+		for _, a := range push {
+			got = append(got, fmt.Sprintf("%s %s %d %s", a.Status, a.Rule, a.Repeats, a.Began.Sub(t0)))
+		}
+	}
+	return strings.Join(got, "; ")
+}
+
+// TestKernelFaultsCarryOverARestart: Xid 79 pushed, repeated 3 times,
+// then the process restarted within the window (its open incidents
+// through JSON). A repeat after the restart is counted into the same
+// incident, and the window's end pushes "again 4 times" with the first
+// push's Began, not a new first push. Restarted instead after the window
+// ended: the 3 repeats it held are told at the first poll; with none held
+// nothing is pushed (kernel faults are never resolved), and the next
+// record is a new incident.
+func TestKernelFaultsCarryOverARestart(t *testing.T) {
+	first := newKernelCarryRig(t, t0, nil)
+	if got := first.faults(t0, xid79(1)); got != "firing gpu 0 0s" {
+		t.Fatalf("first record pushed %q", got)
+	}
+	if len(first.open) != 1 || first.open[0].Fault == nil || !first.open[0].Delivered {
+		t.Fatalf("open incidents %+v after the push, want the Xid, delivered", first.open)
+	}
+	pushedOnly := first.open
+	for i := range 3 {
+		if got := first.faults(t0.Add(m+time.Duration(i)*time.Second), xid79(uint64(100+i))); got != "" {
+			t.Fatalf("repeat %d pushed %q", i, got)
+		}
+	}
+	if got := first.kernelPoll(t0.Add(2 * m)); got != "" {
+		t.Fatalf("poll in the window pushed %q", got)
+	}
+	data, err := json.Marshal(first.open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carried []OpenIncident
+	if err := json.Unmarshal(data, &carried); err != nil || len(carried) != 1 || carried[0].Repeats != 3 {
+		t.Fatalf("open incidents %s (%v), want the Xid with 3 repeats", data, err)
+	}
+
+	within := newKernelCarryRig(t, t0.Add(5*m), carried)
+	if got := within.kernelPoll(t0.Add(5 * m)); got != "" {
+		t.Errorf("first poll after the restart pushed %q, want nothing: the window runs", got)
+	}
+	if got := within.faults(t0.Add(6*m), xid79(200)); got != "" {
+		t.Errorf("a repeat after the restart pushed %q, want it counted", got)
+	}
+	if got := within.kernelPoll(t0.Add(10 * m)); got != "reminder gpu 4 0s" {
+		t.Errorf("at the window's end: %q, want the 4 repeats told with the first push's Began", got)
+	}
+
+	after := newKernelCarryRig(t, t0.Add(30*m), carried)
+	if got := after.kernelPoll(t0.Add(30 * m)); got != "reminder gpu 3 0s" {
+		t.Errorf("window ended while down: %q, want the 3 repeats held told", got)
+	}
+	quiet := newKernelCarryRig(t, t0.Add(30*m), pushedOnly)
+	if got := quiet.kernelPoll(t0.Add(30 * m)); got != "" {
+		t.Errorf("window ended while down, nothing held: pushed %q, want nothing", got)
+	}
+	if got := quiet.faults(t0.Add(31*m), xid79(300)); got != "firing gpu 0 31m0s" {
+		t.Errorf("the next record: %q, want a new incident", got)
+	}
+}
+
+// An Xid whose push no phone took, carried over: the restarted watchdog
+// tries it again at its first poll, as the same incident.
+func TestAnUndeliveredKernelFaultIsRetriedAfterARestart(t *testing.T) {
+	first := newKernelCarryRig(t, t0, nil)
+	first.pusher.accept = false
+	first.faults(t0, xid79(1))
+	if len(first.open) != 1 || first.open[0].Delivered {
+		t.Fatalf("open incidents %+v, want the Xid, undelivered", first.open)
+	}
+	next := newKernelCarryRig(t, t0.Add(m), first.open)
+	if got := next.kernelPoll(t0.Add(m)); got != "firing gpu 0 0s" {
+		t.Errorf("after the restart: %q, want the first push tried again with its Began", got)
+	}
+}

@@ -309,6 +309,10 @@ func (w *Watchdog) pushEvents(ctx context.Context) {
 		}
 	}
 	w.publishEvents()
+	// The fault is kept for a restart now, not at the next poll.
+	w.mu.Lock()
+	w.reportOpenLocked()
+	w.mu.Unlock()
 }
 
 // publishEvents is publish for the event rules alone: they guard
