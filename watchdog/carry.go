@@ -55,8 +55,8 @@ func (o OpenIncident) equal(p OpenIncident) bool {
 }
 
 // carrier is a rule whose open incidents outlive the process: swap,
-// memory pressure, stalls, disk space, the GPU telemetry rules and the
-// kernel-log rules.
+// memory pressure, stalls, disk space, the GPU telemetry rules, the
+// kernel-log rules and the loss rule's pushed runs.
 type carrier interface {
 	// open lists the rule's open incidents.
 	open() []OpenIncident
@@ -384,5 +384,33 @@ func (r *KernelRule) restore(o OpenIncident) bool {
 		r.evictOldest()
 	}
 	r.incidents[o.Incident] = &faultIncident{fault: *o.Fault, began: o.Began, window: o.LastSent, held: max(o.Repeats, 0), pending: !o.Delivered}
+	return true
+}
+
+// open lists the runs whose non-finite loss a phone has been told of (a
+// push still pending is not: a restart pushes it again), so that a restart
+// does not tell it again while the run is in the table.
+func (r *LossRule) open() []OpenIncident {
+	var out []OpenIncident
+	for key, began := range r.seen {
+		if began.IsZero() || slices.ContainsFunc(r.outbox.pending, func(a Alert) bool { return a.Phase == key.name && a.Began.Equal(began) }) {
+			continue
+		}
+		out = append(out, OpenIncident{Rule: RuleLoss, Incident: key.name, Started: time.Unix(0, key.started), Began: began, LastSent: began, Delivered: true})
+	}
+	sortOpen(out)
+	return out
+}
+
+// restore takes back a run already pushed: it is not pushed again, and is
+// forgotten once it leaves the table.
+func (r *LossRule) restore(o OpenIncident) bool {
+	if o.Incident == "" || o.Started.IsZero() || !o.Delivered {
+		return false
+	}
+	if r.seen == nil {
+		r.seen = map[phaseRun]time.Time{}
+	}
+	r.seen[phaseRun{o.Incident, o.Started.UnixNano()}] = o.Began
 	return true
 }

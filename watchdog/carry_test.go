@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -494,5 +495,41 @@ func TestAnUndeliveredKernelFaultIsRetriedAfterARestart(t *testing.T) {
 	next := newKernelCarryRig(t, t0.Add(m), first.open)
 	if got := next.kernelPoll(t0.Add(m)); got != "firing gpu 0 0s" {
 		t.Errorf("after the restart: %q, want the first push tried again with its Began", got)
+	}
+}
+
+// A NaN loss pushed for an active phase, then the process restarted with
+// the phase still active and its loss NaN: no second push. A new run of
+// the phase that diverges is pushed as ever.
+func TestALossPushCarriesOverARestart(t *testing.T) {
+	newLossRig := func(now time.Time, carried []OpenIncident) *carryRig {
+		rules, err := NewPhaseRules(PhaseConfig{Notify: []string{string(RuleLoss)}, StallAfter: 10 * m, Repeat: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newCarryRigOf(t, now, carried, rules...)
+	}
+	run := func(started time.Time) Sample {
+		p := withLoss(phaseapi.Phase{Name: "Pretrain", Status: phaseapi.StatusActive, Started: started, LastHeartbeat: started}, math.NaN())
+		return Sample{Phases: []phaseapi.Phase{p}}
+	}
+	first := newLossRig(t0, nil)
+	if got := first.poll(t0, run(t0)); got != "firing loss 0s" {
+		t.Fatalf("first poll pushed %q", got)
+	}
+	data, err := json.Marshal(first.open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carried []OpenIncident
+	if err := json.Unmarshal(data, &carried); err != nil || len(carried) != 1 {
+		t.Fatalf("open incidents %s (%v), want the pushed run", data, err)
+	}
+	next := newLossRig(t0.Add(m), carried)
+	if got := next.poll(t0.Add(m), run(t0)); got != "" {
+		t.Errorf("the restart pushed %q, want nothing: the phone knows of this run's NaN", got)
+	}
+	if got := next.poll(t0.Add(2*m), run(t0.Add(2*m))); got != "firing loss 2m0s" {
+		t.Errorf("a new run diverging: %q, want it pushed", got)
 	}
 }

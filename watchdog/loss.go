@@ -18,7 +18,9 @@ type LossRule struct {
 	outbox outbox
 
 	baselined bool
-	seen      map[phaseRun]bool // runs already pushed (or already old at the first sample)
+	// seen are the runs already pushed, with the push's Began, or already
+	// old at the first sample (a zero time).
+	seen map[phaseRun]time.Time
 }
 
 // Name is "loss".
@@ -32,24 +34,29 @@ func nonFiniteLoss(p phaseapi.Phase) bool {
 // Observe pushes for each phase whose loss has turned non-finite since the
 // last sample.
 func (r *LossRule) Observe(s Sample, now time.Time) []Alert {
-	seen := make(map[phaseRun]bool, len(s.Phases))
+	seen := make(map[phaseRun]time.Time, len(s.Phases))
 	var fresh []Alert
 	for _, p := range s.Phases {
 		if !nonFiniteLoss(p) {
 			continue
 		}
 		key := phaseRun{p.Name, p.Started.UnixNano()}
-		seen[key] = true
-		if r.seen[key] || (!r.baselined && p.Status != phaseapi.StatusActive) {
+		if began, ok := r.seen[key]; ok {
+			seen[key] = began
 			continue
 		}
+		seen[key] = time.Time{}
+		if !r.baselined && p.Status != phaseapi.StatusActive {
+			continue
+		}
+		seen[key] = now
 		fresh = append(fresh, Alert{Rule: RuleLoss, Status: Firing, Incident: p.Name, Began: now, At: now, Sample: s, Phase: p.Name})
 	}
 	// A run whose loss came back finite stays remembered while it is in the
 	// table: one push per run, not one per NaN spell.
-	for key := range r.seen {
-		if !seen[key] && phaseInTable(s, key) {
-			seen[key] = true
+	for key, began := range r.seen {
+		if _, ok := seen[key]; !ok && phaseInTable(s, key) {
+			seen[key] = began
 		}
 	}
 	r.baselined, r.seen = true, seen
