@@ -1,18 +1,14 @@
 package app
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/lavender-ml/lavender/internal/procfile"
 	"github.com/lavender-ml/lavender/kmsg"
-	"github.com/lavender-ml/lavender/runlog"
 )
 
 // KernelLogPositionFileName is the file in the logs dir, beside
@@ -77,35 +73,20 @@ func openKernelLogPosition(dir, procfs string, logger *slog.Logger) (*kernelLogP
 }
 
 func readKernelLogPosition(path string) (*kernelLogPositionFile, error) {
-	data, err := runlog.ReadRegularFile(path, maxKernelLogPositionBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
-	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
-		return nil, moveKernelLogPositionAside(path, err)
-	case err != nil:
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
 	var f kernelLogPositionFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, moveKernelLogPositionAside(path, err)
-	}
-	if f.Version != kernelLogPositionVersion {
-		return nil, moveKernelLogPositionAside(path, fmt.Errorf("version %d, want %d", f.Version, kernelLogPositionVersion))
-	}
-	if f.BootID == "" {
-		return nil, moveKernelLogPositionAside(path, errors.New("no boot id"))
+	found, err := readStateFile(path, maxKernelLogPositionBytes, &f, func() error {
+		switch {
+		case f.Version != kernelLogPositionVersion:
+			return fmt.Errorf("version %d, want %d", f.Version, kernelLogPositionVersion)
+		case f.BootID == "":
+			return errors.New("no boot id")
+		}
+		return nil
+	})
+	if !found {
+		return nil, err
 	}
 	return &f, nil
-}
-
-// moveKernelLogPositionAside keeps a damaged file under a numbered name.
-func moveKernelLogPositionAside(path string, damage error) error {
-	aside, err := runlog.MoveAside(path)
-	if err != nil {
-		return fmt.Errorf("read %s: damaged: %w; not moved aside: %w", path, damage, err)
-	}
-	return fmt.Errorf("read %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
 }
 
 // save writes the reader's position when it moved, atomically (temp
@@ -119,14 +100,7 @@ func (p *kernelLogPosition) save(r *kmsg.Reader) {
 	if !ok || p.any && seq == p.saved {
 		return
 	}
-	data, err := json.Marshal(kernelLogPositionFile{Version: kernelLogPositionVersion, BootID: p.bootID, Seq: seq})
-	if err == nil {
-		err = os.MkdirAll(filepath.Dir(p.path), 0o755)
-	}
-	if err == nil {
-		err = runlog.WriteFileAtomic(p.path, append(data, '\n'))
-	}
-	if err != nil {
+	if err := writeStateFile(p.path, kernelLogPositionFile{Version: kernelLogPositionVersion, BootID: p.bootID, Seq: seq}); err != nil {
 		p.logger.Error("kernel log position not saved: a restart of serve may miss or repeat faults", "err", err)
 		return
 	}

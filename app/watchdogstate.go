@@ -1,15 +1,11 @@
 package app
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 
-	"github.com/lavender-ml/lavender/runlog"
 	"github.com/lavender-ml/lavender/watchdog"
 )
 
@@ -57,7 +53,7 @@ func openWatchdogState(dir string, logger *slog.Logger) (*watchdogState, []watch
 			logger.Info("watchdog incidents carried over from the last run of serve", "incidents", len(incidents))
 		}
 		return st, incidents
-	case errors.Is(err, errWatchdogStateUnreadable):
+	case errors.Is(err, errStateFileUnreadable):
 		st.blocked = true
 		logger.Error("watchdog state cannot be read: open incidents are not carried over, and the file is not overwritten; check its permissions", "err", err)
 	default:
@@ -66,44 +62,26 @@ func openWatchdogState(dir string, logger *slog.Logger) (*watchdogState, []watch
 	return st, nil
 }
 
-var errWatchdogStateUnreadable = errors.New("cannot be read")
-
 func readWatchdogState(path string) ([]watchdog.OpenIncident, error) {
-	data, err := runlog.ReadRegularFile(path, maxWatchdogStateBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
-	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
-		return nil, moveWatchdogStateAside(path, err)
-	case err != nil:
-		return nil, fmt.Errorf("read %s: %w: %w", path, errWatchdogStateUnreadable, err)
-	}
 	var f watchdogStateFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, moveWatchdogStateAside(path, err)
-	}
-	if f.Version != watchdogStateVersion {
-		return nil, moveWatchdogStateAside(path, fmt.Errorf("version %d, want %d", f.Version, watchdogStateVersion))
-	}
-	if len(f.Incidents) > maxCarriedIncidents {
-		return nil, moveWatchdogStateAside(path, fmt.Errorf("%d incidents, more than %d", len(f.Incidents), maxCarriedIncidents))
-	}
-	for _, o := range f.Incidents {
-		if o.Rule == "" || o.Began.IsZero() {
-			return nil, moveWatchdogStateAside(path, fmt.Errorf("an incident without its rule or its start: %+v", o))
+	_, err := readStateFile(path, maxWatchdogStateBytes, &f, func() error {
+		switch {
+		case f.Version != watchdogStateVersion:
+			return fmt.Errorf("version %d, want %d", f.Version, watchdogStateVersion)
+		case len(f.Incidents) > maxCarriedIncidents:
+			return fmt.Errorf("%d incidents, more than %d", len(f.Incidents), maxCarriedIncidents)
 		}
+		for _, o := range f.Incidents {
+			if o.Rule == "" || o.Began.IsZero() {
+				return fmt.Errorf("an incident without its rule or its start: %+v", o)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return f.Incidents, nil
-}
-
-// moveWatchdogStateAside keeps a damaged file under a numbered name; one
-// that cannot be moved counts as unreadable, so that no save replaces it.
-func moveWatchdogStateAside(path string, damage error) error {
-	aside, err := runlog.MoveAside(path)
-	if err != nil {
-		return fmt.Errorf("read %s: damaged: %w; %w: %w", path, damage, errWatchdogStateUnreadable, err)
-	}
-	return fmt.Errorf("read %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
 }
 
 // save writes the open incidents atomically (temp file, fsync, rename,
@@ -117,14 +95,7 @@ func (st *watchdogState) save(incidents []watchdog.OpenIncident) {
 	if incidents == nil {
 		incidents = []watchdog.OpenIncident{}
 	}
-	data, err := json.MarshalIndent(watchdogStateFile{Version: watchdogStateVersion, Incidents: incidents}, "", "  ")
-	if err == nil {
-		err = os.MkdirAll(filepath.Dir(st.path), 0o755)
-	}
-	if err == nil {
-		err = runlog.WriteFileAtomic(st.path, append(data, '\n'))
-	}
-	if err != nil {
+	if err := writeStateFile(st.path, watchdogStateFile{Version: watchdogStateVersion, Incidents: incidents}); err != nil {
 		st.logger.Error("watchdog state not saved: open incidents may not carry over a restart", "err", err)
 	}
 }
