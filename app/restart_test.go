@@ -220,13 +220,7 @@ func (r *restartRig) ids() []string {
 func TestRestartKeepsAnOpenIncident(t *testing.T) {
 	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.54)})
 	rig := newRestartRig(t, procfs, nil, 20*time.Millisecond)
-	a := rig.start()
-	rig.bark.WaitPushes(t, 1)
-	if err := a.stop(); err != nil {
-		t.Fatal(err)
-	}
-	b := rig.start()
-	b.waitPolls(5)
+	b := rig.restartAfterTheFirstPush()
 	procfs.SetSwap(testkit.SwapAt(testkit.Swap32GiBinKB, 0.20))
 	testkit.WaitFor(t, 20*time.Second, func() bool { return rig.bark.Count() >= 2 }, "the resolution")
 	b.waitPolls(5)
@@ -325,13 +319,7 @@ func TestRestartKeepsADiskIncident(t *testing.T) {
 		t.Fatal(err)
 	}
 	rig.diskPaths, rig.minFree = []string{t.TempDir()}, floor
-	a := rig.start()
-	rig.bark.WaitPushes(t, 1)
-	if err := a.stop(); err != nil {
-		t.Fatal(err)
-	}
-	b := rig.start()
-	b.waitPolls(5)
+	b := rig.restartAfterTheFirstPush()
 	if got := rig.pushes(); len(got) != 1 {
 		t.Fatalf("pushes %q, want the disk's once: the phone knows", got)
 	}
@@ -345,4 +333,18 @@ func TestRestartKeepsADiskIncident(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got[1], "resolved") || ids[0] != ids[1] {
 		t.Errorf("pushes %q, want the disk's push and its resolution, with one id", got)
 	}
+}
+
+// restartAfterTheFirstPush starts serve, stops it once the phone got a
+// push, starts it again and waits for five of its polls.
+func (r *restartRig) restartAfterTheFirstPush() *served {
+	r.t.Helper()
+	a := r.start()
+	r.bark.WaitPushes(r.t, 1)
+	if err := a.stop(); err != nil {
+		r.t.Fatal(err)
+	}
+	b := r.start()
+	b.waitPolls(5)
+	return b
 }
