@@ -2,54 +2,24 @@ package app
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/lavender-ml/lavender/runlog"
 )
 
-// errStateFileUnreadable marks a state file of serve's (the watchdog's
-// open incidents, the kernel log's position) that is there but cannot be
-// read, nor moved aside: it may hold the only record, so a caller that
-// keeps records never replaces it.
-var errStateFileUnreadable = errors.New("cannot be read")
-
-// readStateFile reads the JSON state file at path into v, at most maxBytes,
-// and has check judge what it holds. It reports false and no error when
-// there is no file. A file that is no regular file, too large, not JSON or
-// that check refuses is damaged: it is moved aside under a numbered name,
-// and the error says where. One that cannot be read is
-// errStateFileUnreadable.
+// readStateFile reads the JSON state file at path into v, at most
+// maxBytes, and has check judge what it holds (runlog.ReadSavedFile: a
+// damaged file is moved aside, one that cannot be read wraps
+// runlog.ErrUnreadable). It reports false and no error when there is no
+// file.
 func readStateFile(path string, maxBytes int64, v any, check func() error) (bool, error) {
-	data, err := runlog.ReadRegularFile(path, maxBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
-		return false, moveStateFileAside(path, err)
-	case err != nil:
-		return false, fmt.Errorf("read %s: %w: %w", path, errStateFileUnreadable, err)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return false, moveStateFileAside(path, err)
-	}
-	if err := check(); err != nil {
-		return false, moveStateFileAside(path, err)
-	}
-	return true, nil
-}
-
-// moveStateFileAside keeps a damaged file under a numbered name; one that
-// cannot be moved counts as unreadable, so that no save replaces it.
-func moveStateFileAside(path string, damage error) error {
-	aside, err := runlog.MoveAside(path)
-	if err != nil {
-		return fmt.Errorf("read %s: damaged: %w; %w: %w", path, damage, errStateFileUnreadable, err)
-	}
-	return fmt.Errorf("read %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
+	return runlog.ReadSavedFile(path, maxBytes, "read", func(data []byte) error {
+		if err := json.Unmarshal(data, v); err != nil {
+			return err
+		}
+		return check()
+	})
 }
 
 // writeStateFile writes v as JSON at path atomically (temp file, fsync,

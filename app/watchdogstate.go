@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/lavender-ml/lavender/runlog"
 	"github.com/lavender-ml/lavender/watchdog"
 )
 
@@ -53,7 +54,7 @@ func openWatchdogState(dir string, logger *slog.Logger) (*watchdogState, []watch
 			logger.Info("watchdog incidents carried over from the last run of serve", "incidents", len(incidents))
 		}
 		return st, incidents
-	case errors.Is(err, errStateFileUnreadable):
+	case errors.Is(err, runlog.ErrUnreadable):
 		st.blocked = true
 		logger.Error("watchdog state cannot be read: open incidents are not carried over, and the file is not overwritten; check its permissions", "err", err)
 	default:

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,11 +50,6 @@ type stateFile struct {
 	Storm   []stormSaved `json:"storm"`
 	Dedup   []dedupSaved `json:"dedup"`
 }
-
-// errStateUnreadable marks a state file that exists but cannot be read
-// (permissions, I/O error) or moved aside. It is never overwritten: it may
-// hold the only record of held alerts.
-var errStateUnreadable = errors.New("cannot be read")
 
 // bridgeState saves the bridge's state to its file.
 type bridgeState struct {
@@ -105,7 +99,7 @@ func (b *Pipeline) restoreState() {
 		return
 	}
 	f, err := readState(st.path)
-	if errors.Is(err, errStateUnreadable) {
+	if errors.Is(err, runlog.ErrUnreadable) {
 		st.blocked = true
 		b.logger.Error("[bark] BARK STATE CANNOT BE READ: it will not be overwritten, and held alerts and the dedup memory are kept in memory only until it can",
 			"err", err)
@@ -163,30 +157,15 @@ func (b *Pipeline) applyState(f *stateFile) {
 
 // readState reads and checks a state file; nil, nil when there is none.
 func readState(path string) (*stateFile, error) {
-	data, err := runlog.ReadRegularFile(path, maxStateFileBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
-	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
-		return nil, moveStateAside(path, err)
-	case err != nil:
-		return nil, fmt.Errorf("delivery: read state %s: %w: %w", path, errStateUnreadable, err)
-	}
-	f, err := decodeState(data)
+	var f *stateFile
+	_, err := runlog.ReadSavedFile(path, maxStateFileBytes, "delivery: read state", func(data []byte) (err error) {
+		f, err = decodeState(data)
+		return err
+	})
 	if err != nil {
-		return nil, moveStateAside(path, err)
+		return nil, err
 	}
 	return f, nil
-}
-
-// moveStateAside keeps a damaged state file under a numbered name. One
-// that cannot be moved counts as unreadable, so that no save replaces it.
-func moveStateAside(path string, damage error) error {
-	aside, err := runlog.MoveAside(path)
-	if err != nil {
-		return fmt.Errorf("delivery: read state %s: damaged: %w; %w: %w", path, damage, errStateUnreadable, err)
-	}
-	return fmt.Errorf("delivery: read state %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
 }
 
 // decodeState parses a state file and refuses what lavender never writes.
@@ -394,7 +373,7 @@ func (b *Pipeline) writeState() error {
 // b.state.mu.
 func (b *Pipeline) unblockState() bool {
 	f, err := readState(b.state.path)
-	if errors.Is(err, errStateUnreadable) {
+	if errors.Is(err, runlog.ErrUnreadable) {
 		return false
 	}
 	if err != nil {

@@ -186,7 +186,7 @@ func (s *Server) switchRun(path string) error {
 		return fmt.Errorf("phaseserver: %w", err)
 	}
 	t, err := loadTable(path)
-	blocked := errors.Is(err, errTableUnreadable)
+	blocked := errors.Is(err, runlog.ErrUnreadable)
 	switch {
 	case blocked:
 		s.logger.Error("PHASE TABLE CANNOT BE READ: it will not be overwritten, and this run's phases are kept in memory only until it can be read; check its permissions", "err", err)
@@ -212,7 +212,7 @@ func (s *Server) switchRun(path string) error {
 // are not in memory are merged in, and saving resumes.
 func (s *Server) unblockLocked() bool {
 	disk, err := loadTable(filepath.Join(s.opts.Dir, s.table.run.File))
-	if errors.Is(err, errTableUnreadable) {
+	if errors.Is(err, runlog.ErrUnreadable) {
 		return false
 	}
 	if err != nil {

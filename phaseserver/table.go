@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"path/filepath"
 	"strings"
@@ -31,11 +30,6 @@ const (
 	// some 20 KiB; anything over this was not written by lavender.
 	maxPhaseFileBytes = 1 << 20
 )
-
-// errTableUnreadable marks a saved table that exists but cannot be read
-// (permissions, I/O error) or be moved aside. It is never overwritten: it
-// may hold the only record of a running phase.
-var errTableUnreadable = errors.New("cannot be read")
 
 // Errors a heartbeat can fail with; the API maps each to a status code.
 var (
@@ -152,35 +146,20 @@ func runStartFromName(base string) time.Time {
 // over 1 MiB, or not a regular file: a FIFO would block the read and
 // /dev/zero never end) is moved aside, numbered, never deleted or
 // overwritten, and also gives an empty table. One that cannot be read gives
-// an empty table and an error wrapping errTableUnreadable.
+// an empty table and an error wrapping runlog.ErrUnreadable.
 func loadTable(runPath string) (phaseTable, error) {
 	base := filepath.Base(runPath)
 	empty := phaseTable{run: phaseapi.Run{File: base, Started: runStartFromName(base)}}
 	path := phaseFilePath(runPath)
-	data, err := runlog.ReadRegularFile(path, maxPhaseFileBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return empty, nil
-	case errors.Is(err, runlog.ErrNotRegular), errors.Is(err, runlog.ErrTooLarge):
-		return empty, moveAside(path, err)
-	case err != nil:
-		return empty, fmt.Errorf("phaseserver: load phases %s: %w: %w", path, errTableUnreadable, err)
-	}
-	t, err := decodeTable(data, base)
-	if err != nil {
-		return empty, moveAside(path, err)
+	var t phaseTable
+	found, err := runlog.ReadSavedFile(path, maxPhaseFileBytes, "phaseserver: load phases", func(data []byte) (err error) {
+		t, err = decodeTable(data, base)
+		return err
+	})
+	if !found {
+		return empty, err
 	}
 	return t, nil
-}
-
-// moveAside keeps a damaged table under a numbered name. If it cannot be
-// moved, it counts as unreadable, so that no save replaces it.
-func moveAside(path string, damage error) error {
-	aside, err := runlog.MoveAside(path)
-	if err != nil {
-		return fmt.Errorf("phaseserver: load phases %s: damaged: %w; %w: %w", path, damage, errTableUnreadable, err)
-	}
-	return fmt.Errorf("phaseserver: load phases %s: damaged: %w (moved to %s)", path, damage, filepath.Base(aside))
 }
 
 func decodeTable(data []byte, runFile string) (phaseTable, error) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -17,6 +18,11 @@ var ErrNotRegular = errors.New("not a regular file")
 
 // ErrTooLarge is the error of ReadRegularFile for a file over its limit.
 var ErrTooLarge = errors.New("file too large")
+
+// ErrUnreadable marks a saved file (a state file, a phase table) that is
+// there but cannot be read, or damaged and cannot be moved aside: it may
+// hold the only record, so whoever saves it must never replace it.
+var ErrUnreadable = errors.New("cannot be read")
 
 // kind names a file type for an error message.
 func kind(m fs.FileMode) string {
@@ -130,4 +136,37 @@ func MoveAside(path string) (string, error) {
 		return aside, nil
 	}
 	return "", fmt.Errorf("runlog: move %s aside: %d damaged copies already", path, maxAsideCopies)
+}
+
+// ReadSavedFile reads a file lavender saved in the logs dir (at most
+// maxBytes) and hands its bytes to decode; what begins its errors, such as
+// "delivery: read state". found is false, with no error, when there is no
+// file. A file that is no regular file, too large, or that decode refuses
+// is damaged: it is moved aside (MoveAside) and the error says where. One
+// that cannot be read, or a damaged one that cannot be moved aside, wraps
+// ErrUnreadable.
+func ReadSavedFile(path string, maxBytes int64, what string, decode func([]byte) error) (found bool, err error) {
+	data, err := ReadRegularFile(path, maxBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case errors.Is(err, ErrNotRegular), errors.Is(err, ErrTooLarge):
+		return false, moveSavedFileAside(path, what, err)
+	case err != nil:
+		return false, fmt.Errorf("%s %s: %w: %w", what, path, ErrUnreadable, err)
+	}
+	if err := decode(data); err != nil {
+		return false, moveSavedFileAside(path, what, err)
+	}
+	return true, nil
+}
+
+// moveSavedFileAside keeps a damaged saved file under a numbered name; one
+// that cannot be moved counts as unreadable, so that no save replaces it.
+func moveSavedFileAside(path, what string, damage error) error {
+	aside, err := MoveAside(path)
+	if err != nil {
+		return fmt.Errorf("%s %s: damaged: %w; %w: %w", what, path, damage, ErrUnreadable, err)
+	}
+	return fmt.Errorf("%s %s: damaged: %w (moved to %s)", what, path, damage, filepath.Base(aside))
 }

@@ -362,6 +362,66 @@ func TestMoveAsideNumbers(t *testing.T) {
 	}
 }
 
+// TestReadSavedFile: a saved file is decoded; none is no error; a FIFO, a
+// file over the bound and one decode refuses are each moved aside, the
+// error naming the file, its damage and where it went; a path that cannot
+// be read (beneath a file) wraps ErrUnreadable.
+func TestReadSavedFile(t *testing.T) {
+	refuse := errors.New("version 7, want 1")
+	for _, tc := range []struct {
+		name       string
+		make       func(path string) error
+		found      bool
+		want       string // in the error; "" for none
+		aside      bool
+		unreadable bool
+	}{
+		{"good", func(p string) error { return os.WriteFile(p, []byte("ok"), 0o600) }, true, "", false, false},
+		{"missing", func(string) error { return nil }, false, "", false, false},
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o600) }, false, "state: read " + "%s: damaged: ", true, false},
+		{"too large", func(p string) error { return os.WriteFile(p, make([]byte, 65), 0o600) }, false, "damaged: ", true, false},
+		{"refused", func(p string) error { return os.WriteFile(p, []byte("bad"), 0o600) }, false, "damaged: version 7, want 1 (moved to state.json.damaged)", true, false},
+		{"under a file", func(p string) error { // ENOTDIR: neither missing nor damaged
+			if err := os.Remove(filepath.Dir(p)); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Dir(p), nil, 0o600)
+		}, false, "cannot be read", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			if err := tc.make(path); err != nil {
+				t.Fatal(err)
+			}
+			var decoded string
+			found, err := ReadSavedFile(path, 64, "state: read", func(data []byte) error {
+				if string(data) == "bad" {
+					return refuse
+				}
+				decoded = string(data)
+				return nil
+			})
+			if found != tc.found || (tc.found && decoded != "ok") {
+				t.Errorf("found %v, decoded %q; want found %v", found, decoded, tc.found)
+			}
+			want := strings.ReplaceAll(tc.want, "%s", path)
+			switch {
+			case want == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Errorf("error %v, want one with %q", err, want)
+			}
+			if errors.Is(err, ErrUnreadable) != tc.unreadable {
+				t.Errorf("error %v: ErrUnreadable %v, want %v", err, errors.Is(err, ErrUnreadable), tc.unreadable)
+			}
+			_, serr := os.Lstat(path + ".damaged")
+			if (serr == nil) != tc.aside {
+				t.Errorf("moved aside: %v, want %v", serr == nil, tc.aside)
+			}
+		})
+	}
+}
+
 // TestLogsDirIsAFIFO: the logs dir itself replaced by a FIFO makes every
 // call fail with an error naming it, never block on opening it.
 func TestLogsDirIsAFIFO(t *testing.T) {
