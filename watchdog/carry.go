@@ -110,6 +110,14 @@ func (w *Watchdog) reportOpenLocked() {
 	w.cfg.OnOpen(slices.Clone(open))
 }
 
+// atMostOne is the open incidents of a rule with one incident at a time.
+func atMostOne(o OpenIncident, open bool) []OpenIncident {
+	if !open {
+		return nil
+	}
+	return []OpenIncident{o}
+}
+
 // open is the episode as an OpenIncident of rule, if it is open.
 func (e *episode) open(rule RuleName, incident string) (OpenIncident, bool) {
 	if !e.disarmed {
@@ -128,26 +136,14 @@ func (e *episode) restore(o OpenIncident) {
 	}
 }
 
-func (r *SwapRule) open() []OpenIncident {
-	o, ok := r.ep.open(RuleSwap, "")
-	if !ok {
-		return nil
-	}
-	return []OpenIncident{o}
-}
+func (r *SwapRule) open() []OpenIncident { return atMostOne(r.ep.open(RuleSwap, "")) }
 
 func (r *SwapRule) restore(o OpenIncident) bool {
 	r.ep.restore(o)
 	return true
 }
 
-func (r *PressureRule) open() []OpenIncident {
-	o, ok := r.ep.open(RulePressure, "")
-	if !ok {
-		return nil
-	}
-	return []OpenIncident{o}
-}
+func (r *PressureRule) open() []OpenIncident { return atMostOne(r.ep.open(RulePressure, "")) }
 
 func (r *PressureRule) restore(o OpenIncident) bool {
 	r.ep.restore(o)
@@ -162,19 +158,7 @@ func (r *StallRule) open() []OpenIncident {
 			out = append(out, o)
 		}
 	}
-	// The map's order is random: the same stalls must compare equal.
-	slices.SortFunc(out, func(a, b OpenIncident) int {
-		if c := a.Began.Compare(b.Began); c != 0 {
-			return c
-		}
-		if a.Incident < b.Incident {
-			return -1
-		}
-		if a.Incident > b.Incident {
-			return 1
-		}
-		return a.Started.Compare(b.Started)
-	})
+	sortOpen(out)
 	return out
 }
 
@@ -339,13 +323,7 @@ func (r *GPUPhaseRule) restore(o OpenIncident) bool {
 	return true
 }
 
-func (r *GPUSlowdownRule) open() []OpenIncident {
-	o, ok := r.inc.open(RuleGPUSlowdown, "")
-	if !ok {
-		return nil
-	}
-	return []OpenIncident{o}
-}
+func (r *GPUSlowdownRule) open() []OpenIncident { return atMostOne(r.inc.open(RuleGPUSlowdown, "")) }
 
 // restore takes back the slowdown incident: it lasts while any GPU is
 // slowed by the hardware, and ends once none has been for GPUClearAfter.
