@@ -69,7 +69,9 @@ func openKernelLogPosition(dir, procfs string, logger *slog.Logger) (*kernelLogP
 		p.saved, p.any = f.Seq, true
 		return p, kmsg.From{Resume: true, Seq: f.Seq}
 	}
-	return p, kmsg.From{}
+	// At the end, knowing where: what is logged while this run is down is
+	// read by the next.
+	return p, kmsg.From{Track: p.bootID != ""}
 }
 
 func readKernelLogPosition(path string) (*kernelLogPositionFile, error) {

@@ -163,6 +163,12 @@ type From struct {
 	// starts at the log's end, as Open does.
 	Resume bool
 	Seq    uint64
+	// Track, without Resume: start at the log's end knowing the position
+	// from the first, by reading the records the device holds at open
+	// and skipping them, so that a position can be saved before any new
+	// record comes. Without it the reader seeks to the end, and knows
+	// its position from the first record that comes.
+	Track bool
 }
 
 // Resumed is what a resume found, once the reader has read the device up
@@ -188,10 +194,11 @@ func Open(path string) (*Reader, error) { return OpenFrom(path, From{}) }
 
 // OpenFrom opens path as Open does, and on the kernel log device starts
 // where from says: after the record a previous reader on this boot got to
-// (from.Resume), or at the end. Either way the device is read from the
-// oldest record it holds, the records before the start skipped, so that
-// the reader knows its Position from the first. A FIFO or regular file
-// has no position: it is opened as Open opens it, whatever from says.
+// (from.Resume), or at the end. For a resume, or with from.Track, the
+// device is read from the oldest record it holds, the records before the
+// start skipped, so that the reader knows its Position from the first. A
+// FIFO or regular file has no position: it is opened as Open opens it,
+// whatever from says.
 func OpenFrom(path string, from From) (*Reader, error) {
 	if path == "" {
 		path = DefaultPath
@@ -204,13 +211,13 @@ func OpenFrom(path string, from From) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch in.src {
-	case file:
+	switch {
+	case in.src == file, in.src == device && !from.Resume && !from.Track:
 		if _, err := unix.Seek(in.fd, 0, io.SeekEnd); err != nil {
 			unix.Close(in.fd)
 			return nil, fmt.Errorf("kernel log: seek to the end of %s: %w", path, err)
 		}
-	case device:
+	case in.src == device:
 		// The oldest record the kernel still holds.
 		if _, err := unix.Seek(in.fd, 0, io.SeekStart); err != nil {
 			unix.Close(in.fd)
@@ -225,15 +232,15 @@ func OpenFrom(path string, from From) (*Reader, error) {
 	return r, nil
 }
 
-// newReader reads in, a device open at its oldest record, a FIFO, or a
-// file where it is to be read from. A device is read to its end first,
-// unless from resumes.
+// newReader reads in, a device open where from says (at its oldest record
+// for a resume or to track), a FIFO, or a file where it is to be read
+// from. A tracked device is read to its end first.
 func newReader(path string, in *input, from From) (*Reader, error) {
 	r := &Reader{path: path, src: in.src, cur: in, rotateWait: rotateWait}
 	r.buf = make([]byte, recordBytes)
 	if in.src != device {
 		r.buf = make([]byte, streamBytes)
-	} else {
+	} else if from.Resume || from.Track {
 		r.skipping = true
 		r.after = math.MaxUint64
 		if from.Resume {

@@ -106,7 +106,7 @@ func waitPosition(t *testing.T, r *Reader, want uint64) {
 func TestResumeReadsWhatCameWhileStopped(t *testing.T) {
 	// The first run: the records from before its start are old.
 	in, send := fakeDevice(t, xidAt(10), chatter(11), xidAt(12))
-	r := openFake(t, in, From{})
+	r := openFake(t, in, From{Track: true})
 	if seq, ok := r.Position(); !ok || seq != 12 {
 		t.Fatalf("position at the start: %d %v; want 12, the log's last record", seq, ok)
 	}
@@ -190,7 +190,7 @@ func TestResumeAheadOfTheLog(t *testing.T) {
 // skips a fault no one handled.
 func TestPositionWaitsForTheHandler(t *testing.T) {
 	in, send := fakeDevice(t, chatter(1))
-	r := openFake(t, in, From{})
+	r := openFake(t, in, From{Track: true})
 	held, release := make(chan struct{}), make(chan struct{})
 	go r.Run(t.Context(), func([]Fault) {
 		held <- struct{}{}
@@ -246,7 +246,7 @@ func TestNoPositionForAFileOrFIFO(t *testing.T) {
 // reader opened after another's position reads every record since, once
 // each, those written while no reader was open included.
 func TestDeviceResume(t *testing.T) {
-	r, err := Open(DefaultPath)
+	r, err := OpenFrom(DefaultPath, From{Track: true})
 	if err != nil {
 		t.Skipf("kernel log not readable here: %v", err)
 	}
