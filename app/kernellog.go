@@ -28,9 +28,10 @@ type kernelLog struct {
 	pos *kernelLogPosition
 }
 
-// positionEvery is how often serve saves the kernel log's position while it
-// moves: a restart after a crash reads again at most this much, never per
-// record under a flood. A graceful stop saves it too.
+// positionEvery is the least time between two saves of the kernel log's
+// position: a restart after a crash reads again at most this much, never
+// per record under a flood, and a log that does not move costs nothing. A
+// graceful stop saves it too.
 const positionEvery = time.Second
 
 // status says whether the log is read, and if not, why, for the status
@@ -67,7 +68,7 @@ func openKernelLog(path string, logger *slog.Logger, reg prometheus.Registerer, 
 		r.OnResume(pos.onResume)
 		// A start at the end is a position too: what is logged while
 		// this run is down is read by the next.
-		pos.save(r)
+		pos.saveNow(r, false)
 	}
 	return k
 }
@@ -87,27 +88,9 @@ func (k *kernelLog) run(ctx context.Context, logger *slog.Logger) {
 		return
 	}
 	if k.pos != nil {
-		saved := make(chan struct{})
-		saveCtx, stopSaving := context.WithCancel(ctx)
-		go func() {
-			defer close(saved)
-			tick := time.NewTicker(positionEvery)
-			defer tick.Stop()
-			for {
-				select {
-				case <-saveCtx.Done():
-					return
-				case <-tick.C:
-					k.pos.save(k.r)
-				}
-			}
-		}()
-		defer func() {
-			stopSaving()
-			<-saved
-			// The stop: the faults handed on so far are read.
-			k.pos.save(k.r)
-		}()
+		k.r.OnPosition(func(uint64) { k.pos.saveSoon(k.r) })
+		// The stop: the faults handed on so far are read.
+		defer k.pos.saveNow(k.r, true)
 	}
 	err := k.metrics.Read(ctx, k.r, logger, func(fs []kmsg.Fault) {
 		for _, h := range k.handlers {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/lavender-ml/lavender/internal/procfile"
 	"github.com/lavender-ml/lavender/kmsg"
@@ -41,8 +43,13 @@ type kernelLogPosition struct {
 	path   string
 	bootID string // this boot's; "" when unknown: nothing is saved
 	logger *slog.Logger
-	saved  uint64
-	any    bool // saved holds what the file holds
+
+	mu      sync.Mutex
+	saved   uint64
+	any     bool        // saved holds what the file holds
+	lastTry time.Time   // the last save tried
+	timer   *time.Timer // a save put off (saveSoon); nil: none
+	stopped bool        // saveNow at the stop: no save is put off any more
 }
 
 // openKernelLogPosition reads the position the process before left in
@@ -91,19 +98,71 @@ func readKernelLogPosition(path string) (*kernelLogPositionFile, error) {
 	return &f, nil
 }
 
-// save writes the reader's position when it moved, atomically (temp
+// saveSoon saves the reader's position within positionEvery of the last
+// save tried: now if that is as old, else by a timer, which one save
+// serves however often the position moves meanwhile.
+func (p *kernelLogPosition) saveSoon(r *kmsg.Reader) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.timer != nil || p.stopped {
+		return
+	}
+	if wait := positionEvery - time.Since(p.lastTry); wait > 0 {
+		p.saveAfterLocked(r, wait)
+		return
+	}
+	p.saveLocked(r)
+}
+
+// saveNow saves the reader's position at once (at the start). With stop,
+// it is the last save: nothing is put off any more.
+func (p *kernelLogPosition) saveNow(r *kmsg.Reader, stop bool) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.stopped = p.stopped || stop
+	p.saveLocked(r)
+}
+
+// saveAfterLocked puts a save off by wait.
+func (p *kernelLogPosition) saveAfterLocked(r *kmsg.Reader, wait time.Duration) {
+	p.timer = time.AfterFunc(wait, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.timer = nil
+		if !p.stopped {
+			p.saveLocked(r)
+		}
+	})
+}
+
+// saveLocked writes the reader's position when it moved, atomically (temp
 // file, fsync, rename, fsync of the dir), as the watchdog's state is
-// written. A failed save is logged; the next one tries again.
-func (p *kernelLogPosition) save(r *kmsg.Reader) {
-	if p == nil || p.bootID == "" || r == nil {
+// written. A failed save is logged and tried again after positionEvery,
+// so a position the log no longer moves past still reaches the file.
+func (p *kernelLogPosition) saveLocked(r *kmsg.Reader) {
+	if p.bootID == "" || r == nil {
 		return
 	}
 	seq, ok := r.Position()
 	if !ok || p.any && seq == p.saved {
 		return
 	}
+	p.lastTry = time.Now()
 	if err := writeStateFile(p.path, kernelLogPositionFile{Version: kernelLogPositionVersion, BootID: p.bootID, Seq: seq}); err != nil {
 		p.logger.Error("kernel log position not saved: a restart of serve may miss or repeat faults", "err", err)
+		if !p.stopped {
+			p.saveAfterLocked(r, positionEvery)
+		}
 		return
 	}
 	p.saved, p.any = seq, true

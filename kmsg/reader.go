@@ -153,6 +153,8 @@ type Reader struct {
 	resumed  *Resumed
 	resuming bool // the skipping is a resume, to be reported
 	onResume func(Resumed)
+	// onPosition learns each move of the position, from Run.
+	onPosition func(seq uint64)
 }
 
 // From says where OpenFrom starts reading the kernel log device.
@@ -284,6 +286,15 @@ func (r *Reader) OnResume(f func(Resumed)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.onResume = f
+}
+
+// OnPosition has Run call f, from its goroutine, each time the Position
+// moves (records were read and their faults handed on), so that a caller
+// can keep it without waking to look. Set it before Run.
+func (r *Reader) OnPosition(f func(seq uint64)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onPosition = f
 }
 
 // Check refuses a path that can never be the kernel log, as Open would:
@@ -462,8 +473,13 @@ func (r *Reader) Run(ctx context.Context, handle func([]Fault)) error {
 			// Every record read up to upTo is handled: its faults were
 			// in this batch or an earlier one.
 			r.mu.Lock()
+			moved := !r.handedSet || r.handed != upTo
 			r.handed, r.handedSet = upTo, true
+			onPosition := r.onPosition
 			r.mu.Unlock()
+			if moved && onPosition != nil {
+				onPosition(upTo)
+			}
 		}
 		if err != nil {
 			return err

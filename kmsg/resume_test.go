@@ -185,6 +185,32 @@ func TestResumeAheadOfTheLog(t *testing.T) {
 	waitPids(t, c, 4)
 }
 
+// TestOnPositionTellsEachMove: Run tells OnPosition's function each
+// position the records it read moved it to, once its faults were handed
+// on, so a caller keeps it without polling.
+func TestOnPositionTellsEachMove(t *testing.T) {
+	in, send := fakeDevice(t, chatter(1))
+	r := openFake(t, in, From{Track: true})
+	moves := make(chan uint64, 8)
+	r.OnPosition(func(seq uint64) { moves <- seq })
+	runReader(t, r, newCollector())
+	send(xidAt(2), chatter(3))
+	deadline := time.After(waitLong)
+	for {
+		select {
+		case seq := <-moves:
+			if pos, ok := r.Position(); !ok || pos < seq {
+				t.Errorf("told of position %d while Position says %d %v", seq, pos, ok)
+			}
+			if seq == 3 {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no move to position 3 told")
+		}
+	}
+}
+
 // TestPositionWaitsForTheHandler: the position moves past a fault only
 // once the handler has taken it, so that a position saved meanwhile never
 // skips a fault no one handled.
