@@ -309,10 +309,13 @@ func (w *Watchdog) pushEvents(ctx context.Context) {
 		}
 	}
 	w.publishEvents()
-	// The fault is kept for a restart now, not at the next poll.
-	w.mu.Lock()
-	w.reportOpenLocked()
-	w.mu.Unlock()
+	// The fault is kept for a restart now, not at the next poll. A poll
+	// under way reports it as it ends (and the next poll if it had just
+	// reported): waiting for its push here would hold the next fault's.
+	if w.mu.TryLock() {
+		w.reportOpenLocked()
+		w.mu.Unlock()
+	}
 }
 
 // publishEvents is publish for the event rules alone: they guard
