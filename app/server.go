@@ -57,18 +57,18 @@ func (o WebOptions) listen() webserve.Listen {
 	return webserve.Listen{Addresses: o.ListenAddresses, SystemdSocket: o.SystemdSocket, ConfigFile: o.ConfigFile}
 }
 
-// NewRegistry holds what every serving command exports besides its own
-// metrics: the Go runtime, the process, and lavender_build_info.
-func NewRegistry() *prometheus.Registry {
+// selfGatherer gathers what every serving command exports besides its own
+// metrics: the Go runtime, the process, and lavender_build_info. They
+// describe lavender itself, so a scrape within a second of the last one
+// replays them (see exporter.NewReplayingGatherer).
+func selfGatherer() prometheus.Gatherer {
 	reg := prometheus.NewRegistry()
-	// The Go and process collectors describe lavender itself; they are
-	// replayed for a second (see exporter.NewCachingCollector).
 	reg.MustRegister(
-		exporter.NewCachingCollector(collectors.NewGoCollector(), time.Second),
-		exporter.NewCachingCollector(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), time.Second),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector("lavender"),
 	)
-	return reg
+	return exporter.NewReplayingGatherer(reg, time.Second)
 }
 
 // commandServer is what every serving command starts with: its listeners
@@ -96,7 +96,7 @@ func newCommandServer(o WebOptions, logger *slog.Logger, onListen func([]net.Add
 	if err != nil {
 		return nil, err
 	}
-	s := &commandServer{web: o, listeners: listeners, reg: NewRegistry(), mux: mux, handler: handler}
+	s := &commandServer{web: o, listeners: listeners, reg: prometheus.NewRegistry(), mux: mux, handler: handler}
 	s.writeErrors = newWriteErrors(s.reg)
 	s.mux.Handle("/metrics", MetricsHandler(s.reg, logger))
 	webserve.AddLifecycle(s.mux, &s.ready)
@@ -124,12 +124,14 @@ func newWriteErrors(reg prometheus.Registerer) *prometheus.CounterVec {
 	return c
 }
 
-// MetricsHandler serves reg the way node_exporter does, with promhttp's own
-// request metrics and errors logged rather than failing the scrape.
+// MetricsHandler serves reg, with the Go, process and build-info metrics
+// (selfGatherer), the way node_exporter does: promhttp's own request
+// metrics, registered in reg, and errors logged rather than failing the
+// scrape.
 func MetricsHandler(reg *prometheus.Registry, logger *slog.Logger) http.Handler {
 	// Sent whole, in two write(2)s rather than a chunk per 4 KiB, and
 	// gzipped there at BestSpeed rather than by promhttp.
-	return exporter.WholeResponse(promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	return exporter.WholeResponse(promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(exporter.MergeGatherers(reg, selfGatherer()), promhttp.HandlerOpts{
 		ErrorLog:           slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		ErrorHandling:      promhttp.ContinueOnError,
 		Registry:           reg,
