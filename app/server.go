@@ -130,7 +130,7 @@ func newWriteErrors(reg prometheus.Registerer) *prometheus.CounterVec {
 // scrape.
 func MetricsHandler(reg *prometheus.Registry, logger *slog.Logger) http.Handler {
 	// Sent whole, in two write(2)s rather than a chunk per 4 KiB, and
-	// gzipped there at BestSpeed rather than by promhttp.
+	// gzipped there, at a fast level, rather than by promhttp.
 	return exporter.WholeResponse(promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(exporter.MergeGatherers(reg, selfGatherer()), promhttp.HandlerOpts{
 		ErrorLog:           slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		ErrorHandling:      promhttp.ContinueOnError,

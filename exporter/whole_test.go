@@ -43,7 +43,7 @@ func TestWholeResponseSameBody(t *testing.T) {
 // TestWholeResponseGzipsWhatPromhttpWould: behind WholeResponse, a
 // promhttp handler that does not compress answers every Accept-Encoding as
 // promhttp's compressing handler does (the same encoding, headers and
-// decompressed body), only at gzip.BestSpeed: more bytes, much less CPU.
+// decompressed body), only at a fast level: more bytes, much less CPU.
 func TestWholeResponseGzipsWhatPromhttpWould(t *testing.T) {
 	reg := fillerRegistry(t, 300)
 	compressing := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
