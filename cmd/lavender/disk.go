@@ -4,12 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-
-	"github.com/lavender-ml/lavender/watchdog"
 )
-
-// DefaultShm is where the shared memory DataLoader workers use lives.
-const DefaultShm = "/dev/shm"
 
 // diskFlags are the filesystems exporter and serve watch, beside the
 // directories phases report.
@@ -21,11 +16,6 @@ type diskFlags struct {
 // diskRuleFlags are serve's disk rule.
 type diskRuleFlags struct {
 	WatchdogDiskMinFree string `name:"watchdog.disk-min-free" default:"${watchdog_disk_min_free}" help:"Push when a watched filesystem has less free than this: a size (10GB, 512MiB) or a share of it (5%); 0 turns the floor off. Pushes also come when the next checkpoint save will not fit, when the disk fills before the running phase's ETA, and when under 5% of inodes are free."`
-}
-
-var diskVars = map[string]string{
-	"watchdog_shm":           DefaultShm,
-	"watchdog_disk_min_free": watchdog.DefaultDiskMinFree,
 }
 
 // paths are the fixed paths to watch, made absolute, in order.

@@ -2,13 +2,9 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/alecthomas/kong"
-
 	"github.com/lavender-ml/lavender/app"
-	"github.com/lavender-ml/lavender/kmsg"
 	"github.com/lavender-ml/lavender/watchdog"
 )
 
@@ -29,37 +25,6 @@ type watchdogFlags struct {
 
 	PhaseNotify     []string      `name:"phase.notify" default:"${phase_notify}" help:"Phase events the watchdog pushes: failed (a phase ends failed), stalled (no heartbeat, or no new step, for --phase.stall-after), loss (a phase's loss turns NaN or infinite), done (a phase ends ok). Empty: none."`
 	PhaseStallAfter time.Duration `name:"phase.stall-after" default:"${phase_stall_after}" help:"How long an active phase may send no heartbeat, or ping without a new step, before it counts as stalled (at least 1m); 0 turns the stalled push off."`
-}
-
-// watchdogVars are the flags' defaults, from the packages that own them.
-var watchdogVars = kong.Vars{
-	"watchdog_interval":           flagDuration(watchdog.DefaultInterval),
-	"watchdog_threshold":          fmt.Sprint(watchdog.DefaultThreshold),
-	"watchdog_pressure_threshold": fmt.Sprint(watchdog.DefaultPressureThreshold),
-	"watchdog_repeat":             flagDuration(watchdog.DefaultRepeat),
-	"watchdog_hysteresis":         fmt.Sprint(watchdog.DefaultHysteresis),
-	"kmsg_path":                   kmsg.DefaultPath,
-	"phase_notify":                strings.Join(watchdog.DefaultPhaseNotify, ","),
-	"phase_stall_after":           flagDuration(watchdog.DefaultStallAfter),
-	"watchdog_gpu_hang_after":     flagDuration(watchdog.DefaultGPUHangAfter),
-	"watchdog_gpu_idle_after":     flagDuration(watchdog.DefaultGPUIdleAfter),
-	"watchdog_gpu_slowdown_after": flagDuration(watchdog.DefaultGPUSlowdownAfter),
-}
-
-// flagDuration writes a default as a person would type it: "10m", not
-// time.Duration's "10m0s", and "60s" rather than "1m" under two minutes.
-func flagDuration(d time.Duration) string {
-	if d < 2*time.Minute && d%time.Second == 0 {
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // watchdogOptions are the watchdog's flags as app takes them, checked

@@ -94,7 +94,7 @@ var mayUse = map[string][]string{
 	"cmd/lavender": {"*"},
 	// app wires the serving commands from plain options; it may use every
 	// product package, and only cmd uses it (see usedOnlyBy).
-	"app": {"bark", "ntfy", "gpu", "delivery", "diskguard", "exporter", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
+	"app": {"bark", "ntfy", "gpu", "delivery", "diskguard", "exporter", "heartbeat", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
 		"watchdog", "watchpush", "webguard", "webhook", "webserve", "notify", "proctree", "internal/targetfile", "internal/textsafe", "internal/ring",
 		"internal/throttle", "internal/procfile", "internal/backoff", "internal/lazyregexp"},
 	// Takes SIGHUP from the first instant of the process, so it must
