@@ -29,8 +29,12 @@ type SendOptions struct {
 // Send pushes the message through delivery's retry stage and prints one
 // line per target on stdout and, for each failure, the predecessor's
 // "[bark] <file> failed: <ErrorClass>" on stderr. It fails when every
-// target failed, or when there is none.
+// target failed, or when there is none, and refuses a timeout that is not
+// positive (--bark.timeout) before it reads anything.
 func Send(ctx context.Context, o SendOptions, env Env, stdout, stderr io.Writer) error {
+	if o.Timeout <= 0 {
+		return fmt.Errorf("--bark.timeout must be positive, not %s", o.Timeout)
+	}
 	msg := strings.TrimSpace(o.Message)
 	switch {
 	case o.Test && msg != "":

@@ -27,9 +27,6 @@ type SendCmd struct {
 }
 
 func (c *SendCmd) Run(ctx *kong.Context, g *Globals) error {
-	if err := c.validateTimeout(); err != nil {
-		return err
-	}
 	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return app.Send(sctx, app.SendOptions{

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"time"
 
@@ -39,52 +37,6 @@ type barkFlags struct {
 	BarkMaxPerMinute    int           `name:"bark.max-per-minute" default:"${bark_max_per_minute}" help:"Pushes one target (phone) gets in any 60 s; alerts past it are held and go out as one summary push when the minute ends. 0 turns storm control off."`
 	BarkDeleteOnResolve bool          `name:"bark.delete-on-resolve" help:"Delete an incident's notification (Bark delete=1) when it resolves, instead of replacing it with the resolved text. Off: deletes are unreliable on iOS (Bark #297)."`
 	WebExternalURL      string        `name:"web.external-url" help:"URL under which lavender is reached (as Prometheus' flag): tapping a push opens it."`
-}
-
-// validateTimeout checks --bark.timeout, for every command that pushes.
-func (f *barkTargetFlags) validateTimeout() error {
-	if f.BarkTimeout <= 0 {
-		return fmt.Errorf("--bark.timeout must be positive, not %s", f.BarkTimeout)
-	}
-	return nil
-}
-
-// barkFlagOf names the flag of each delivery.Config and webhook.Config
-// field that their Check can refuse.
-var barkFlagOf = map[string]string{
-	"Timeout":      "--bark.timeout",
-	"Threshold":    "--bark.threshold",
-	"DedupWindow":  "--bark.dedup-window",
-	"MaxBodyBytes": "--webhook.max-bytes",
-	"MaxPerMinute": "--bark.max-per-minute",
-	"ExternalURL":  "--web.external-url",
-}
-
-// flagError words a *delivery.FieldError of an options struct with the
-// flag flagOf names for its field; any other error is returned as it is.
-func flagError(err error, flagOf map[string]string) error {
-	var fe *delivery.FieldError
-	if errors.As(err, &fe) && flagOf[fe.Field] != "" {
-		return fmt.Errorf("%s %s", flagOf[fe.Field], fe.Problem)
-	}
-	return err
-}
-
-// validateBark is the bridge's own check, naming the flags, and the room
-// a webhook's answer needs under the server's write timeout.
-func (f *barkFlags) validateBark() error {
-	err := f.deliveryConfig(runlog.Options{}).Check()
-	if err == nil {
-		err = f.webhookConfig().Check()
-	}
-	if err != nil {
-		return flagError(err, barkFlagOf)
-	}
-	if f.BarkTimeout+app.WebhookMargin > app.ServingTimeouts.Write {
-		return fmt.Errorf("--bark.timeout %s leaves no room under the server's %s write timeout; use at most %s",
-			f.BarkTimeout, app.ServingTimeouts.Write, app.ServingTimeouts.Write-app.WebhookMargin)
-	}
-	return nil
 }
 
 // deliveryConfig is the delivery pipeline's configuration from the flags;
@@ -135,11 +87,9 @@ func (c *BridgeCmd) Run(g *Globals) error {
 // serve runs the bridge until ctx ends; tests pass their own context and
 // learn the bound address through onListen.
 func (c *BridgeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr)) error {
-	if err := c.validateBark(); err != nil {
+	o := app.BridgeOptions{Web: c.webOptions(c.WebExternalURL), Runlog: c.runlogOptions(), Push: c.pushOptions(nil)}
+	if err := o.Check(); err != nil {
 		return err
 	}
-	if err := c.validateRunlog(); err != nil {
-		return err
-	}
-	return app.RunBridge(ctx, app.BridgeOptions{Web: c.webOptions(c.WebExternalURL), Runlog: c.runlogOptions(), Push: c.pushOptions(nil)}, g.env(onListen, nil))
+	return app.RunBridge(ctx, o, g.env(onListen, nil))
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"path/filepath"
-	"slices"
+	"github.com/lavender-ml/lavender/app"
 )
 
 // diskFlags are the filesystems exporter and serve watch, beside the
@@ -20,16 +18,5 @@ type diskRuleFlags struct {
 
 // paths are the fixed paths to watch, made absolute, in order.
 func (f *diskFlags) paths() ([]string, error) {
-	var out []string
-	for _, p := range append(slices.Clone(f.WatchdogDisk), f.WatchdogShm) {
-		if p == "" {
-			continue
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return nil, fmt.Errorf("--watchdog.disk %q: %w", p, err)
-		}
-		out = append(out, abs)
-	}
-	return out, nil
+	return app.DiskPaths(f.WatchdogDisk, f.WatchdogShm)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"time"
 
@@ -28,13 +27,6 @@ type procfsFlags struct {
 	HistoryStep time.Duration `name:"status.history-step" default:"${history_step}" help:"Time between points of the status page's swap chart, which keeps 360 of them (10s: the last hour)."`
 }
 
-func (f *procfsFlags) validate() error {
-	if f.HistoryStep <= 0 {
-		return fmt.Errorf("--status.history-step must be positive, not %s", f.HistoryStep)
-	}
-	return nil
-}
-
 func (c *ExporterCmd) Run(g *Globals) error {
 	return serveUntilSignal(g, c.runtimeFlags, func(ctx context.Context) error { return c.serve(ctx, g, nil) })
 }
@@ -42,18 +34,13 @@ func (c *ExporterCmd) Run(g *Globals) error {
 // serve runs the exporter until ctx ends; tests call it with their own
 // context and learn the bound address through onListen.
 func (c *ExporterCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr)) error {
-	if err := c.validate(); err != nil {
+	o := app.ExporterOptions{Web: c.webOptions(""), Runlog: c.runlogOptions(), Host: hostOptions(c.procfsFlags, c.kernelLogFlags, c.gpuFlags)}
+	if err := o.Check(); err != nil {
 		return err
 	}
-	if err := c.validateRunlog(); err != nil {
+	var err error
+	if o.Host.DiskPaths, err = c.paths(); err != nil {
 		return err
 	}
-	if err := c.checkKmsgPath(); err != nil {
-		return err
-	}
-	host, err := hostOptions(c.procfsFlags, c.kernelLogFlags, c.diskFlags, c.gpuFlags)
-	if err != nil {
-		return err
-	}
-	return app.RunExporter(ctx, app.ExporterOptions{Web: c.webOptions(""), Runlog: c.runlogOptions(), Host: host}, g.env(onListen, nil))
+	return app.RunExporter(ctx, o, g.env(onListen, nil))
 }

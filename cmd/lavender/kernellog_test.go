@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/internal/barktest"
 	"github.com/lavender-ml/lavender/internal/testkit"
 )
@@ -133,7 +134,7 @@ func TestKmsgPathRefusesWhatIsNoKernelLog(t *testing.T) {
 		t.Errorf("exporter: %v; want %q", err, want)
 	}
 	// A missing path is no mistake in the flag: lavender runs blind.
-	if err := (&kernelLogFlags{KmsgPath: filepath.Join(t.TempDir(), "missing")}).checkKmsgPath(); err != nil {
+	if err := app.CheckKmsgPath(filepath.Join(t.TempDir(), "missing")); err != nil {
 		t.Errorf("a missing path was refused: %v", err)
 	}
 }

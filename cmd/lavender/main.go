@@ -92,14 +92,6 @@ type runlogFlags struct {
 	MaxBytes int `name:"runlog.max-bytes" default:"${runlog_max_bytes}" help:"Hard cap on a run log's size in bytes (at least ${runlog_min_bytes})."`
 }
 
-// validateRunlog is runlog's own check, naming the flag.
-func (f runlogFlags) validateRunlog() error {
-	if err := runlog.CheckMaxBytes(f.MaxBytes); err != nil {
-		return fmt.Errorf("--runlog.max-bytes %w", err)
-	}
-	return nil
-}
-
 func (f runlogFlags) options() runlog.Options {
 	return runlog.Options{Dir: f.Dir, MaxBytes: f.MaxBytes}
 }

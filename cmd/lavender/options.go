@@ -27,17 +27,10 @@ func (f runlogFlags) runlogOptions() app.RunlogOptions {
 }
 
 // hostOptions are the host flags as app takes them: procfs, the status
-// page's step, the kernel log, the fixed disks (absolute).
-func hostOptions(p procfsFlags, k kernelLogFlags, d diskFlags, g gpuFlags) (app.HostOptions, error) {
-	paths, err := d.paths()
-	if err != nil {
-		return app.HostOptions{}, err
-	}
-	return app.HostOptions{ProcFS: p.ProcFS, HistoryStep: p.HistoryStep, KmsgPath: k.KmsgPath, DiskPaths: paths, GPU: g.GPU}, nil
-}
-
-func (c *ServeCmd) hostOptions() (app.HostOptions, error) {
-	return hostOptions(c.procfsFlags, c.kernelLogFlags, c.diskFlags, c.gpuFlags)
+// page's step, the kernel log. The fixed disks (diskFlags.paths) are the
+// command's to add once app has checked these.
+func hostOptions(p procfsFlags, k kernelLogFlags, g gpuFlags) app.HostOptions {
+	return app.HostOptions{ProcFS: p.ProcFS, HistoryStep: p.HistoryStep, KmsgPath: k.KmsgPath, GPU: g.GPU}
 }
 
 // gpuFlags turn NVML off, for a host where it should not be loaded.

@@ -308,7 +308,7 @@ func TestServeBarkLevels(t *testing.T) {
 		{"--bark.level=failed", `--bark.level: "failed" is not EVENT=LEVEL`},
 	} {
 		cli := parseCLI(t, "serve", tc.flag)
-		if err := cli.Serve.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := cli.Serve.options(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.flag, err, tc.want)
 		}
 	}

@@ -29,7 +29,7 @@ type RunlogNewCmd struct {
 }
 
 func (c *RunlogNewCmd) Run(g *Globals) error {
-	if err := c.validateRunlog(); err != nil {
+	if err := c.runlogOptions().Check(); err != nil {
 		return err
 	}
 	l, err := runlog.Start(c.logged(g), c.Header, runlog.RunStart)
@@ -46,7 +46,7 @@ type RunlogAppendCmd struct {
 }
 
 func (c *RunlogAppendCmd) Run(g *Globals) error {
-	if err := c.validateRunlog(); err != nil {
+	if err := c.runlogOptions().Check(); err != nil {
 		return err
 	}
 	l, _, err := runlog.CurrentOrStart(c.logged(g), "", runlog.RunStart)

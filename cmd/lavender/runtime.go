@@ -18,13 +18,10 @@ type runtimeFlags struct {
 // command does not change their process.
 var applyRuntime = app.ApplyRuntime
 
-// runtimeFlagOf names the flag of each app.RuntimeOptions field.
-var runtimeFlagOf = map[string]string{"GoMaxProcs": "--runtime.gomaxprocs", "GoGC": "--runtime.gogc"}
-
 func (f runtimeFlags) apply(logger *slog.Logger) error {
 	o := app.RuntimeOptions{GoMaxProcs: f.GoMaxProcs, GoGC: f.GoGC}
-	if err := o.Check(); err != nil {
-		return flagError(err, runtimeFlagOf)
+	if err := o.CheckFlags(); err != nil {
+		return err
 	}
 	return applyRuntime(o, logger)
 }

@@ -31,51 +31,37 @@ func (c *ServeCmd) Run(g *Globals) error {
 	return serveUntilSignal(g, c.runtimeFlags, func(ctx context.Context) error { return c.serve(ctx, g, nil, nil) })
 }
 
-// validate checks every flag group serve has, before anything starts.
-func (c *ServeCmd) validate() error {
-	if err := c.validateBark(); err != nil {
-		return err
-	}
-	if err := c.procfsFlags.validate(); err != nil {
-		return err
-	}
-	if err := c.checkKmsgPath(); err != nil {
-		return err
-	}
-	if err := c.validateRunlog(); err != nil {
-		return err
-	}
-	if _, err := c.paths(); err != nil {
-		return err
-	}
-	if _, err := c.levels(); err != nil {
-		return err
-	}
-	_, err := c.watchdogOptions()
-	return err
-}
-
 // serve runs until ctx ends; tests pass their own context and learn the
 // bound address through onListen and readiness through onReady.
 func (c *ServeCmd) serve(ctx context.Context, g *Globals, onListen func([]net.Addr), onReady func()) error {
-	if err := c.validate(); err != nil {
+	o, err := c.options()
+	if err != nil {
 		return err
 	}
-	return app.RunServe(ctx, c.options(g), g.env(onListen, onReady))
+	return app.RunServe(ctx, o, g.env(onListen, onReady))
 }
 
-// options are serve's flags as app takes them; validate has checked them.
-func (c *ServeCmd) options(g *Globals) app.ServeOptions {
-	levels, _ := c.levels()
-	host, _ := c.hostOptions()
-	wd, _ := c.watchdogOptions()
-	return app.ServeOptions{
+// options are serve's flags as app takes them, every one checked before
+// anything starts; errors name the flag.
+func (c *ServeCmd) options() (app.ServeOptions, error) {
+	o := app.ServeOptions{
 		Web:       c.webOptions(c.WebExternalURL),
 		Runlog:    c.runlogOptions(),
-		Host:      host,
-		Push:      c.pushOptions(levels),
-		Watchdog:  wd,
+		Host:      hostOptions(c.procfsFlags, c.kernelLogFlags, c.gpuFlags),
+		Push:      c.pushOptions(nil),
 		RunHeader: c.RunHeader,
 		RunResume: c.RunResume,
 	}
+	if err := o.Check(); err != nil {
+		return o, err
+	}
+	var err error
+	if o.Host.DiskPaths, err = c.paths(); err != nil {
+		return o, err
+	}
+	if o.Push.Levels, err = c.levels(); err != nil {
+		return o, err
+	}
+	o.Watchdog, err = c.watchdogOptions()
+	return o, err
 }
