@@ -140,8 +140,9 @@ func (o BridgeOptions) Check() error {
 }
 
 // Check refuses, naming the flag, what serve cannot start with: the push,
-// the host and the run-log options. The watchdog's options and the levels
-// are checked as cmd makes them, after these.
+// the host and the run-log options. The watchdog's options are checked as
+// they are made (NewWatchdogOptions), the levels as they are parsed, after
+// these.
 func (o ServeOptions) Check() error {
 	if err := o.Push.Check(); err != nil {
 		return err

@@ -133,6 +133,45 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 	return err
 }
 
+// NewWatchdogOptions are the watchdog's options from serve's flags: the
+// rules' (whose Interval and Repeat the phase and disk rules share), the
+// phase events to push (--phase.notify), the stall timeout and the disk
+// floor as typed (--watchdog.disk-min-free). It checks every value, even
+// with the watchdog off, so a bad one never passes silently; errors name
+// the flag.
+func NewWatchdogOptions(rules watchdog.RuleFlags, phaseNotify []string, stallAfter time.Duration, diskMinFree string) (WatchdogOptions, error) {
+	if rules.Interval < 0 {
+		return WatchdogOptions{}, fmt.Errorf("--watchdog.interval must not be negative, not %s", rules.Interval)
+	}
+	// Never nil: an empty --phase.notify means no phase push, not the
+	// default list.
+	notify := []string{}
+	for _, n := range phaseNotify {
+		if n != "" {
+			notify = append(notify, n)
+		}
+	}
+	floor, err := watchdog.ParseMinFree(diskMinFree)
+	if err != nil {
+		return WatchdogOptions{}, err
+	}
+	o := WatchdogOptions{
+		Interval: rules.Interval,
+		Rules:    rules,
+		Phase: watchdog.PhaseConfig{
+			Notify:     notify,
+			StallAfter: stallAfter,
+			Repeat:     rules.Repeat,
+			Retry:      rules.Interval,
+		},
+		Disk: watchdog.DiskConfig{MinFree: floor, Repeat: rules.Repeat, Retry: rules.Interval},
+	}
+	if _, err := o.BuildRules(); err != nil {
+		return WatchdogOptions{}, err
+	}
+	return o, nil
+}
+
 // BuildRules builds the watchdog's rules from o, the same every time: serve
 // builds them at start, and cmd calls it first to refuse a bad flag.
 func (o WatchdogOptions) BuildRules() ([]watchdog.Rule, error) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/lavender-ml/lavender/app"
@@ -27,50 +26,21 @@ type watchdogFlags struct {
 	PhaseStallAfter time.Duration `name:"phase.stall-after" default:"${phase_stall_after}" help:"How long an active phase may send no heartbeat, or ping without a new step, before it counts as stalled (at least 1m); 0 turns the stalled push off."`
 }
 
-// watchdogOptions are the watchdog's flags as app takes them, checked
-// (every one, even with the watchdog off, so a bad value never passes
-// silently); errors name the flag.
+// watchdogOptions are the watchdog's flags as app takes them, checked by
+// app.NewWatchdogOptions; errors name the flag.
 func (c *ServeCmd) watchdogOptions() (app.WatchdogOptions, error) {
 	f := &c.watchdogFlags
-	if f.WatchdogInterval < 0 {
-		return app.WatchdogOptions{}, fmt.Errorf("--watchdog.interval must not be negative, not %s", f.WatchdogInterval)
+	rules := watchdog.RuleFlags{
+		Interval:          f.WatchdogInterval,
+		Threshold:         f.WatchdogThreshold,
+		Hysteresis:        f.WatchdogHysteresis,
+		Repeat:            f.WatchdogRepeat,
+		PressureThreshold: f.WatchdogPressureThreshold,
+		OOM:               f.WatchdogOOM,
+		GPU:               f.WatchdogGPU,
+		GPUHangAfter:      f.WatchdogGPUHangAfter,
+		GPUIdleAfter:      f.WatchdogGPUIdleAfter,
+		GPUSlowdownAfter:  f.WatchdogGPUSlowdownAfter,
 	}
-	// Never nil: an empty --phase.notify means no phase push, not the
-	// default list.
-	notify := []string{}
-	for _, n := range f.PhaseNotify {
-		if n != "" {
-			notify = append(notify, n)
-		}
-	}
-	floor, err := watchdog.ParseMinFree(c.WatchdogDiskMinFree)
-	if err != nil {
-		return app.WatchdogOptions{}, err
-	}
-	o := app.WatchdogOptions{
-		Interval: f.WatchdogInterval,
-		Rules: watchdog.RuleFlags{
-			Interval:          f.WatchdogInterval,
-			Threshold:         f.WatchdogThreshold,
-			Hysteresis:        f.WatchdogHysteresis,
-			Repeat:            f.WatchdogRepeat,
-			PressureThreshold: f.WatchdogPressureThreshold,
-			OOM:               f.WatchdogOOM,
-			GPU:               f.WatchdogGPU,
-			GPUHangAfter:      f.WatchdogGPUHangAfter,
-			GPUIdleAfter:      f.WatchdogGPUIdleAfter,
-			GPUSlowdownAfter:  f.WatchdogGPUSlowdownAfter,
-		},
-		Phase: watchdog.PhaseConfig{
-			Notify:     notify,
-			StallAfter: f.PhaseStallAfter,
-			Repeat:     f.WatchdogRepeat,
-			Retry:      f.WatchdogInterval,
-		},
-		Disk: watchdog.DiskConfig{MinFree: floor, Repeat: f.WatchdogRepeat, Retry: f.WatchdogInterval},
-	}
-	if _, err := o.BuildRules(); err != nil {
-		return app.WatchdogOptions{}, err
-	}
-	return o, nil
+	return app.NewWatchdogOptions(rules, f.PhaseNotify, f.PhaseStallAfter, c.WatchdogDiskMinFree)
 }
