@@ -1,8 +1,6 @@
 package main
 
-import (
-	"github.com/lavender-ml/lavender/app"
-)
+import "github.com/lavender-ml/lavender/app"
 
 // diskFlags are the filesystems exporter and serve watch, beside the
 // directories phases report.

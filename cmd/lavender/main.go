@@ -17,7 +17,6 @@ import (
 	"github.com/lavender-ml/lavender"
 	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/diskguard"
-	"github.com/lavender-ml/lavender/runlog"
 )
 
 // The version is the repository's VERSION file unless the build stamped
@@ -90,10 +89,6 @@ type runlogDirFlags struct {
 type runlogFlags struct {
 	runlogDirFlags
 	MaxBytes int `name:"runlog.max-bytes" default:"${runlog_max_bytes}" help:"Hard cap on a run log's size in bytes (at least ${runlog_min_bytes})."`
-}
-
-func (f runlogFlags) options() runlog.Options {
-	return runlog.Options{Dir: f.Dir, MaxBytes: f.MaxBytes}
 }
 
 // newParser is the kong parser of cli; run uses it, and the tests that

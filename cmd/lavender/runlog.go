@@ -1,19 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
-	"github.com/lavender-ml/lavender/runlog"
+	"github.com/lavender-ml/lavender/app"
 )
-
-// logged returns the run-log options with g's logger, which hears about a
-// damaged run log moved aside.
-func (f runlogFlags) logged(g *Globals) runlog.Options {
-	o := f.options()
-	o.Logger = g.Logger
-	return o
-}
 
 // RunlogCmd groups the run-log subcommands.
 type RunlogCmd struct {
@@ -29,15 +20,7 @@ type RunlogNewCmd struct {
 }
 
 func (c *RunlogNewCmd) Run(g *Globals) error {
-	if err := c.runlogOptions().Check(); err != nil {
-		return err
-	}
-	l, err := runlog.Start(c.logged(g), c.Header, runlog.RunStart)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(g.Stdout, l.Path())
-	return err
+	return app.NewRun(c.runlogOptions(), c.Header, app.Env{Logger: g.Logger}, g.Stdout)
 }
 
 type RunlogAppendCmd struct {
@@ -46,14 +29,7 @@ type RunlogAppendCmd struct {
 }
 
 func (c *RunlogAppendCmd) Run(g *Globals) error {
-	if err := c.runlogOptions().Check(); err != nil {
-		return err
-	}
-	l, _, err := runlog.CurrentOrStart(c.logged(g), "", runlog.RunStart)
-	if err != nil {
-		return err
-	}
-	return l.Append(strings.Join(c.Message, " "))
+	return app.AppendToRun(c.runlogOptions(), strings.Join(c.Message, " "), app.Env{Logger: g.Logger})
 }
 
 type RunlogShowCmd struct {
@@ -61,16 +37,7 @@ type RunlogShowCmd struct {
 }
 
 func (c *RunlogShowCmd) Run(g *Globals) error {
-	l, err := runlog.Current(runlog.Options{Dir: c.Dir, Logger: g.Logger})
-	if err != nil {
-		return err
-	}
-	data, err := l.Read()
-	if err != nil {
-		return err
-	}
-	_, err = g.Stdout.Write(data)
-	return err
+	return app.ShowRun(c.Dir, app.Env{Logger: g.Logger}, g.Stdout)
 }
 
 type RunlogPathCmd struct {
@@ -78,10 +45,5 @@ type RunlogPathCmd struct {
 }
 
 func (c *RunlogPathCmd) Run(g *Globals) error {
-	path, err := runlog.CurrentPath(c.Dir)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(g.Stdout, path)
-	return err
+	return app.PrintRunPath(c.Dir, g.Stdout)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,44 +41,6 @@ func runExiting(args []string, stdout, stderr *testkit.SyncBuffer) (err error) {
 		}
 	}()
 	return run(args, stdout, stderr, func(code int) { panic(kongExit(code)) })
-}
-
-func TestRunlogCommands(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "logs")
-	out, _, err := runCLI(t, "runlog", "new", "--runlog.dir", dir, "--header", "device=cuda lavender_2=v0.2.3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := strings.TrimSpace(out)
-	if filepath.Dir(path) != dir || !strings.HasPrefix(filepath.Base(path), "run-") {
-		t.Fatalf("runlog new printed %q, want a run file in %s", out, dir)
-	}
-	for i := range 60 { // well past the 1 KB cap: the file must compact
-		if _, _, err := runCLI(t, "runlog", "append", "--runlog.dir", dir, "START", fmt.Sprintf("Pretrain %d/60", i+1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	shown, _, err := runCLI(t, "runlog", "show", "--runlog.dir", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(shown) > runlog.DefaultMaxBytes {
-		t.Errorf("60 appends left %d bytes, over the cap", len(shown))
-	}
-	f, err := runlog.Parse([]byte(shown))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, shown)
-	}
-	if f.Header[1] != "# device=cuda lavender_2=v0.2.3" || !strings.HasSuffix(f.First, " RUN start") || f.Marker == nil {
-		t.Errorf("unexpected shape:\n%s", shown)
-	}
-	if all := f.AllEntries(); !strings.HasSuffix(all[len(all)-1], " START Pretrain 60/60") {
-		t.Errorf("newest entry %q", all[len(all)-1])
-	}
-	p, _, err := runCLI(t, "runlog", "path", "--runlog.dir", dir)
-	if err != nil || strings.TrimSpace(p) != path {
-		t.Errorf("runlog path printed %q (%v), want %q", p, err, path)
-	}
 }
 
 func TestRunlogAppendStartsARun(t *testing.T) {
