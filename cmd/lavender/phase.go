@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
+	"github.com/lavender-ml/lavender/app"
 	"github.com/lavender-ml/lavender/heartbeat"
 	"github.com/lavender-ml/lavender/phaseapi"
 )
@@ -30,8 +30,9 @@ type phaseClientFlags struct {
 	Timeout      time.Duration `name:"timeout" default:"${phase_timeout}" env:"LAVENDER_PHASE_TIMEOUT" help:"Timeout of each request to the exporter."`
 }
 
-func (f *phaseClientFlags) client() (*heartbeat.Client, error) {
-	return heartbeat.ClientConfig{URL: f.URL, Username: f.Username, PasswordFile: f.PasswordFile, CAFile: f.CAFile, Timeout: f.Timeout}.Open()
+// config is the heartbeat client's configuration from the flags.
+func (f *phaseClientFlags) config() heartbeat.ClientConfig {
+	return heartbeat.ClientConfig{URL: f.URL, Username: f.Username, PasswordFile: f.PasswordFile, CAFile: f.CAFile, Timeout: f.Timeout}
 }
 
 // progressFlags are the optional progress a heartbeat carries; the
@@ -42,19 +43,10 @@ type progressFlags struct {
 	Total *uint64 `name:"total" env:"LAVENDER_PHASE_TOTAL" help:"Steps in the whole phase (1 or more); with --step, gives the ETA."`
 }
 
-// send sends one heartbeat. A warning in the answer (an end taken without
-// its contradictory --step and --total) is printed, not an error: the
-// exporter recorded the event, and the exit code says so.
+// send sends one heartbeat (app.PhaseEvent).
 func (f *phaseClientFlags) send(g *Globals, name, event, status string, progress progressFlags) error {
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	warning, err := c.Event(context.Background(), phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total})
-	if warning != "" {
-		fmt.Fprintln(g.Stderr, "lavender: warning:", warning)
-	}
-	return err
+	req := phaseapi.HeartbeatRequest{Phase: name, Event: event, Status: status, Step: progress.Step, Total: progress.Total}
+	return app.PhaseEvent(context.Background(), f.config(), req, g.Stderr)
 }
 
 type PhaseStartCmd struct {
@@ -116,30 +108,8 @@ func (c *PhaseRunCmd) Run(g *Globals) error {
 	return nil
 }
 
+// run is Run with the streams and terminal tests give (app.RunPhase).
 func (c *PhaseRunCmd) run(ctx context.Context, g *Globals, stdin io.Reader, tty *os.File) (int, error) {
-	if c.Every <= 0 {
-		return 2, fmt.Errorf("--every must be positive, not %s", c.Every)
-	}
-	if len(c.Command) > 0 && c.Command[0] == "--" {
-		c.Command = c.Command[1:]
-	}
-	if len(c.Command) == 0 {
-		return 2, errors.New("phase run: no command given; usage: lavender phase run NAME -- CMD [ARGS...]")
-	}
-	client, err := c.client()
-	if err != nil {
-		return 2, err
-	}
-	w := &heartbeat.Wrapper{
-		Client: client,
-		Phase:  c.Name,
-		Every:  c.Every,
-		Stdin:  stdin,
-		Stdout: g.Stdout,
-		Stderr: g.Stderr,
-		Logger: g.Logger,
-		// The terminal, if any, goes to the command while it runs.
-		Terminal: tty,
-	}
-	return w.Run(ctx, c.Command[0], c.Command[1:]...)
+	o := app.PhaseRunOptions{Client: c.config(), Phase: c.Name, Every: c.Every, Command: c.Command}
+	return app.RunPhase(ctx, o, app.Env{Logger: g.Logger}, stdin, g.Stdout, g.Stderr, tty)
 }

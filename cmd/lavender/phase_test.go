@@ -75,21 +75,6 @@ func TestPhaseRunWithoutExporter(t *testing.T) {
 	}
 }
 
-func TestPhaseRunUsageErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"phase", "run", "Train", "--every", "0s", "--", "true"},
-		{"phase", "run", "Train", "--url", "ftp://127.0.0.1:9877", "--", "true"},
-		{"phase", "run", "bad\tname", "--", "true"},
-	} {
-		cli := parseCLI(t, args...)
-		var stdout bytes.Buffer
-		code, err := cli.Phase.Run.run(context.Background(), testGlobals(&stdout, io.Discard), nil, nil)
-		if err == nil || code == 0 {
-			t.Errorf("%q: run = %d, %v; want a usage error", args, code, err)
-		}
-	}
-}
-
 // start, ping and end carry --step and --total (or LAVENDER_PHASE_STEP and
 // LAVENDER_PHASE_TOTAL); the exporter's refusal of a step past the total
 // given with it comes back as the command's error. A step alone past the
