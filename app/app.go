@@ -1,8 +1,11 @@
 // Package app wires lavender's serving commands from plain options: what
 // each of serve, exporter and bridge builds, in which order it starts and
-// stops, and the host reader that feeds serve's watchdog. cmd/lavender
-// parses flags into these options and calls RunServe, RunExporter or
-// RunBridge; nothing else imports this package.
+// stops, and the host reader that feeds serve's watchdog. It also runs the
+// client commands (send, check, runlog, phase), checks the options before
+// a command starts (naming the flags), and gives the flags' defaults.
+// cmd/lavender parses flags into these options and calls RunServe,
+// RunExporter, RunBridge and the others; nothing else imports this
+// package.
 package app
 
 import (
