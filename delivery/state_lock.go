@@ -2,10 +2,8 @@ package delivery
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"syscall"
+
+	"github.com/lavender-ml/lavender/internal/statelock"
 )
 
 // lockState takes the lock beside the state file (its name plus ".lock")
@@ -17,36 +15,17 @@ import (
 // failures.
 func (b *Pipeline) lockState() {
 	st := &b.state
-	path := st.path + ".lock"
-	err := os.MkdirAll(filepath.Dir(path), 0o755)
-	var fh *os.File
-	if err == nil {
-		// Read-only, so the logs dir can still be remounted read-only;
-		// O_NONBLOCK, so a FIFO put in its place cannot block the start.
-		fh, err = os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o644)
-	}
-	if err == nil {
-		if info, serr := fh.Stat(); serr != nil || !info.Mode().IsRegular() {
-			fh.Close()
-			err = fmt.Errorf("%s is not a regular file", path)
-		}
-	}
-	if err != nil {
+	fh, err := statelock.Take(st.path + ".lock")
+	switch {
+	case errors.Is(err, statelock.ErrHeld):
+		b.logger.Error("[bark] ANOTHER LAVENDER KEEPS ITS BARK STATE IN THIS LOGS DIR: this one keeps none, so its held alerts and dedup memory do not survive a crash; give each serve or bridge its own --runlog.dir",
+			"file", st.path)
+		st.path = ""
+	case err != nil:
 		b.logger.Warn("[bark] cannot lock the Bark state; keeping it unlocked", "err", err)
-		return
+	default:
+		st.lock = fh
 	}
-	if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		fh.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			b.logger.Error("[bark] ANOTHER LAVENDER KEEPS ITS BARK STATE IN THIS LOGS DIR: this one keeps none, so its held alerts and dedup memory do not survive a crash; give each serve or bridge its own --runlog.dir",
-				"file", st.path)
-			st.path = ""
-			return
-		}
-		b.logger.Warn("[bark] cannot lock the Bark state; keeping it unlocked", "err", err)
-		return
-	}
-	st.lock = fh
 }
 
 // Close releases the state file's lock and drops a save put off or to be

@@ -69,16 +69,16 @@ var mayUse = map[string][]string{
 	// fan-out to the channels' notifiers, the run log's line, the history
 	// and the state file. It knows no Alertmanager and no watchdog (see
 	// neverUse), and no words but a storm summary's.
-	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
+	"delivery": {"bark", "ntfy", "notify", "runlog", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp", "internal/statelock"},
 	// Alertmanager's webhook: decodes alerts, words them with pushtext,
 	// hands them to delivery.
-	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
+	"webhook": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp", "internal/statelock"},
 	// The watchdog's pushes: words them with pushtext, gives them their
 	// incident ids and levels, hands them to delivery.
-	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp"},
+	"watchpush": {"delivery", "pushtext", "gpu", "bark", "ntfy", "notify", "runlog", "watchdog", "phaseapi", "kmsg", "diskguard", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/backoff", "internal/lazyregexp", "internal/statelock"},
 	// The status page reads the others' plain data and renders it; it
 	// alone holds HTML. Nothing but cmd may use it (see below).
-	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/procfile", "diskguard", "internal/backoff", "internal/lazyregexp"},
+	"statuspage": {"phaseserver", "delivery", "gpu", "bark", "ntfy", "notify", "pushtext", "watchdog", "runlog", "phaseapi", "proctree", "kmsg", "internal/throttle", "internal/ring", "internal/targetfile", "internal/textsafe", "internal/procfile", "diskguard", "internal/backoff", "internal/lazyregexp", "internal/statelock"},
 	// The disk guard reads statfs and learns from the numbers; what to
 	// push about them is the watchdog's, so it imports nothing of ours.
 	// The watchdog reads its readings and the phase server hands it the
@@ -96,7 +96,7 @@ var mayUse = map[string][]string{
 	// product package, and only cmd uses it (see usedOnlyBy).
 	"app": {"bark", "ntfy", "gpu", "delivery", "diskguard", "exporter", "heartbeat", "kmsg", "phaseapi", "phaseserver", "pushtext", "runlog", "statuspage",
 		"watchdog", "watchpush", "webguard", "webhook", "webserve", "notify", "proctree", "internal/targetfile", "internal/textsafe", "internal/ring",
-		"internal/throttle", "internal/procfile", "internal/backoff", "internal/lazyregexp"},
+		"internal/throttle", "internal/procfile", "internal/backoff", "internal/lazyregexp", "internal/statelock"},
 	// Takes SIGHUP from the first instant of the process, so it must
 	// initialise before everything else: it may import nothing of ours.
 	"cmd/lavender/internal/hangup": {},
@@ -121,6 +121,9 @@ var mayUse = map[string][]string{
 	// A fixed-size buffer of the newest values: the watchdog's samples
 	// and the bridge's recent pushes.
 	"internal/ring": {},
+	// The lock beside a state file that keeps a second lavender off it:
+	// delivery's state, and serve's watchdog state and kernel log position.
+	"internal/statelock": {},
 	// The one bounded, non-blocking reader of procfs and sysfs files, so
 	// that a FIFO or /dev/zero in their place hangs and swells nothing.
 	"internal/procfile": {},
