@@ -67,9 +67,11 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 	grace := o.Push.Delivery.Timeout + WebhookMargin
 	stopStorm := runDelivery(ctx, p.delivery, grace)
 	defer stopStorm()
+	keepState, releaseState := lockServeState(o.Runlog.LogsDir(), env.Logger)
+	defer releaseState()
 	var pos *kernelLogPosition
 	var from kmsg.From
-	if o.Host.KmsgPath != "" {
+	if o.Host.KmsgPath != "" && keepState {
 		pos, from = openKernelLogPosition(o.Runlog.LogsDir(), o.Host.ProcFS, env.Logger)
 	}
 	klog := openKernelLog(o.Host.KmsgPath, env.Logger, srv.reg, pos, from)
@@ -89,7 +91,7 @@ func RunServe(ctx context.Context, o ServeOptions, env Env) error {
 	history := watchdog.NewHistory(o.Host.HistoryStep)
 	var carried []watchdog.OpenIncident
 	var onOpen func([]watchdog.OpenIncident)
-	if o.Watchdog.enabled() {
+	if o.Watchdog.enabled() && keepState {
 		var state *watchdogState
 		state, carried = openWatchdogState(o.Runlog.LogsDir(), env.Logger)
 		onOpen = state.save

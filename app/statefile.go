@@ -2,9 +2,12 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 
+	"github.com/lavender-ml/lavender/internal/statelock"
 	"github.com/lavender-ml/lavender/runlog"
 )
 
@@ -34,4 +37,32 @@ func writeStateFile(path string, v any) error {
 		err = runlog.WriteFileAtomic(path, append(data, '\n'))
 	}
 	return err
+}
+
+// ServeStateLockName is the lock file in the logs dir that a serve holds
+// for the state only serve writes there: WatchdogStateFileName and
+// KernelLogPositionFileName. delivery's state has a lock of its own.
+const ServeStateLockName = "serve-state.lock"
+
+// lockServeState takes the logs dir's serve-state lock for as long as
+// serve runs (release gives it back), and says whether this serve keeps
+// its watchdog state and kernel log position. A second serve on the same
+// logs dir keeps neither, and says so at ERROR: it would carry over the
+// first one's incidents as its own and move its kernel log position back
+// and forth, so that a restart of the first would read records twice or
+// skip the faults between. A lock that cannot be taken for another reason
+// (a logs dir that cannot be made) leaves the state unlocked, as before
+// there was a lock: its saves report their own failures.
+func lockServeState(dir string, logger *slog.Logger) (keep bool, release func()) {
+	fh, err := statelock.Take(filepath.Join(dir, ServeStateLockName))
+	switch {
+	case errors.Is(err, statelock.ErrHeld):
+		logger.Error("ANOTHER LAVENDER SERVE KEEPS ITS WATCHDOG STATE AND KERNEL LOG POSITION IN THIS LOGS DIR: this one keeps neither, so its open incidents do not survive a restart and it reads the kernel log from its end; give each serve its own --runlog.dir",
+			"dir", dir)
+		return false, func() {}
+	case err != nil:
+		logger.Warn("cannot lock the watchdog state and kernel log position; keeping them unlocked", "err", err)
+		return true, func() {}
+	}
+	return true, func() { fh.Close() }
 }
