@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func TestFlagDuration(t *testing.T) {
 func TestFlagVars(t *testing.T) {
 	vars := FlagVars()
 	for name, want := range map[string]string{
-		"runtime_gogc":           "75",
+		"runtime_gogc":           fmt.Sprint(DefaultGOGC),
 		"bark_timeout":           flagDuration(delivery.DefaultTimeout),
 		"watchdog_interval":      flagDuration(watchdog.DefaultInterval),
 		"watchdog_shm":           DefaultShm,
@@ -54,7 +55,7 @@ func TestFlagVars(t *testing.T) {
 		}
 	}
 	vars["runtime_gogc"] = "changed"
-	if FlagVars()["runtime_gogc"] != "75" {
+	if FlagVars()["runtime_gogc"] != fmt.Sprint(DefaultGOGC) {
 		t.Error("FlagVars returns a map its caller's changes reach")
 	}
 }
