@@ -348,3 +348,51 @@ func (r *restartRig) restartAfterTheFirstPush() *served {
 	b.waitPolls(5)
 	return b
 }
+
+// A phase failed while Bark was down, and serve was restarted before a
+// push got through: the failed end is saved with the open incidents at the
+// stop, and the restarted serve pushes it at its first poll, worded as
+// before and under the same notification id. Once it got through, a
+// further restart pushes nothing.
+func TestRestartPushesAnEndNoPhoneTook(t *testing.T) {
+	procfs := testkit.NewProcfs(t, testkit.Host{Swap: testkit.SwapAt(testkit.Swap32GiBinKB, 0.10)})
+	rig := newRestartRig(t, procfs, nil, time.Hour) // no poll but the first and the last
+	a := rig.start()
+	rig.bark.SetFault(barktest.Status(503, "down"))
+	a.heartbeat(`{"phase":"Pretrain","event":"start"}`)
+	a.heartbeat(`{"phase":"Pretrain","event":"end","status":"failed","reason":"RuntimeError: CUDA out of memory"}`)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	tries := rig.pushes()
+	if len(tries) == 0 || !strings.Contains(tries[0], `"Pretrain" failed`) {
+		t.Fatalf("tries while Bark was down: %q", tries)
+	}
+	state, err := os.ReadFile(filepath.Join(rig.logDir, WatchdogStateFileName))
+	if err != nil || !strings.Contains(string(state), `"rule": "failed"`) {
+		t.Fatalf("the undelivered end is not in the watchdog state (%v):\n%s", err, state)
+	}
+
+	rig.bark.SetFault(nil)
+	b := rig.start()
+	got := rig.bark.WaitPushes(t, len(tries)+1)
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	pushes, ids := rig.pushes(), rig.ids()
+	if len(got) != len(tries)+1 || len(pushes) != len(tries)+1 {
+		t.Fatalf("pushes after the restart: %q, want the failed end once", pushes[len(tries):])
+	}
+	last := pushes[len(pushes)-1]
+	if !strings.Contains(last, `"Pretrain" failed`) || !strings.Contains(last, "CUDA out of memory") || ids[len(ids)-1] != ids[0] {
+		t.Errorf("the push after the restart %q, want the failed end under the id %s", last, ids[0])
+	}
+
+	c := rig.start()
+	if err := c.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if after := rig.pushes(); len(after) != len(pushes) {
+		t.Errorf("pushed again after it got through: %q", after[len(pushes):])
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lavender-ml/lavender/phaseapi"
 )
 
 // OpenIncident is an incident a rule has pushed (or tried to) and not yet
@@ -39,24 +41,30 @@ type OpenIncident struct {
 	// incident's pushes word, and Repeats the repeats counted since its
 	// last push, which the push at the window's end (LastSent plus the
 	// repeat) tells.
-	Fault     *KernelFault `json:"fault,omitempty"`
-	Repeats   int          `json:"repeats,omitempty"`
-	Began     time.Time    `json:"began"`
-	LastSent  time.Time    `json:"last_sent"`
-	Delivered bool         `json:"delivered"` // a push of it reached a phone
+	Fault   *KernelFault `json:"fault,omitempty"`
+	Repeats int          `json:"repeats,omitempty"`
+	// End is, for failed and done, the end of a push no phone took, and
+	// Ends how many ends that push counts: it is tried again after a
+	// restart, as its text and id were (LastSent is its poll).
+	End       *phaseapi.PhaseEnd `json:"end,omitempty"`
+	Ends      int                `json:"ends,omitempty"`
+	Began     time.Time          `json:"began"`
+	LastSent  time.Time          `json:"last_sent"`
+	Delivered bool               `json:"delivered"` // a push of it reached a phone
 }
 
 // equal compares two incidents, times by the instant.
 func (o OpenIncident) equal(p OpenIncident) bool {
 	return o.Rule == p.Rule && o.Incident == p.Incident && o.Started.Equal(p.Started) && o.OnStep == p.OnStep &&
 		o.Phase == p.Phase && reflect.DeepEqual(o.GPU, p.GPU) && o.LastSeen.Equal(p.LastSeen) &&
-		reflect.DeepEqual(o.Fault, p.Fault) && o.Repeats == p.Repeats &&
+		reflect.DeepEqual(o.Fault, p.Fault) && o.Repeats == p.Repeats && reflect.DeepEqual(o.End, p.End) && o.Ends == p.Ends &&
 		o.Began.Equal(p.Began) && o.LastSent.Equal(p.LastSent) && o.Delivered == p.Delivered
 }
 
 // carrier is a rule whose open incidents outlive the process: swap,
 // memory pressure, stalls, disk space, the GPU telemetry rules, the
-// kernel-log rules and the loss rule's pushed runs.
+// kernel-log rules, the loss rule's pushed runs, and the failed and done
+// rules' pushes no phone took.
 type carrier interface {
 	// open lists the rule's open incidents.
 	open() []OpenIncident

@@ -533,3 +533,60 @@ func TestALossPushCarriesOverARestart(t *testing.T) {
 		t.Errorf("a new run diverging: %q, want it pushed", got)
 	}
 }
+
+// A failed end whose push no phone took carries over a restart: the
+// restarted watchdog, whose phase server numbers its ends anew and holds
+// none of the old ones, pushes it at its first poll as it was worded (the
+// end, its reason, its count) and with the same Began, so the same
+// notification id; once a phone took it, nothing is left to carry. An end
+// that was delivered before the restart is not carried.
+func TestAnUndeliveredPhaseEndCarriesOverARestart(t *testing.T) {
+	newEndRig := func(now time.Time, carried []OpenIncident, accept bool) *carryRig {
+		rules, err := NewPhaseRules(PhaseConfig{Notify: []string{string(RuleFailed), string(RuleDone)}, Repeat: h, Retry: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newCarryRigOf(t, now, carried, rules...)
+		r.pusher.accept = accept
+		return r
+	}
+	failed := phaseapi.PhaseEnd{Seq: 1, Phase: "Pretrain", Status: phaseapi.StatusFailed, Reason: "RuntimeError: CUDA out of memory",
+		Started: t0.Add(-2 * h), Ended: t0.Add(4 * time.Second), PID: 4242}
+
+	first := newEndRig(t0, nil, false)
+	first.poll(t0, Sample{}) // the baseline
+	if got := first.poll(t0.Add(5*time.Second), Sample{Ends: []phaseapi.PhaseEnd{failed}}); got != "firing failed 4s" {
+		t.Fatalf("the failed end pushed %q", got)
+	}
+	data, err := json.Marshal(first.open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carried []OpenIncident
+	if err := json.Unmarshal(data, &carried); err != nil || len(carried) != 1 {
+		t.Fatalf("open incidents %s (%v), want the undelivered end", data, err)
+	}
+
+	next := newEndRig(t0.Add(m), carried, true)
+	if got := next.poll(t0.Add(m), Sample{}); got != "firing failed 4s" {
+		t.Fatalf("the restart's first poll pushed %q, want the undelivered end", got)
+	}
+	a := next.pusher.pushes[len(next.pusher.pushes)-1][0]
+	if a.Phase != "Pretrain" || a.Incident != "Pretrain" || a.End.Reason != failed.Reason || a.Ends != 1 || a.PhaseDuration() != 2*h+4*time.Second || !a.At.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("the carried push: %+v", a)
+	}
+	if len(next.open) != 0 {
+		t.Errorf("left to carry after a phone took it: %+v", next.open)
+	}
+	if got := next.poll(t0.Add(2*m), Sample{}); got != "" {
+		t.Errorf("pushed again: %q", got)
+	}
+
+	// Delivered before the restart: nothing to carry.
+	third := newEndRig(t0, nil, true)
+	third.poll(t0, Sample{})
+	third.poll(t0.Add(5*time.Second), Sample{Ends: []phaseapi.PhaseEnd{failed}})
+	if len(third.open) != 0 {
+		t.Errorf("a delivered end left to carry: %+v", third.open)
+	}
+}

@@ -80,7 +80,8 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 		for _, e := range s.Ends {
 			r.lastSeq = max(r.lastSeq, e.Seq)
 		}
-		return nil
+		// Only pushes carried over a restart (restore) can be pending.
+		return r.outbox.send(nil, now, s.Stopping)
 	}
 	var order []string
 	fresh := map[string][]phaseapi.PhaseEnd{}
@@ -193,3 +194,29 @@ func (r *PhaseEndRule) Pushed(a Alert, delivered bool, now time.Time) {
 // State: armed unless a push waits for a target; Since is when the first
 // waiting end came.
 func (r *PhaseEndRule) State() RuleState { return r.outbox.state(r.name) }
+
+// open lists the pushes no phone took yet, so that a restart of serve (or
+// a crash after the poll that saved them) tries them again: an end is
+// news once, and the process that read it may be the only one that did.
+func (r *PhaseEndRule) open() []OpenIncident {
+	var out []OpenIncident
+	for _, a := range r.outbox.pending {
+		end := a.End
+		out = append(out, OpenIncident{Rule: r.name, Incident: a.Incident, End: &end, Ends: a.Ends, Began: a.Began, LastSent: a.At})
+	}
+	return out
+}
+
+// restore queues again a push no phone took before the restart, as it
+// was worded (its end, its count, its poll), for the first poll: the same
+// notification id, since its rule, phase and Began are the same. The
+// window of repeated failures it may have opened is not carried: the next
+// failure of the phase pushes at once.
+func (r *PhaseEndRule) restore(o OpenIncident) bool {
+	if o.End == nil || o.Ends < 1 || o.Incident == "" {
+		return false
+	}
+	r.outbox.pending = append(r.outbox.pending, Alert{Rule: r.name, Status: Firing, Incident: o.Incident, Began: o.Began, At: o.LastSent,
+		Phase: o.Incident, End: *o.End, Ends: o.Ends})
+	return true
+}
