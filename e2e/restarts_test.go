@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,5 +76,54 @@ func TestRestartKeepsPhase(t *testing.T) {
 	log := runlogtest.Text(t, logDir)
 	if strings.Count(log, "START Pretrain 1/3") != 1 || strings.Count(log, "END   Pretrain 1/3") != 1 || strings.Count(log, "RUN start") != 1 {
 		t.Errorf("run log after restart:\n%s", log)
+	}
+}
+
+// TestKillBeforeThePollStillPushesTheEnd: a phase's failure accepted (200)
+// by `serve --run.resume`, which is killed with SIGKILL before its
+// watchdog's next poll read it: the restarted serve gives the saved ended
+// phases back as ends, and the watchdog, which saved how far it had read
+// them, pushes the failure once, with its reason.
+func TestKillBeforeThePollStillPushesTheEnd(t *testing.T) {
+	t.Parallel() // its own process: no state of the test process is shared
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bark := barktest.New(t)
+	logDir := t.TempDir()
+	addr := testkit.FreeAddrs(t, 1)[0] // the restart comes back on the same port
+	base := "http://" + addr
+	args := []string{"serve", "--web.listen-address=" + addr, "--path.procfs=" + testkit.SwapProcfs(t, 0.10), "--path.kmsg=",
+		"--runlog.dir=" + logDir, "--bark.config-dir=" + barktest.ConfigDir(t, map[string]string{"phone.bark.env": bark.Template(barktest.Key) + "\n"}),
+		"--watchdog.interval=1h", "--run.resume"} // no poll after the first until the kill
+	first := testkit.StartCommandWith(t, testkit.Options{KillAtEnd: true}, args...)
+	testkit.WaitReady(t, nil, base, "", "")
+	state := filepath.Join(logDir, "watchdog-state.json")
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		data, err := os.ReadFile(state)
+		return err == nil && strings.Contains(string(data), `"rule": "failed"`)
+	}, "the first poll's watchdog state")
+	for _, body := range []string{`{"phase":"Pretrain","event":"start"}`, `{"phase":"Pretrain","event":"end","status":"failed","reason":"RuntimeError: CUDA out of memory"}`} {
+		if code, answer := testkit.MustDo(t, nil, "POST", base+"/api/v1/heartbeat", []byte(body), "", ""); code != 200 {
+			t.Fatalf("%s: %d %s", body, code, answer)
+		}
+	}
+	if err := first.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.Done()
+	if n := bark.Count(); n != 0 {
+		t.Fatalf("%d pushes before the kill, want none: the end was not read yet", n)
+	}
+
+	testkit.StartCommand(t, args...)
+	testkit.WaitReady(t, nil, base, "", "")
+	pushes := bark.WaitPushes(t, 1)
+	if !strings.Contains(pushes[0].Body, `"Pretrain" failed`) || !strings.Contains(pushes[0].Body, "CUDA out of memory") {
+		t.Errorf("the push after the restart: %q", pushes[0].Body)
+	}
+	time.Sleep(time.Second) // a second push would come at the same first poll
+	if n := bark.Count(); n != 1 {
+		t.Errorf("%d pushes after the restart, want the failure once", n)
 	}
 }

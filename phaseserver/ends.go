@@ -30,6 +30,31 @@ func (s *Server) recordEndLocked(p phaseapi.Phase, died bool) {
 	}
 }
 
+// restoreEndsLocked keeps an end for each ended phase of the table the
+// last process saved, in the order they ended: an end it accepted and
+// saved but was killed before its watchdog read (or while the push
+// settled) is still news to a watchdog that saved how far it had read
+// (watchdog.PhaseEndRule); one that saved nothing takes them as old news,
+// as any end from before its first poll. A phase the server itself ended
+// (its process gone) says so in its reason, as its end did.
+func (s *Server) restoreEndsLocked() {
+	var ended []phaseapi.Phase
+	for _, p := range s.table.phases {
+		if !p.Active() && !p.Ended.IsZero() {
+			ended = append(ended, p)
+		}
+	}
+	slices.SortStableFunc(ended, func(a, b phaseapi.Phase) int { return a.Ended.Compare(b.Ended) })
+	for _, p := range ended {
+		died := p.Status == phaseapi.StatusUnknown || strings.Contains(p.Reason, diedReasonPrefix+" (pid ")
+		s.recordEndLocked(p, died)
+	}
+}
+
+// diedReasonPrefix begins the reason of a phase the server ended because
+// its process was gone.
+const diedReasonPrefix = "died without ending"
+
 // noteFailure counts the failed end p has just had and keeps it as its
 // last failure, which a new start of the phase keeps.
 func noteFailure(p *phaseapi.Phase) {
@@ -141,7 +166,7 @@ func (s *Server) checkProcesses() {
 			continue
 		}
 		p.Status, p.Ended = phaseapi.StatusFailed, now
-		p.Reason = s.failedReasonLocked(p.Name, fmt.Sprintf("died without ending (pid %d gone)", p.PID), now)
+		p.Reason = s.failedReasonLocked(p.Name, fmt.Sprintf("%s (pid %d gone)", diedReasonPrefix, p.PID), now)
 		noteFailure(p)
 		s.appendLog(endLine(*p, "died"))
 		s.recordEndLocked(*p, true)

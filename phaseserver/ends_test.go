@@ -253,3 +253,42 @@ func TestStartFromInsideJoins(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRestartGivesTheSavedEndsBack: a crash (no Close) after the server
+// took ends: the restarted server holds an end for every ended phase of
+// the saved table, in the order they ended and numbered anew, with the
+// reason and the status their end had; the active phase gives none.
+func TestRestartGivesTheSavedEndsBack(t *testing.T) {
+	env := newTestEnv(t)
+	if _, err := env.e.StartRun("", ""); err != nil {
+		t.Fatal(err)
+	}
+	env.beat("Pretrain", phaseapi.EventStart, "")
+	env.beat("Eval", phaseapi.EventStart, "")
+	env.beat("SFT", phaseapi.EventStart, "")
+	env.clock.Advance(time.Minute)
+	if _, err := env.e.Apply(phaseapi.HeartbeatRequest{Phase: "Eval", Event: phaseapi.EventEnd, Status: phaseapi.StatusFailed, Reason: "ValueError: bad batch"}); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.Advance(time.Minute)
+	env.beat("Pretrain", phaseapi.EventEnd, "")
+	if got := len(env.e.Ends()); got != 2 {
+		t.Fatalf("%d ends before the crash, want 2", got)
+	}
+
+	env.clock.Advance(time.Second)
+	env.restart()
+	ends := env.e.Ends()
+	if len(ends) != 2 {
+		t.Fatalf("ends after the restart: %+v, want Eval's and Pretrain's", ends)
+	}
+	eval, pretrain := ends[0], ends[1]
+	if eval.Seq != 1 || eval.Phase != "Eval" || eval.Status != phaseapi.StatusFailed || eval.Reason != "ValueError: bad batch" ||
+		!eval.Ended.Equal(t0.Add(time.Minute)) || eval.Died {
+		t.Errorf("Eval's end after the restart: %+v", eval)
+	}
+	if pretrain.Seq != 2 || pretrain.Phase != "Pretrain" || pretrain.Status != phaseapi.StatusOK || !pretrain.Ended.Equal(t0.Add(2*time.Minute)) ||
+		pretrain.Duration() != 2*time.Minute {
+		t.Errorf("Pretrain's end after the restart: %+v", pretrain)
+	}
+}

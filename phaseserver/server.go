@@ -171,6 +171,7 @@ func New(cfg Config, logger *slog.Logger) *Server {
 		// The table was saved by a process that has stopped: nobody took
 		// the phases' pings from then until now (see watchdog.Stalled).
 		s.table.run.Resumed = s.clock()
+		s.restoreEndsLocked()
 	}
 	s.publishLocked()
 

@@ -45,7 +45,10 @@ type OpenIncident struct {
 	Repeats int          `json:"repeats,omitempty"`
 	// End is, for failed and done, the end of a push no phone took, and
 	// Ends how many ends that push counts: it is tried again after a
-	// restart, as its text and id were (LastSent is its poll).
+	// restart, as its text and id were (LastSent is its poll). Without an
+	// End, Began is how far the rule had read the phase server's ends:
+	// an end after it, which the restarted phase server still holds, is
+	// news to the restarted rule.
 	End       *phaseapi.PhaseEnd `json:"end,omitempty"`
 	Ends      int                `json:"ends,omitempty"`
 	Began     time.Time          `json:"began"`

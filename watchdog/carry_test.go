@@ -563,7 +563,7 @@ func TestAnUndeliveredPhaseEndCarriesOverARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var carried []OpenIncident
-	if err := json.Unmarshal(data, &carried); err != nil || len(carried) != 1 {
+	if err := json.Unmarshal(data, &carried); err != nil || len(endsOf(carried)) != 1 {
 		t.Fatalf("open incidents %s (%v), want the undelivered end", data, err)
 	}
 
@@ -575,7 +575,7 @@ func TestAnUndeliveredPhaseEndCarriesOverARestart(t *testing.T) {
 	if a.Phase != "Pretrain" || a.Incident != "Pretrain" || a.End.Reason != failed.Reason || a.Ends != 1 || a.PhaseDuration() != 2*h+4*time.Second || !a.At.Equal(t0.Add(5*time.Second)) {
 		t.Errorf("the carried push: %+v", a)
 	}
-	if len(next.open) != 0 {
+	if len(endsOf(next.open)) != 0 {
 		t.Errorf("left to carry after a phone took it: %+v", next.open)
 	}
 	if got := next.poll(t0.Add(2*m), Sample{}); got != "" {
@@ -586,7 +586,72 @@ func TestAnUndeliveredPhaseEndCarriesOverARestart(t *testing.T) {
 	third := newEndRig(t0, nil, true)
 	third.poll(t0, Sample{})
 	third.poll(t0.Add(5*time.Second), Sample{Ends: []phaseapi.PhaseEnd{failed}})
-	if len(third.open) != 0 {
+	if len(endsOf(third.open)) != 0 {
 		t.Errorf("a delivered end left to carry: %+v", third.open)
+	}
+}
+
+// endsOf is the undelivered phase-end pushes among open incidents.
+func endsOf(open []OpenIncident) []OpenIncident {
+	var out []OpenIncident
+	for _, o := range open {
+		if o.End != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// A serve killed (kill -9) after the phase server took an end and saved
+// it, before the watchdog's next poll read it: the restarted phase server
+// gives the ended phases of its saved table back as ends, numbered anew,
+// and the failed and done rules, which carried how far they had read,
+// push the ones past it, and only those. A rule that carried nothing (a
+// state from before this was kept) takes them all as old news.
+func TestEndsUnreadAtAKillArePushedAfterTheRestart(t *testing.T) {
+	newEndRig := func(now time.Time, carried []OpenIncident) *carryRig {
+		rules, err := NewPhaseRules(PhaseConfig{Notify: []string{string(RuleFailed), string(RuleDone)}, Repeat: h, Retry: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newCarryRigOf(t, now, carried, rules...)
+	}
+	pushed := phaseapi.PhaseEnd{Seq: 1, Phase: "Pretrain", Status: phaseapi.StatusOK, Started: t0.Add(-2 * h), Ended: t0.Add(2 * time.Second)}
+	first := newEndRig(t0, nil)
+	first.poll(t0, Sample{}) // the baseline
+	if got := first.poll(t0.Add(40*time.Second), Sample{Ends: []phaseapi.PhaseEnd{pushed}}); got != "firing done 2s" {
+		t.Fatalf("the ok end pushed %q", got)
+	}
+	data, err := json.Marshal(first.open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carried []OpenIncident
+	if err := json.Unmarshal(data, &carried); err != nil {
+		t.Fatal(err)
+	}
+	// Killed after the phase server took SFT's failure, before a poll.
+	unread := phaseapi.PhaseEnd{Seq: 2, Phase: "SFT", Status: phaseapi.StatusFailed, Reason: "RuntimeError: CUDA out of memory",
+		Started: t0.Add(50 * time.Second), Ended: t0.Add(m)}
+	restored := []phaseapi.PhaseEnd{pushed, unread}
+	restored[0].Seq, restored[1].Seq = 1, 2 // the restarted server's numbers
+
+	next := newEndRig(t0.Add(2*m), carried)
+	if got := next.poll(t0.Add(2*m), Sample{Ends: restored}); got != "firing failed 1m0s" {
+		t.Errorf("the restart's first poll pushed %q, want SFT's failure alone", got)
+	}
+	if got := next.poll(t0.Add(3*m), Sample{Ends: restored}); got != "" {
+		t.Errorf("pushed again: %q", got)
+	}
+
+	var incidentsOnly []OpenIncident
+	for _, o := range carried {
+		if o.End != nil || o.Incident != "" {
+			incidentsOnly = append(incidentsOnly, o)
+		}
+	}
+	old := newEndRig(t0.Add(2*m), incidentsOnly)
+	if got := old.poll(t0.Add(2*m), Sample{Ends: restored}); got != "" {
+		t.Errorf("without how far it had read, the restart pushed %q; want the ends taken as old news", got)
 	}
 }

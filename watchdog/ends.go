@@ -44,6 +44,14 @@ type PhaseEndRule struct {
 	baselined bool
 	lastSeq   uint64
 	bursts    map[string]*burst // by phase: failures since its last push
+
+	// readTo is how far the rule has read the ends: every end that ended
+	// at or before it was pushed, or old news at the first poll. It is
+	// carried over a restart (open, restore), resumed then true, so that
+	// the ends the phase server gives back from its saved table are news
+	// only past it.
+	readTo  time.Time
+	resumed bool
 }
 
 // maxAtOnce bounds the failures of one window that push at once, so that
@@ -77,11 +85,26 @@ func (r *PhaseEndRule) Name() RuleName { return r.name }
 func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 	if !r.baselined {
 		r.baselined = true
+		if !r.resumed {
+			// Everything that ended before the first poll is old news.
+			r.readTo = now
+			for _, e := range s.Ends {
+				r.lastSeq = max(r.lastSeq, e.Seq)
+				if e.Ended.After(r.readTo) {
+					r.readTo = e.Ended
+				}
+			}
+			// Only pushes carried over a restart (restore) can be pending.
+			return r.outbox.send(nil, now, s.Stopping)
+		}
+		// Carried over a restart: the ends past readTo, which the phase
+		// server gave back from its saved table, are news, read below.
 		for _, e := range s.Ends {
+			if e.Ended.After(r.readTo) {
+				break
+			}
 			r.lastSeq = max(r.lastSeq, e.Seq)
 		}
-		// Only pushes carried over a restart (restore) can be pending.
-		return r.outbox.send(nil, now, s.Stopping)
 	}
 	var order []string
 	fresh := map[string][]phaseapi.PhaseEnd{}
@@ -97,6 +120,9 @@ func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 			break // read again at the next poll, with a failure if one came
 		}
 		r.lastSeq = e.Seq
+		if e.Ended.After(r.readTo) {
+			r.readTo = e.Ended
+		}
 		if !r.takes(e) || (e.Status == phaseapi.StatusOK && failedLater(s.Ends, e)) {
 			continue
 		}
@@ -200,6 +226,9 @@ func (r *PhaseEndRule) State() RuleState { return r.outbox.state(r.name) }
 // news once, and the process that read it may be the only one that did.
 func (r *PhaseEndRule) open() []OpenIncident {
 	var out []OpenIncident
+	if !r.readTo.IsZero() {
+		out = append(out, OpenIncident{Rule: r.name, Began: r.readTo})
+	}
 	for _, a := range r.outbox.pending {
 		end := a.End
 		out = append(out, OpenIncident{Rule: r.name, Incident: a.Incident, End: &end, Ends: a.Ends, Began: a.Began, LastSent: a.At})
@@ -213,6 +242,10 @@ func (r *PhaseEndRule) open() []OpenIncident {
 // window of repeated failures it may have opened is not carried: the next
 // failure of the phase pushes at once.
 func (r *PhaseEndRule) restore(o OpenIncident) bool {
+	if o.End == nil && o.Incident == "" && !o.Began.IsZero() {
+		r.readTo, r.resumed = o.Began, true
+		return true
+	}
 	if o.End == nil || o.Ends < 1 || o.Incident == "" {
 		return false
 	}
