@@ -542,11 +542,7 @@ func TestALossPushCarriesOverARestart(t *testing.T) {
 // that was delivered before the restart is not carried.
 func TestAnUndeliveredPhaseEndCarriesOverARestart(t *testing.T) {
 	newEndRig := func(now time.Time, carried []OpenIncident, accept bool) *carryRig {
-		rules, err := NewPhaseRules(PhaseConfig{Notify: []string{string(RuleFailed), string(RuleDone)}, Repeat: h, Retry: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := newCarryRigOf(t, now, carried, rules...)
+		r := newPhaseEndRig(t, now, carried)
 		r.pusher.accept = accept
 		return r
 	}
@@ -591,6 +587,16 @@ func TestAnUndeliveredPhaseEndCarriesOverARestart(t *testing.T) {
 	}
 }
 
+// newPhaseEndRig is a carryRig of the failed and done rules alone.
+func newPhaseEndRig(t *testing.T, now time.Time, carried []OpenIncident) *carryRig {
+	t.Helper()
+	rules, err := NewPhaseRules(PhaseConfig{Notify: []string{string(RuleFailed), string(RuleDone)}, Repeat: h, Retry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newCarryRigOf(t, now, carried, rules...)
+}
+
 // endsOf is the undelivered phase-end pushes among open incidents.
 func endsOf(open []OpenIncident) []OpenIncident {
 	var out []OpenIncident
@@ -609,13 +615,7 @@ func endsOf(open []OpenIncident) []OpenIncident {
 // push the ones past it, and only those. A rule that carried nothing (a
 // state from before this was kept) takes them all as old news.
 func TestEndsUnreadAtAKillArePushedAfterTheRestart(t *testing.T) {
-	newEndRig := func(now time.Time, carried []OpenIncident) *carryRig {
-		rules, err := NewPhaseRules(PhaseConfig{Notify: []string{string(RuleFailed), string(RuleDone)}, Repeat: h, Retry: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return newCarryRigOf(t, now, carried, rules...)
-	}
+	newEndRig := func(now time.Time, carried []OpenIncident) *carryRig { return newPhaseEndRig(t, now, carried) }
 	pushed := phaseapi.PhaseEnd{Seq: 1, Phase: "Pretrain", Status: phaseapi.StatusOK, Started: t0.Add(-2 * h), Ended: t0.Add(2 * time.Second)}
 	first := newEndRig(t0, nil)
 	first.poll(t0, Sample{}) // the baseline
