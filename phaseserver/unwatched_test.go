@@ -141,3 +141,37 @@ func TestPhaseSeenAliveAfterARestartStillDies(t *testing.T) {
 		t.Errorf("phase %s %q, want failed: died without ending", p.Status, p.Reason)
 	}
 }
+
+// TestADeathComesBackAsADeath: a phase the server ended because its
+// process died, then a crash of the server: the end the restarted server
+// gives back says it died, as the first one's did, and so does an end
+// whose outcome was unknown.
+func TestADeathComesBackAsADeath(t *testing.T) {
+	r := newRestartRig(t)
+	r.e = r.server()
+	r.checkFor(time.Second)
+	r.procs.gone(4242)
+	r.checkFor(3 * time.Second)
+	before := r.e.Ends()
+	if len(before) != 1 || !before[0].Died {
+		t.Fatalf("ends before the crash: %+v, want the death", before)
+	}
+	r.clock.Advance(time.Second)
+	r.e = r.server() // a crash: no Close
+	after := r.e.Ends()
+	if len(after) != 1 || !after[0].Died || after[0].Status != phaseapi.StatusFailed || after[0].Reason != before[0].Reason || after[0].PID != 4242 {
+		t.Errorf("the end after the restart: %+v, want %+v renumbered", after, before[0])
+	}
+
+	unknown := newRestartRig(t)
+	unknown.restartAfterTheProcessEnded()
+	unknown.checkFor(20 * time.Second) // past the grace of a phase no one watched
+	if ends := unknown.e.Ends(); len(ends) != 1 || ends[0].Status != phaseapi.StatusUnknown {
+		t.Fatalf("ends of a phase that ended while no server watched: %+v", ends)
+	}
+	unknown.clock.Advance(time.Second)
+	unknown.e = unknown.server()
+	if ends := unknown.e.Ends(); len(ends) != 1 || !ends[0].Died || ends[0].Status != phaseapi.StatusUnknown {
+		t.Errorf("the unknown end after the restart: %+v, want it died", ends)
+	}
+}
