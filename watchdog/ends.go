@@ -47,11 +47,10 @@ type PhaseEndRule struct {
 
 	// readTo is how far the rule has read the ends: every end that ended
 	// at or before it was pushed, or old news at the first poll. It is
-	// carried over a restart (open, restore), resumed then true, so that
-	// the ends the phase server gives back from its saved table are news
-	// only past it.
-	readTo  time.Time
-	resumed bool
+	// carried over a restart (open, restore), so that the ends the phase
+	// server gives back from its saved table are news only past it; before
+	// the first poll only restore sets it.
+	readTo time.Time
 }
 
 // maxAtOnce bounds the failures of one window that push at once, so that
@@ -85,7 +84,7 @@ func (r *PhaseEndRule) Name() RuleName { return r.name }
 func (r *PhaseEndRule) Observe(s Sample, now time.Time) []Alert {
 	if !r.baselined {
 		r.baselined = true
-		if !r.resumed {
+		if r.readTo.IsZero() { // nothing carried over
 			// Everything that ended before the first poll is old news.
 			r.readTo = now
 			for _, e := range s.Ends {
@@ -243,7 +242,7 @@ func (r *PhaseEndRule) open() []OpenIncident {
 // failure of the phase pushes at once.
 func (r *PhaseEndRule) restore(o OpenIncident) bool {
 	if o.End == nil && o.Incident == "" && !o.Began.IsZero() {
-		r.readTo, r.resumed = o.Began, true
+		r.readTo = o.Began
 		return true
 	}
 	if o.End == nil || o.Ends < 1 || o.Incident == "" {
