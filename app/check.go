@@ -83,19 +83,13 @@ func (o HostOptions) checkStep() error {
 
 // checkKmsgPath refuses, before anything starts, a --path.kmsg that can
 // never be the kernel log (/dev/zero would be read for ever, a directory
-// never): a mistake in the flag, unlike a log lavender may not read.
+// never): a mistake in the flag, unlike a log lavender may not read. ""
+// (no kernel log) and a path that does not exist pass.
 func (o HostOptions) checkKmsgPath() error {
-	return CheckKmsgPath(o.KmsgPath)
-}
-
-// CheckKmsgPath is HostOptions' check of its KmsgPath, path: "" (no kernel
-// log) and a path that does not exist pass, what can never be the kernel
-// log does not.
-func CheckKmsgPath(path string) error {
-	if path == "" {
+	if o.KmsgPath == "" {
 		return nil
 	}
-	if err := kmsg.Check(path); err != nil {
+	if err := kmsg.Check(o.KmsgPath); err != nil {
 		return fmt.Errorf("--path.kmsg: %w", err)
 	}
 	return nil

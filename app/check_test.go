@@ -153,3 +153,17 @@ func TestPushOptionsCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckKmsgPath: what can never be the kernel log is refused, naming
+// the flag; a missing path is no mistake in the flag (lavender runs
+// blind), and "" is no kernel log at all.
+func TestCheckKmsgPath(t *testing.T) {
+	if err := (HostOptions{KmsgPath: t.TempDir()}).checkKmsgPath(); err == nil || !strings.HasPrefix(err.Error(), "--path.kmsg: ") {
+		t.Errorf("a directory: %v, want refused naming --path.kmsg", err)
+	}
+	for _, path := range []string{filepath.Join(t.TempDir(), "missing"), ""} {
+		if err := (HostOptions{KmsgPath: path}).checkKmsgPath(); err != nil {
+			t.Errorf("%q was refused: %v", path, err)
+		}
+	}
+}
