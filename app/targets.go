@@ -32,8 +32,9 @@ type SendOptions struct {
 // target failed, or when there is none, and refuses a timeout that is not
 // positive (--bark.timeout) before it reads anything.
 func Send(ctx context.Context, o SendOptions, env Env, stdout, stderr io.Writer) error {
-	if o.Timeout <= 0 {
-		return fmt.Errorf("--bark.timeout must be positive, not %s", o.Timeout)
+	// delivery's own check of the timeout, as serve's and the bridge's.
+	if err := flagError(delivery.Config{Timeout: o.Timeout}.Check(), pushFlagOf); err != nil {
+		return err
 	}
 	msg := strings.TrimSpace(o.Message)
 	switch {

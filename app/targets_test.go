@@ -2,7 +2,9 @@ package app
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +94,16 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestSendRefusesATimeoutThatIsNotPositive: before it reads anything (the
+// config dir here does not exist), naming the flag.
+func TestSendRefusesATimeoutThatIsNotPositive(t *testing.T) {
+	for _, timeout := range []time.Duration{0, -time.Second} {
+		o := SendOptions{Command: "send", ConfigDir: filepath.Join(t.TempDir(), "missing"), Timeout: timeout, Message: "hello"}
+		err := Send(t.Context(), o, Env{Logger: slog.New(slog.DiscardHandler)}, io.Discard, io.Discard)
+		if want := "--bark.timeout must be positive, not " + timeout.String(); err == nil || err.Error() != want {
+			t.Errorf("timeout %s: %v, want %q", timeout, err, want)
+		}
+	}
 }
