@@ -175,7 +175,7 @@ func NewWatchdogOptions(rules watchdog.RuleFlags, phaseNotify []string, stallAft
 }
 
 // BuildRules builds the watchdog's rules from o, the same every time: serve
-// builds them at start, and cmd calls it first to refuse a bad flag.
+// builds them at start, and NewWatchdogOptions first, to refuse a bad flag.
 func (o WatchdogOptions) BuildRules() ([]watchdog.Rule, error) {
 	rules, err := watchdog.NewRules(o.Rules)
 	if err != nil {
